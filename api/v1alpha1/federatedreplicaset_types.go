@@ -1,0 +1,287 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// PlacementStrategy selects how replicas are divided among member clusters.
+// +kubebuilder:validation:Enum=Weighted;AvailableCapacity
+type PlacementStrategy string
+
+const (
+	// StrategyWeighted divides replicas in proportion to the per-cluster weights
+	// (Webster / Sainte-Laguë), capped by each member's free capacity.
+	StrategyWeighted PlacementStrategy = "Weighted"
+	// StrategyAvailableCapacity uses each member's estimated free capacity for the
+	// pod template as its weight.
+	StrategyAvailableCapacity PlacementStrategy = "AvailableCapacity"
+)
+
+// MoveBackPolicy says what happens to replicas moved away from a member when
+// that member becomes healthy again.
+// +kubebuilder:validation:Enum=Never;OnRecovery
+type MoveBackPolicy string
+
+const (
+	// MoveBackNever leaves moved replicas where they are.
+	MoveBackNever MoveBackPolicy = "Never"
+	// MoveBackOnRecovery returns replicas to the recovered member within the
+	// surge/unavailability budget.
+	MoveBackOnRecovery MoveBackPolicy = "OnRecovery"
+)
+
+// ClusterPreference tunes how one member cluster takes part in the division.
+type ClusterPreference struct {
+	// Name of the member cluster as registered with replicafed.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// Weight is the relative share of replicas this cluster receives.
+	// Zero means the cluster gets replicas only to satisfy minReplicas.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	Weight *int32 `json:"weight,omitempty"`
+
+	// MinReplicas is the floor kept in this cluster while it is healthy.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MinReplicas *int32 `json:"minReplicas,omitempty"`
+
+	// MaxReplicas is the ceiling for this cluster; unset means no ceiling.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxReplicas *int32 `json:"maxReplicas,omitempty"`
+
+	// DeletionCost orders clusters on scale-down: replicas leave the cluster
+	// with the lowest cost first (for example a pay-as-you-go cloud before a
+	// reserved data centre).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	DeletionCost *int32 `json:"deletionCost,omitempty"`
+}
+
+// Placement chooses the member clusters and how replicas are divided.
+// +kubebuilder:validation:XValidation:rule="!has(self.clusters) || self.clusters.all(c, self.clusters.exists_one(d, d.name == c.name))",message="placement.clusters names must be unique"
+type Placement struct {
+	// Clusters lists member clusters by name, with per-cluster preferences.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
+	// +optional
+	Clusters []ClusterPreference `json:"clusters,omitempty"`
+
+	// ClusterSelector selects registered member clusters by their labels.
+	// Selected clusters not listed in clusters get weight 1 and no bounds.
+	// When both are empty, every registered cluster is a candidate.
+	// +optional
+	ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
+
+	// Strategy is how replicas are divided.
+	// +kubebuilder:default=Weighted
+	// +optional
+	Strategy PlacementStrategy `json:"strategy,omitempty"`
+}
+
+// Failover says when replicas leave a member that cannot run them.
+type Failover struct {
+	// UnreachableGracePeriod is how long a member may be unreachable before its
+	// replicas are planned elsewhere. Nothing is deleted in an unreachable member.
+	// +kubebuilder:default="60s"
+	// +optional
+	UnreachableGracePeriod *metav1.Duration `json:"unreachableGracePeriod,omitempty"`
+
+	// UnschedulableThreshold is how long a pod may stay unschedulable before it
+	// counts as missing capacity in its member and its replica is planned elsewhere.
+	// +kubebuilder:default="60s"
+	// +optional
+	UnschedulableThreshold *metav1.Duration `json:"unschedulableThreshold,omitempty"`
+
+	// MoveBack says whether replicas return to a member after it recovers.
+	// +kubebuilder:default=Never
+	// +optional
+	MoveBack MoveBackPolicy `json:"moveBack,omitempty"`
+}
+
+// MoveBudget bounds how far the fleet may go above or below spec.replicas while
+// replicas move between members.
+type MoveBudget struct {
+	// MaxSurge is how many pods above spec.replicas the fleet may run during a
+	// move; an absolute number or a percentage of spec.replicas (rounded up).
+	// +kubebuilder:default="25%"
+	// +kubebuilder:validation:XIntOrString
+	// +optional
+	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
+
+	// MaxUnavailable is how many replicas below spec.replicas the fleet may
+	// be during a move; an absolute number or a percentage (rounded down).
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:XIntOrString
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+}
+
+// FederatedReplicaSetSpec is the desired state of a FederatedReplicaSet.
+// +kubebuilder:validation:XValidation:rule="self.selector.matchLabels.all(k, has(self.template.metadata.labels) && k in self.template.metadata.labels && self.template.metadata.labels[k] == self.selector.matchLabels[k]) || !has(self.selector.matchLabels)",message="selector.matchLabels must match template.metadata.labels"
+// +kubebuilder:validation:XValidation:rule="!has(self.selector.matchExpressions) || self.selector.matchExpressions.all(e, (e.operator == 'In' && has(self.template.metadata.labels) && e.key in self.template.metadata.labels && e.values.exists(v, v == self.template.metadata.labels[e.key])) || (e.operator == 'NotIn' && (!has(self.template.metadata.labels) || !(e.key in self.template.metadata.labels) || !e.values.exists(v, v == self.template.metadata.labels[e.key]))) || (e.operator == 'Exists' && has(self.template.metadata.labels) && e.key in self.template.metadata.labels) || (e.operator == 'DoesNotExist' && (!has(self.template.metadata.labels) || !(e.key in self.template.metadata.labels))))",message="selector.matchExpressions must match template.metadata.labels"
+// +kubebuilder:validation:XValidation:rule="(has(self.selector.matchLabels) && size(self.selector.matchLabels) > 0) || (has(self.selector.matchExpressions) && size(self.selector.matchExpressions) > 0)",message="selector must not be empty"
+type FederatedReplicaSetSpec struct {
+	// Replicas is the number of pods wanted across the whole fleet.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// MinReadySeconds is how long a new pod must be ready before it counts as
+	// available, as in a ReplicaSet.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
+
+	// Selector is a label query over pods that must match the template labels.
+	// It cannot be changed after creation.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="selector is immutable"
+	Selector *metav1.LabelSelector `json:"selector"`
+
+	// Template is the pod template created in every member cluster.
+	Template corev1.PodTemplateSpec `json:"template"`
+
+	// Placement chooses member clusters and how replicas are divided.
+	// +kubebuilder:default={strategy: Weighted}
+	// +optional
+	Placement Placement `json:"placement,omitempty"`
+
+	// Failover says when replicas leave a member that cannot run them.
+	// +kubebuilder:default={}
+	// +optional
+	Failover Failover `json:"failover,omitempty"`
+
+	// MoveBudget bounds surge and unavailability while replicas move.
+	// +kubebuilder:default={}
+	// +optional
+	MoveBudget MoveBudget `json:"moveBudget,omitempty"`
+}
+
+// ClusterHealth is replicafed's view of a member cluster.
+// +kubebuilder:validation:Enum=Healthy;Unreachable;Unknown
+type ClusterHealth string
+
+const (
+	// ClusterHealthy means the member's API server answers its readiness probe.
+	ClusterHealthy ClusterHealth = "Healthy"
+	// ClusterUnreachable means the probe has been failing.
+	ClusterUnreachable ClusterHealth = "Unreachable"
+	// ClusterHealthUnknown means no probe has completed yet.
+	ClusterHealthUnknown ClusterHealth = "Unknown"
+)
+
+// ClusterStatus is one member's row in a FederatedReplicaSet's status.
+type ClusterStatus struct {
+	// Name of the member cluster.
+	Name string `json:"name"`
+	// Target is the member's planned share of replicas.
+	Target int32 `json:"target"`
+	// Replicas is the number of active pods in the member.
+	Replicas int32 `json:"replicas"`
+	// ReadyReplicas is the number of ready pods in the member.
+	ReadyReplicas int32 `json:"readyReplicas"`
+	// AvailableReplicas is the number of available pods in the member.
+	AvailableReplicas int32 `json:"availableReplicas"`
+	// UnschedulableReplicas is the number of pods the member's scheduler could not place.
+	// +optional
+	UnschedulableReplicas int32 `json:"unschedulableReplicas,omitempty"`
+	// Health of the member as replicafed sees it.
+	Health ClusterHealth `json:"health"`
+	// LastReportTime is when the member's worker last reported.
+	// +optional
+	LastReportTime *metav1.Time `json:"lastReportTime,omitempty"`
+	// Message explains the row, for example why the target changed.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// Condition types of a FederatedReplicaSet.
+const (
+	// ConditionReady is True when every replica is available.
+	ConditionReady = "Ready"
+	// ConditionProgressing is True while members move towards their targets.
+	ConditionProgressing = "Progressing"
+	// ConditionReplicaFailure is True when a member failed to create or delete pods.
+	ConditionReplicaFailure = "ReplicaFailure"
+	// ConditionClusterUnavailable is True when a selected member is unreachable.
+	ConditionClusterUnavailable = "ClusterUnavailable"
+	// ConditionUnschedulable is True when the fleet lacks room for all replicas.
+	ConditionUnschedulable = "Unschedulable"
+)
+
+// FederatedReplicaSetStatus is the observed state, summed over member clusters.
+type FederatedReplicaSetStatus struct {
+	// Replicas is the number of active pods across members.
+	// +optional
+	Replicas int32 `json:"replicas"`
+	// FullyLabeledReplicas is the number of pods whose labels include all template labels.
+	// +optional
+	FullyLabeledReplicas int32 `json:"fullyLabeledReplicas,omitempty"`
+	// ReadyReplicas is the number of ready pods across members.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// AvailableReplicas is the number of available pods across members.
+	// +optional
+	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+	// TerminatingReplicas is the number of pods being deleted across members.
+	// +optional
+	TerminatingReplicas *int32 `json:"terminatingReplicas,omitempty"`
+	// ObservedGeneration is the generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Selector is spec.selector as a string, for the scale subresource and HPA.
+	// +optional
+	Selector string `json:"selector,omitempty"`
+	// ClusterCount is the number of member clusters with a non-zero target.
+	// +optional
+	ClusterCount int32 `json:"clusterCount,omitempty"`
+	// Conditions describe the FederatedReplicaSet's state.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Clusters has one row per member cluster taking part.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Clusters []ClusterStatus `json:"clusters,omitempty"`
+}
+
+// FederatedReplicaSet keeps a number of replicas of a pod template running
+// across member clusters.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:shortName=frs,categories=all
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Current",type=integer,JSONPath=`.status.replicas`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Clusters",type=integer,JSONPath=`.status.clusterCount`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type FederatedReplicaSet struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   FederatedReplicaSetSpec   `json:"spec"`
+	Status FederatedReplicaSetStatus `json:"status,omitempty"`
+}
+
+// FederatedReplicaSetList is a list of FederatedReplicaSets.
+// +kubebuilder:object:root=true
+type FederatedReplicaSetList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []FederatedReplicaSet `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&FederatedReplicaSet{}, &FederatedReplicaSetList{})
+}
