@@ -1,0 +1,364 @@
+package fsm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Type identifies the kind of a replicated command. It is the first byte of
+// every encoded command; the second byte is the encoding version.
+type Type uint8
+
+// Command types. Values are part of the log format: never renumber them.
+const (
+	TypeReserve       Type = 1
+	TypeSettle        Type = 2
+	TypeExpectDeletes Type = 3
+	TypeReconcile     Type = 4
+	TypeSetTargets    Type = 5
+	TypeDeleteTargets Type = 6
+	TypeSetHealth     Type = 7
+)
+
+// Version1 is the only encoding version so far: the body is JSON.
+const Version1 uint8 = 1
+
+// Limits that keep a single command (and so a single Apply) small.
+const (
+	maxItems    = 10000
+	maxNameLen  = 253
+	maxKeyField = 253
+)
+
+// ErrMalformed is returned for bytes that are not a valid command.
+var ErrMalformed = errors.New("malformed command")
+
+// Key identifies one FederatedReplicaSet in one member cluster.
+type Key struct {
+	Cluster   string `json:"c"`
+	Namespace string `json:"ns"`
+	Name      string `json:"n"`
+}
+
+// String renders the key as cluster/namespace/name.
+func (k Key) String() string { return k.Cluster + "/" + k.Namespace + "/" + k.Name }
+
+func (k Key) validate() error {
+	if k.Cluster == "" || k.Namespace == "" || k.Name == "" {
+		return fmt.Errorf("key %q: cluster, namespace and name are required", k.String())
+	}
+	if len(k.Cluster) > maxKeyField || len(k.Namespace) > maxKeyField || len(k.Name) > maxKeyField ||
+		strings.Contains(k.Cluster, "/") || strings.Contains(k.Namespace, "/") || strings.Contains(k.Name, "/") {
+		return fmt.Errorf("key %q: invalid field", k.String())
+	}
+	return nil
+}
+
+// FRSRef identifies a FederatedReplicaSet in the hub.
+type FRSRef struct {
+	Namespace string `json:"ns"`
+	Name      string `json:"n"`
+	UID       string `json:"uid,omitempty"`
+}
+
+// String renders the reference as namespace/name.
+func (f FRSRef) String() string { return f.Namespace + "/" + f.Name }
+
+// Meta is carried by every command.
+type Meta struct {
+	// ReqID deduplicates retried commands; empty disables deduplication.
+	ReqID string `json:"id,omitempty"`
+	// Now is the proposer's clock in Unix nanoseconds. Apply uses it instead
+	// of reading a clock, so every replica computes the same state.
+	Now int64 `json:"now"`
+	// Term is the raft term the proposer believed it led in.
+	Term uint64 `json:"term,omitempty"`
+}
+
+// Command is one decoded replicated command.
+type Command interface {
+	// Type is the command's type byte.
+	Type() Type
+	// Header returns the common fields.
+	Header() Meta
+	validate() error
+}
+
+// Reserve asks for up to Count deterministic pod names for Key.
+type Reserve struct {
+	Meta
+	Key Key `json:"key"`
+	// Target is the caller's view of the member target; the FSM uses the
+	// smaller of this and the committed target.
+	Target int32 `json:"target"`
+	// Active is the number of active pods the caller counts in the member.
+	Active int `json:"active"`
+	// Count is how many names are wanted.
+	Count  int    `json:"count"`
+	Prefix string `json:"prefix"`
+	// TTL is how long a reservation stays outstanding, in nanoseconds.
+	TTL int64 `json:"ttl"`
+	// Settle carries observations for Key that are applied before the
+	// reservation is computed, so they are not counted twice.
+	Settle []Settlement `json:"settle,omitempty"`
+}
+
+// SettleKind is what a Settlement does.
+type SettleKind uint8
+
+// Settlement kinds.
+const (
+	SettleCreated       SettleKind = 1 // the reserved pod was seen
+	SettleFailed        SettleKind = 2 // the reserved pod will not be created
+	SettleDeleted       SettleKind = 3 // the pod expected to be deleted is gone (or the delete failed)
+	SettleForgetKey     SettleKind = 4 // drop everything for Key recorded before BeforeSeq
+	SettleForgetCluster SettleKind = 5 // drop everything for Key.Cluster recorded before BeforeSeq
+)
+
+// Settlement is one observation or forget.
+type Settlement struct {
+	Kind SettleKind `json:"k"`
+	Key  Key        `json:"key"`
+	Name string     `json:"n,omitempty"`
+	// BeforeSeq bounds forgets so that a late forget never removes a
+	// reservation made after the caller asked to forget.
+	BeforeSeq uint64 `json:"before,omitempty"`
+}
+
+func (s Settlement) validate() error {
+	switch s.Kind {
+	case SettleCreated, SettleFailed, SettleDeleted:
+		if err := s.Key.validate(); err != nil {
+			return err
+		}
+		if s.Name == "" || len(s.Name) > maxNameLen {
+			return fmt.Errorf("settlement for %s: invalid pod name", s.Key)
+		}
+	case SettleForgetKey:
+		if err := s.Key.validate(); err != nil {
+			return err
+		}
+	case SettleForgetCluster:
+		if s.Key.Cluster == "" {
+			return errors.New("forget cluster: cluster is required")
+		}
+	default:
+		return fmt.Errorf("unknown settlement kind %d", s.Kind)
+	}
+	return nil
+}
+
+// Settle applies a batch of observations.
+type Settle struct {
+	Meta
+	Items []Settlement `json:"items"`
+}
+
+// PodRef is a pod name with its UID.
+type PodRef struct {
+	Name string `json:"n"`
+	UID  string `json:"uid"`
+}
+
+// ExpectDeletes records pods about to be deleted, replacing any earlier set for Key.
+type ExpectDeletes struct {
+	Meta
+	Key  Key      `json:"key"`
+	Pods []PodRef `json:"pods"`
+	TTL  int64    `json:"ttl"`
+}
+
+// Reconcile settles every reservation and pending delete of Key made in a
+// term before Term, using a fresh list of the member's pods.
+type Reconcile struct {
+	Meta
+	Key Key `json:"key"`
+	// Live maps the names of the pods that exist to their UIDs.
+	Live map[string]string `json:"live"`
+}
+
+// SetTargets commits the per-member targets of one FederatedReplicaSet.
+type SetTargets struct {
+	Meta
+	FRS        FRSRef           `json:"frs"`
+	Generation int64            `json:"gen"`
+	Targets    map[string]int32 `json:"targets"`
+}
+
+// DeleteTargets removes the targets of one FederatedReplicaSet.
+type DeleteTargets struct {
+	Meta
+	FRS FRSRef `json:"frs"`
+}
+
+// SetHealth records a member cluster's health.
+type SetHealth struct {
+	Meta
+	Cluster string `json:"cluster"`
+	Healthy bool   `json:"healthy"`
+	// Since is Unix nanoseconds.
+	Since int64 `json:"since"`
+}
+
+// Type implements Command.
+func (*Reserve) Type() Type { return TypeReserve }
+
+// Type implements Command.
+func (*Settle) Type() Type { return TypeSettle }
+
+// Type implements Command.
+func (*ExpectDeletes) Type() Type { return TypeExpectDeletes }
+
+// Type implements Command.
+func (*Reconcile) Type() Type { return TypeReconcile }
+
+// Type implements Command.
+func (*SetTargets) Type() Type { return TypeSetTargets }
+
+// Type implements Command.
+func (*DeleteTargets) Type() Type { return TypeDeleteTargets }
+
+// Type implements Command.
+func (*SetHealth) Type() Type { return TypeSetHealth }
+
+// Header implements Command.
+func (m Meta) Header() Meta { return m }
+
+func (c *Reserve) validate() error {
+	if err := c.Key.validate(); err != nil {
+		return err
+	}
+	if c.Count <= 0 || c.Count > maxItems || c.Active < 0 || c.Target < 0 || c.TTL <= 0 || len(c.Prefix) > maxNameLen {
+		return fmt.Errorf("reserve for %s: invalid count, active, target, ttl or prefix", c.Key)
+	}
+	if len(c.Settle) > maxItems {
+		return errors.New("reserve: too many settlements")
+	}
+	for _, s := range c.Settle {
+		if err := s.validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Settle) validate() error {
+	if len(c.Items) > maxItems {
+		return errors.New("settle: too many items")
+	}
+	for _, s := range c.Items {
+		if err := s.validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *ExpectDeletes) validate() error {
+	if err := c.Key.validate(); err != nil {
+		return err
+	}
+	if len(c.Pods) > maxItems || c.TTL <= 0 {
+		return fmt.Errorf("expect deletes for %s: too many pods or invalid ttl", c.Key)
+	}
+	for _, p := range c.Pods {
+		if p.Name == "" || len(p.Name) > maxNameLen {
+			return fmt.Errorf("expect deletes for %s: invalid pod name", c.Key)
+		}
+	}
+	return nil
+}
+
+func (c *Reconcile) validate() error {
+	if err := c.Key.validate(); err != nil {
+		return err
+	}
+	if c.Term == 0 {
+		return errors.New("reconcile: term is required")
+	}
+	return nil
+}
+
+func (f FRSRef) validate() error {
+	if f.Namespace == "" || f.Name == "" {
+		return errors.New("federated replica set namespace and name are required")
+	}
+	return nil
+}
+
+func (c *SetTargets) validate() error {
+	if err := c.FRS.validate(); err != nil {
+		return err
+	}
+	if len(c.Targets) > maxItems {
+		return errors.New("set targets: too many members")
+	}
+	for m, t := range c.Targets {
+		if m == "" || t < 0 {
+			return fmt.Errorf("set targets for %s: invalid target %d for member %q", c.FRS, t, m)
+		}
+	}
+	return nil
+}
+
+func (c *DeleteTargets) validate() error { return c.FRS.validate() }
+
+func (c *SetHealth) validate() error {
+	if c.Cluster == "" {
+		return errors.New("set health: cluster is required")
+	}
+	return nil
+}
+
+// Encode renders cmd as type byte, version byte and JSON body.
+func Encode(cmd Command) ([]byte, error) {
+	if err := cmd.validate(); err != nil {
+		return nil, fmt.Errorf("encoding command type %d: %w", cmd.Type(), err)
+	}
+	body, err := json.Marshal(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("encoding command type %d: %w", cmd.Type(), err)
+	}
+	out := make([]byte, 0, len(body)+2)
+	out = append(out, byte(cmd.Type()), Version1)
+	return append(out, body...), nil
+}
+
+// Decode parses bytes produced by Encode. Unknown types or versions and
+// malformed or invalid bodies return an error wrapping ErrMalformed.
+func Decode(b []byte) (Command, error) {
+	if len(b) < 2 {
+		return nil, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
+	}
+	if b[1] != Version1 {
+		return nil, fmt.Errorf("%w: type %d has unknown version %d", ErrMalformed, b[0], b[1])
+	}
+	var cmd Command
+	switch Type(b[0]) {
+	case TypeReserve:
+		cmd = &Reserve{}
+	case TypeSettle:
+		cmd = &Settle{}
+	case TypeExpectDeletes:
+		cmd = &ExpectDeletes{}
+	case TypeReconcile:
+		cmd = &Reconcile{}
+	case TypeSetTargets:
+		cmd = &SetTargets{}
+	case TypeDeleteTargets:
+		cmd = &DeleteTargets{}
+	case TypeSetHealth:
+		cmd = &SetHealth{}
+	default:
+		return nil, fmt.Errorf("%w: unknown type %d", ErrMalformed, b[0])
+	}
+	if err := json.Unmarshal(b[2:], cmd); err != nil {
+		return nil, fmt.Errorf("%w: type %d: %v", ErrMalformed, b[0], err)
+	}
+	if err := cmd.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return cmd, nil
+}

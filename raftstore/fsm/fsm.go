@@ -1,0 +1,397 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"maps"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// Result codes carried in Result.Code.
+const (
+	CodeOK       = ""
+	CodeRefused  = "refused"  // a limit (target) refused the command
+	CodeInvalid  = "invalid"  // the command could not be decoded
+	CodeStale    = "stale"    // the command was older than the committed state
+	CodeNotFound = "notfound" // nothing to act on
+)
+
+// ErrRefused is wrapped by Result.Error for refused commands.
+var ErrRefused = errors.New("refused by the replicated state")
+
+// ErrStale is wrapped by Result.Error for stale commands.
+var ErrStale = errors.New("stale command")
+
+// Result is what Apply returns for every command log.
+type Result struct {
+	Code string `json:"code,omitempty"`
+	Msg  string `json:"msg,omitempty"`
+	// Names are the reserved pod names (Reserve).
+	Names []string `json:"names,omitempty"`
+	// Completed and Released are the names settled by Reconcile.
+	Completed []string `json:"completed,omitempty"`
+	Released  []string `json:"released,omitempty"`
+}
+
+// Error turns a failed result into an error.
+func (r *Result) Error() error {
+	switch r.Code {
+	case CodeOK:
+		return nil
+	case CodeRefused:
+		return fmt.Errorf("%w: %s", ErrRefused, r.Msg)
+	case CodeStale:
+		return fmt.Errorf("%w: %s", ErrStale, r.Msg)
+	case CodeInvalid:
+		return fmt.Errorf("%w: %s", ErrMalformed, r.Msg)
+	default:
+		return fmt.Errorf("%s: %s", r.Code, r.Msg)
+	}
+}
+
+// DefaultDedupWindow is how many request IDs the FSM remembers.
+const DefaultDedupWindow = 8192
+
+// FSM is the replicated state machine. Apply is deterministic: it reads time
+// only from commands. All readers take a read lock and get copies.
+type FSM struct {
+	salt   string
+	window int
+
+	mu sync.RWMutex
+	st *state
+}
+
+// New returns an empty FSM. salt (the raft cluster ID) is mixed into reserved
+// pod names, so a rebuilt raft cluster never reuses an old cluster's names.
+func New(salt string) *FSM {
+	return &FSM{salt: salt, window: DefaultDedupWindow, st: newState()}
+}
+
+var _ raft.FSM = (*FSM)(nil)
+
+// Apply implements raft.FSM.
+func (f *FSM) Apply(l *raft.Log) interface{} {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	r := f.ApplyBytes(l.Data)
+	return &r
+}
+
+// ApplyBytes decodes and applies one encoded command.
+func (f *FSM) ApplyBytes(b []byte) Result {
+	cmd, err := Decode(b)
+	if err != nil {
+		return Result{Code: CodeInvalid, Msg: err.Error()}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id := cmd.Header().ReqID
+	if id != "" {
+		if r, ok := f.st.lookupDedup(id); ok {
+			return r
+		}
+	}
+	r := f.apply(cmd)
+	if id != "" {
+		f.st.rememberDedup(id, r, f.window)
+	}
+	return r
+}
+
+func (f *FSM) apply(cmd Command) Result {
+	s := f.st
+	switch c := cmd.(type) {
+	case *Reserve:
+		return f.reserve(c)
+	case *Settle:
+		s.settle(c.Items, c.Now)
+	case *ExpectDeletes:
+		ks := s.key(c.Key, true)
+		s.Seq++
+		ks.Deletes = make(map[string]PendingDelete, len(c.Pods))
+		for _, p := range c.Pods {
+			ks.Deletes[p.Name] = PendingDelete{Name: p.Name, UID: p.UID, Expiry: c.Now + c.TTL, Term: c.Term, Seq: s.Seq}
+		}
+		s.gc(ks, c.Now)
+	case *Reconcile:
+		return f.reconcile(c)
+	case *SetTargets:
+		k := c.FRS.String()
+		if old, ok := s.Targets[k]; ok && old.FRS.UID == c.FRS.UID && old.Generation > c.Generation {
+			return Result{Code: CodeStale, Msg: fmt.Sprintf("targets of %s are at generation %d, command has %d", k, old.Generation, c.Generation)}
+		}
+		s.Targets[k] = &TargetRecord{FRS: c.FRS, Generation: c.Generation, Targets: maps.Clone(c.Targets)}
+	case *DeleteTargets:
+		k := c.FRS.String()
+		old, ok := s.Targets[k]
+		if !ok || (c.FRS.UID != "" && old.FRS.UID != c.FRS.UID) {
+			return Result{Code: CodeNotFound, Msg: "no targets for " + k}
+		}
+		delete(s.Targets, k)
+	case *SetHealth:
+		s.Health[c.Cluster] = Health{Healthy: c.Healthy, Since: c.Since}
+	}
+	return Result{}
+}
+
+func (f *FSM) reserve(c *Reserve) Result {
+	s := f.st
+	s.settle(c.Settle, c.Now)
+	target := c.Target
+	if rec, ok := s.Targets[FRSRef{Namespace: c.Key.Namespace, Name: c.Key.Name}.String()]; ok {
+		// The committed target bounds every leader, also one whose own view is stale.
+		if t := rec.Targets[c.Key.Cluster]; t < target {
+			target = t
+		}
+	}
+	ks := s.key(c.Key, true)
+	s.gc(ks, c.Now)
+	ks = s.key(c.Key, true)
+	allowed := int(target) - c.Active - len(ks.Reservations)
+	if allowed <= 0 {
+		s.gc(ks, c.Now)
+		return Result{Code: CodeRefused, Msg: fmt.Sprintf("%s: target %d, active %d, outstanding %d leave no room",
+			c.Key, target, c.Active, len(ks.Reservations))}
+	}
+	n := min(c.Count, allowed)
+	names := make([]string, 0, n)
+	for len(names) < n {
+		s.Seq++
+		name := PodName(f.salt, c.Key, c.Prefix, s.Seq)
+		if _, dup := ks.Reservations[name]; dup {
+			continue
+		}
+		ks.Reservations[name] = Reservation{Name: name, Expiry: c.Now + c.TTL, Term: c.Term, Seq: s.Seq}
+		names = append(names, name)
+	}
+	return Result{Names: names}
+}
+
+func (f *FSM) reconcile(c *Reconcile) Result {
+	s := f.st
+	ks := s.key(c.Key, false)
+	var r Result
+	if ks == nil {
+		return r
+	}
+	for _, n := range sortedNames(ks.Reservations) {
+		if ks.Reservations[n].Term >= c.Term {
+			continue
+		}
+		if _, live := c.Live[n]; live {
+			r.Completed = append(r.Completed, n)
+		} else {
+			r.Released = append(r.Released, n)
+		}
+		delete(ks.Reservations, n)
+	}
+	for n, d := range ks.Deletes {
+		if d.Term < c.Term {
+			delete(ks.Deletes, n)
+		}
+	}
+	s.gc(ks, c.Now)
+	return r
+}
+
+func sortedNames(m map[string]Reservation) []string {
+	out := make([]string, 0, len(m))
+	for n := range m {
+		out = append(out, n)
+	}
+	sortStrings(out)
+	return out
+}
+
+// View returns a copy of the expectations of k.
+func (f *FSM) View(k Key) KeyView {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	v := KeyView{Reservations: map[string]Reservation{}, Deletes: map[string]PendingDelete{}}
+	if ks := f.st.key(k, false); ks != nil {
+		maps.Copy(v.Reservations, ks.Reservations)
+		maps.Copy(v.Deletes, ks.Deletes)
+	}
+	return v
+}
+
+// Keys lists the keys that have expectations.
+func (f *FSM) Keys() []Key {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]Key, 0, len(f.st.Keys))
+	for _, ks := range f.st.sortedKeys() {
+		out = append(out, ks.Key)
+	}
+	return out
+}
+
+// Seq is the last sequence number handed out.
+func (f *FSM) Seq() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.Seq
+}
+
+// Targets returns a copy of the committed targets of one FederatedReplicaSet.
+func (f *FSM) Targets(frs FRSRef) (TargetRecord, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	rec, ok := f.st.Targets[frs.String()]
+	if !ok || (frs.UID != "" && rec.FRS.UID != frs.UID) {
+		return TargetRecord{}, false
+	}
+	out := *rec
+	out.Targets = maps.Clone(rec.Targets)
+	return out, true
+}
+
+// AllTargets returns copies of every target record.
+func (f *FSM) AllTargets() []TargetRecord {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]TargetRecord, 0, len(f.st.Targets))
+	for _, rec := range f.st.Targets {
+		c := *rec
+		c.Targets = maps.Clone(rec.Targets)
+		out = append(out, c)
+	}
+	return out
+}
+
+// Health returns the recorded health of a member cluster.
+func (f *FSM) Health(cluster string) (Health, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	h, ok := f.st.Health[cluster]
+	return h, ok
+}
+
+// AllHealth returns a copy of every member's health.
+func (f *FSM) AllHealth() map[string]Health {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return maps.Clone(f.st.Health)
+}
+
+// Snapshot format: magic, version, body length, JSON body, CRC-32C of the body.
+var snapshotMagic = [4]byte{'R', 'F', 'S', 'N'}
+
+const snapshotVersion = 1
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// Snapshot implements raft.FSM. The state is small, so it is encoded here
+// under the read lock and Persist only writes bytes.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	body, err := json.Marshal(f.st)
+	f.mu.RUnlock()
+	if err != nil {
+		return nil, fmt.Errorf("encoding snapshot: %w", err)
+	}
+	return &snapshot{body: body}, nil
+}
+
+// Restore implements raft.FSM. It replaces all state; on error the previous
+// state is kept.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	st, err := readSnapshot(rc)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.st = st
+	f.mu.Unlock()
+	return nil
+}
+
+// readSnapshot decodes and verifies a snapshot stream.
+func readSnapshot(r io.Reader) (*state, error) {
+	var hdr [13]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, fmt.Errorf("reading snapshot header: %w", err)
+	}
+	if !bytes.Equal(hdr[:4], snapshotMagic[:]) {
+		return nil, errors.New("reading snapshot: not a replicafed snapshot")
+	}
+	if hdr[4] != snapshotVersion {
+		return nil, fmt.Errorf("reading snapshot: unknown version %d", hdr[4])
+	}
+	n := binary.BigEndian.Uint64(hdr[5:])
+	if n > 1<<32 {
+		return nil, fmt.Errorf("reading snapshot: body length %d too large", n)
+	}
+	body := make([]byte, n+4)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, fmt.Errorf("reading snapshot body (truncated?): %w", err)
+	}
+	want := binary.BigEndian.Uint32(body[n:])
+	body = body[:n]
+	if got := crc32.Checksum(body, crcTable); got != want {
+		return nil, fmt.Errorf("reading snapshot: checksum mismatch (%08x != %08x)", got, want)
+	}
+	st := newState()
+	if err := json.Unmarshal(body, st); err != nil {
+		return nil, fmt.Errorf("decoding snapshot: %w", err)
+	}
+	st.reindex()
+	for k, ks := range st.Keys {
+		if ks == nil {
+			return nil, fmt.Errorf("decoding snapshot: empty key %q", k)
+		}
+		if ks.Reservations == nil {
+			ks.Reservations = map[string]Reservation{}
+		}
+		if ks.Deletes == nil {
+			ks.Deletes = map[string]PendingDelete{}
+		}
+	}
+	for k, rec := range st.Targets {
+		if rec == nil {
+			return nil, fmt.Errorf("decoding snapshot: empty targets %q", k)
+		}
+	}
+	return st, nil
+}
+
+type snapshot struct{ body []byte }
+
+// WriteTo writes the framed snapshot.
+func (s *snapshot) WriteTo(w io.Writer) (int64, error) {
+	var hdr [13]byte
+	copy(hdr[:4], snapshotMagic[:])
+	hdr[4] = snapshotVersion
+	binary.BigEndian.PutUint64(hdr[5:], uint64(len(s.body)))
+	var tail [4]byte
+	binary.BigEndian.PutUint32(tail[:], crc32.Checksum(s.body, crcTable))
+	var total int64
+	for _, b := range [][]byte{hdr[:], s.body, tail[:]} {
+		n, err := w.Write(b)
+		total += int64(n)
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := s.WriteTo(sink); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("writing snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *snapshot) Release() {}

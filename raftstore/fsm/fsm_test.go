@@ -1,0 +1,352 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+var k1 = Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+
+const ttl = int64(300e9)
+
+func mustApply(t *testing.T, f *FSM, c Command) Result {
+	t.Helper()
+	b, err := Encode(c)
+	if err != nil {
+		t.Fatalf("encode: %v", err)
+	}
+	r := f.Apply(&raft.Log{Type: raft.LogCommand, Data: b}).(*Result)
+	return *r
+}
+
+func reserve(id string, now int64, term uint64, target int32, active, count int) *Reserve {
+	return &Reserve{Meta: Meta{ReqID: id, Now: now, Term: term}, Key: k1, Target: target, Active: active, Count: count, Prefix: "web-", TTL: ttl}
+}
+
+func TestReserve(t *testing.T) {
+	tests := []struct {
+		name      string
+		committed map[string]int32 // nil: no committed targets
+		prior     int              // names reserved before
+		target    int32
+		active    int
+		count     int
+		wantNames int
+		wantCode  string
+	}{
+		{name: "grants all", target: 5, count: 3, wantNames: 3},
+		{name: "caps at target", target: 5, active: 3, count: 5, wantNames: 2},
+		{name: "counts outstanding", target: 5, prior: 3, count: 5, wantNames: 2},
+		{name: "refuses when full", target: 5, active: 2, prior: 3, count: 1, wantCode: CodeRefused},
+		{name: "committed target lower than caller's", committed: map[string]int32{"m1": 2}, target: 10, count: 5, wantNames: 2},
+		{name: "member absent from committed targets", committed: map[string]int32{"m2": 4}, target: 10, count: 5, wantCode: CodeRefused},
+		{name: "caller's target lower than committed", committed: map[string]int32{"m1": 9}, target: 1, count: 5, wantNames: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New("salt")
+			if tc.committed != nil {
+				mustApply(t, f, &SetTargets{FRS: FRSRef{Namespace: "ns", Name: "web", UID: "u"}, Generation: 1, Targets: tc.committed})
+			}
+			if tc.prior > 0 {
+				r := mustApply(t, f, reserve("", 0, 1, 100, 0, tc.prior))
+				if len(r.Names) != tc.prior {
+					t.Fatalf("prior reserve: %+v", r)
+				}
+				if tc.committed != nil {
+					t.Fatal("test setup: prior with committed not supported")
+				}
+			}
+			r := mustApply(t, f, reserve("", 1, 1, tc.target, tc.active, tc.count))
+			if r.Code != tc.wantCode || len(r.Names) != tc.wantNames {
+				t.Fatalf("got code %q names %v, want code %q and %d names", r.Code, r.Names, tc.wantCode, tc.wantNames)
+			}
+			if tc.wantCode == CodeRefused && !errors.Is(r.Error(), ErrRefused) {
+				t.Fatalf("error %v is not ErrRefused", r.Error())
+			}
+			for _, n := range r.Names {
+				if !strings.HasPrefix(n, "web-") || len(n) != len("web-")+suffixLen {
+					t.Fatalf("bad name %q", n)
+				}
+			}
+		})
+	}
+}
+
+func TestReserveDeterministicAndUnique(t *testing.T) {
+	a, b := New("c1"), New("c1")
+	seen := map[string]bool{}
+	for i := 0; i < 50; i++ {
+		c := reserve("", int64(i), 1, 1000, 0, 4)
+		ra, rb := mustApply(t, a, c), mustApply(t, b, c)
+		if !reflect.DeepEqual(ra, rb) {
+			t.Fatalf("replicas disagree: %v vs %v", ra, rb)
+		}
+		for _, n := range ra.Names {
+			if seen[n] {
+				t.Fatalf("name %s reused", n)
+			}
+			seen[n] = true
+			mustApply(t, a, &Settle{Items: []Settlement{{Kind: SettleCreated, Key: k1, Name: n}}})
+		}
+	}
+	other := New("c2")
+	if r := mustApply(t, other, reserve("", 0, 1, 10, 0, 1)); seen[r.Names[0]] {
+		t.Fatalf("another raft cluster produced a name of the first: %s", r.Names[0])
+	}
+}
+
+func TestDedupReturnsFirstResult(t *testing.T) {
+	f := New("s")
+	first := mustApply(t, f, reserve("req-1", 0, 1, 10, 0, 3))
+	again := mustApply(t, f, reserve("req-1", 0, 1, 10, 0, 3))
+	if !reflect.DeepEqual(first, again) {
+		t.Fatalf("retry got %v, want %v", again, first)
+	}
+	if c, _ := f.View(k1).Outstanding(0); c != 3 {
+		t.Fatalf("retry reserved again: %d outstanding", c)
+	}
+}
+
+func TestDedupWindowIsBounded(t *testing.T) {
+	f := New("s")
+	f.window = 4
+	for i := 0; i < 10; i++ {
+		mustApply(t, f, &SetHealth{Meta: Meta{ReqID: string(rune('a' + i))}, Cluster: "m", Healthy: true})
+	}
+	if len(f.st.Dedup) != 4 || len(f.st.dedupIndex) != 4 {
+		t.Fatalf("window holds %d entries, index %d", len(f.st.Dedup), len(f.st.dedupIndex))
+	}
+	if _, ok := f.st.lookupDedup("j"); !ok {
+		t.Fatal("newest id forgotten")
+	}
+	if _, ok := f.st.lookupDedup("a"); ok {
+		t.Fatal("oldest id still remembered")
+	}
+}
+
+func TestSettleExpiryAndForget(t *testing.T) {
+	f := New("s")
+	r := mustApply(t, f, reserve("", 0, 1, 10, 0, 4))
+	mustApply(t, f, &Settle{Meta: Meta{Now: 1}, Items: []Settlement{
+		{Kind: SettleCreated, Key: k1, Name: r.Names[0]},
+		{Kind: SettleFailed, Key: k1, Name: r.Names[1]},
+		{Kind: SettleCreated, Key: k1, Name: "unknown-pod"},
+	}})
+	if c, _ := f.View(k1).Outstanding(1); c != 2 {
+		t.Fatalf("outstanding %d, want 2", c)
+	}
+	// Expired reservations no longer count and free room.
+	if c, _ := f.View(k1).Outstanding(ttl + 1); c != 0 {
+		t.Fatalf("expired reservations still count: %d", c)
+	}
+	if r2 := mustApply(t, f, reserve("", ttl+1, 1, 2, 0, 5)); len(r2.Names) != 2 {
+		t.Fatalf("after expiry got %v", r2)
+	}
+	seq := f.Seq()
+	r3 := mustApply(t, f, reserve("", ttl+2, 1, 10, 0, 1))
+	// A forget bounded before r3's seq keeps r3.
+	mustApply(t, f, &Settle{Meta: Meta{Now: ttl + 3}, Items: []Settlement{{Kind: SettleForgetKey, Key: k1, BeforeSeq: seq + 1}}})
+	v := f.View(k1)
+	if _, ok := v.Reservations[r3.Names[0]]; !ok || len(v.Reservations) != 1 {
+		t.Fatalf("forget removed a later reservation or kept earlier ones: %v", v.Reservations)
+	}
+	mustApply(t, f, &Settle{Meta: Meta{Now: ttl + 3}, Items: []Settlement{{Kind: SettleForgetCluster, Key: Key{Cluster: "m1"}, BeforeSeq: f.Seq() + 1}}})
+	if len(f.Keys()) != 0 {
+		t.Fatalf("forget cluster left keys %v", f.Keys())
+	}
+}
+
+func TestReserveSettlesFirst(t *testing.T) {
+	f := New("s")
+	r := mustApply(t, f, reserve("", 0, 1, 3, 0, 3))
+	c := reserve("", 1, 1, 3, 3, 1)
+	c.Settle = []Settlement{{Kind: SettleCreated, Key: k1, Name: r.Names[0]}, {Kind: SettleCreated, Key: k1, Name: r.Names[1]}, {Kind: SettleCreated, Key: k1, Name: r.Names[2]}}
+	if got := mustApply(t, f, c); got.Code != CodeRefused {
+		t.Fatalf("3 active of target 3 must refuse, got %+v", got)
+	}
+	c = reserve("", 1, 1, 4, 3, 5)
+	if got := mustApply(t, f, c); len(got.Names) != 1 {
+		t.Fatalf("got %+v, want one name", got)
+	}
+}
+
+func TestDeletesAndReconcile(t *testing.T) {
+	f := New("s")
+	old := mustApply(t, f, reserve("", 0, 1, 10, 0, 3))
+	mustApply(t, f, &ExpectDeletes{Meta: Meta{Term: 1}, Key: k1, Pods: []PodRef{{Name: "a", UID: "1"}, {Name: "b", UID: "2"}}, TTL: ttl})
+	mustApply(t, f, &Settle{Items: []Settlement{{Kind: SettleDeleted, Key: k1, Name: "a"}}})
+	if _, d := f.View(k1).Outstanding(0); d != 1 {
+		t.Fatalf("pending deletes %d, want 1", d)
+	}
+	cur := mustApply(t, f, reserve("", 0, 2, 10, 0, 1))
+	r := mustApply(t, f, &Reconcile{Meta: Meta{Term: 2}, Key: k1, Live: map[string]string{old.Names[0]: "x"}})
+	if !reflect.DeepEqual(r.Completed, []string{old.Names[0]}) || len(r.Released) != 2 {
+		t.Fatalf("reconcile result %+v", r)
+	}
+	v := f.View(k1)
+	if len(v.Deletes) != 0 || len(v.Reservations) != 1 {
+		t.Fatalf("after reconcile: %+v", v)
+	}
+	if _, ok := v.Reservations[cur.Names[0]]; !ok {
+		t.Fatal("reconcile released the current term's reservation")
+	}
+}
+
+func TestTargetsAndHealth(t *testing.T) {
+	f := New("s")
+	frs := FRSRef{Namespace: "ns", Name: "web", UID: "u1"}
+	mustApply(t, f, &SetTargets{FRS: frs, Generation: 3, Targets: map[string]int32{"a": 1}})
+	if r := mustApply(t, f, &SetTargets{FRS: frs, Generation: 2, Targets: map[string]int32{"a": 5}}); r.Code != CodeStale {
+		t.Fatalf("older generation accepted: %+v", r)
+	}
+	// A recreated FRS (new UID) replaces regardless of generation.
+	frs2 := FRSRef{Namespace: "ns", Name: "web", UID: "u2"}
+	mustApply(t, f, &SetTargets{FRS: frs2, Generation: 1, Targets: map[string]int32{"b": 2}})
+	rec, ok := f.Targets(FRSRef{Namespace: "ns", Name: "web"})
+	if !ok || rec.Generation != 1 || rec.Targets["b"] != 2 {
+		t.Fatalf("targets %+v %v", rec, ok)
+	}
+	if _, ok := f.Targets(frs); ok {
+		t.Fatal("lookup by old UID found the new record")
+	}
+	if r := mustApply(t, f, &DeleteTargets{FRS: frs}); r.Code != CodeNotFound {
+		t.Fatalf("delete with old UID: %+v", r)
+	}
+	mustApply(t, f, &DeleteTargets{FRS: frs2})
+	if _, ok := f.Targets(frs2); ok {
+		t.Fatal("targets not deleted")
+	}
+	mustApply(t, f, &SetHealth{Cluster: "a", Healthy: false, Since: 42})
+	if h, ok := f.Health("a"); !ok || h.Healthy || h.Since != 42 {
+		t.Fatalf("health %+v", h)
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	good, _ := Encode(reserve("x", 0, 1, 1, 0, 1))
+	tests := map[string][]byte{
+		"empty":         nil,
+		"one byte":      {1},
+		"unknown type":  {99, 1, '{', '}'},
+		"bad version":   {1, 9, '{', '}'},
+		"bad json":      {1, 1, '{'},
+		"invalid value": append([]byte{1, 1}, []byte(`{"key":{"c":"m","ns":"n","n":"x"},"count":-1,"ttl":1}`)...),
+		"truncated":     good[:len(good)-3],
+	}
+	for name, b := range tests {
+		t.Run(name, func(t *testing.T) {
+			if _, err := Decode(b); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("got %v, want ErrMalformed", err)
+			}
+			f := New("s")
+			if r := f.ApplyBytes(b); r.Code != CodeInvalid {
+				t.Fatalf("apply got %+v", r)
+			}
+		})
+	}
+	if _, err := Decode(good); err != nil {
+		t.Fatalf("good command: %v", err)
+	}
+}
+
+func snapshotBytes(t *testing.T, f *FSM) []byte {
+	t.Helper()
+	s, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := s.(*snapshot).WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestSnapshotRestore(t *testing.T) {
+	f := New("s")
+	mustApply(t, f, reserve("r1", 0, 1, 10, 0, 2))
+	mustApply(t, f, &ExpectDeletes{Key: k1, Pods: []PodRef{{Name: "a", UID: "1"}}, TTL: ttl})
+	mustApply(t, f, &SetTargets{FRS: FRSRef{Namespace: "ns", Name: "web"}, Generation: 1, Targets: map[string]int32{"m1": 10}})
+	mustApply(t, f, &SetHealth{Cluster: "m1", Healthy: true, Since: 7})
+	data := snapshotBytes(t, f)
+
+	g := New("s")
+	mustApply(t, g, &SetHealth{Cluster: "stale", Healthy: true})
+	if err := g.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(snapshotBytes(t, g), data) {
+		t.Fatal("restored state differs")
+	}
+	if _, ok := g.Health("stale"); ok {
+		t.Fatal("restore kept prior state")
+	}
+	// Dedup survives the snapshot.
+	if r := mustApply(t, g, reserve("r1", 0, 1, 10, 0, 2)); g.Seq() != f.Seq() || len(r.Names) != 2 {
+		t.Fatalf("dedup lost on restore: seq %d vs %d", g.Seq(), f.Seq())
+	}
+
+	for _, cut := range []int{0, 5, 13, len(data) / 2, len(data) - 1} {
+		h := New("s")
+		if err := h.Restore(io.NopCloser(bytes.NewReader(data[:cut]))); err == nil {
+			t.Fatalf("truncated snapshot (%d of %d bytes) restored", cut, len(data))
+		}
+	}
+	corrupt := bytes.Clone(data)
+	corrupt[20] ^= 0xff
+	if err := New("s").Restore(io.NopCloser(bytes.NewReader(corrupt))); err == nil {
+		t.Fatal("corrupt snapshot restored")
+	}
+}
+
+func TestKeyViewApply(t *testing.T) {
+	v := KeyView{
+		Reservations: map[string]Reservation{"a": {Name: "a", Expiry: 10, Seq: 1}, "b": {Name: "b", Expiry: 10, Seq: 5}},
+		Deletes:      map[string]PendingDelete{"d": {Name: "d", Expiry: 10, Seq: 2}},
+	}
+	v.Apply(k1, []Settlement{{Kind: SettleCreated, Key: k1, Name: "a"}, {Kind: SettleForgetKey, Key: k1, BeforeSeq: 3}})
+	if c, d := v.Outstanding(0); c != 1 || d != 0 {
+		t.Fatalf("outstanding %d/%d", c, d)
+	}
+}
+
+func FuzzDecodeCommand(f *testing.F) {
+	for _, c := range []Command{
+		reserve("x", 1, 1, 3, 1, 2),
+		&Settle{Items: []Settlement{{Kind: SettleCreated, Key: k1, Name: "p"}}},
+		&ExpectDeletes{Key: k1, Pods: []PodRef{{Name: "p", UID: "u"}}, TTL: 1},
+		&Reconcile{Meta: Meta{Term: 2}, Key: k1, Live: map[string]string{"p": "u"}},
+		&SetTargets{FRS: FRSRef{Namespace: "a", Name: "b"}, Targets: map[string]int32{"m": 1}},
+		&DeleteTargets{FRS: FRSRef{Namespace: "a", Name: "b"}},
+		&SetHealth{Cluster: "m"},
+	} {
+		b, err := Encode(c)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{})
+	f.Add([]byte{1, 1, 'n', 'u', 'l', 'l'})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cmd, err := Decode(b)
+		fsm := New("s")
+		r := fsm.ApplyBytes(b)
+		if err != nil {
+			if r.Code != CodeInvalid {
+				t.Fatalf("invalid command applied: %+v", r)
+			}
+			return
+		}
+		if _, err := Encode(cmd); err != nil {
+			t.Fatalf("decoded command does not re-encode: %v", err)
+		}
+	})
+}

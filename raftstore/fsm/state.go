@@ -1,0 +1,277 @@
+package fsm
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/binary"
+	"sort"
+	"strings"
+)
+
+// Reservation is a pod name granted for creation and not yet settled.
+type Reservation struct {
+	Name string `json:"n"`
+	// Expiry is Unix nanoseconds; after it the reservation no longer counts.
+	Expiry int64  `json:"exp"`
+	Term   uint64 `json:"term"`
+	Seq    uint64 `json:"seq"`
+}
+
+// PendingDelete is a pod expected to be deleted.
+type PendingDelete struct {
+	Name   string `json:"n"`
+	UID    string `json:"uid"`
+	Expiry int64  `json:"exp"`
+	Term   uint64 `json:"term"`
+	Seq    uint64 `json:"seq"`
+}
+
+// KeyView is a copy of the expectations of one key.
+type KeyView struct {
+	Reservations map[string]Reservation
+	Deletes      map[string]PendingDelete
+}
+
+// Outstanding counts the reservations and pending deletes not expired at now (Unix ns).
+func (v KeyView) Outstanding(now int64) (creates, deletes int) {
+	for _, r := range v.Reservations {
+		if r.Expiry > now {
+			creates++
+		}
+	}
+	for _, d := range v.Deletes {
+		if d.Expiry > now {
+			deletes++
+		}
+	}
+	return creates, deletes
+}
+
+// Apply applies settlements for key k to the view, as the FSM would. It lets
+// a store answer from committed state plus observations not yet flushed.
+func (v *KeyView) Apply(k Key, items []Settlement) {
+	for _, s := range items {
+		switch s.Kind {
+		case SettleCreated, SettleFailed:
+			if s.Key == k {
+				delete(v.Reservations, s.Name)
+			}
+		case SettleDeleted:
+			if s.Key == k {
+				delete(v.Deletes, s.Name)
+			}
+		case SettleForgetKey, SettleForgetCluster:
+			if (s.Kind == SettleForgetKey && s.Key == k) || (s.Kind == SettleForgetCluster && s.Key.Cluster == k.Cluster) {
+				for n, r := range v.Reservations {
+					if r.Seq < s.BeforeSeq {
+						delete(v.Reservations, n)
+					}
+				}
+				for n, d := range v.Deletes {
+					if d.Seq < s.BeforeSeq {
+						delete(v.Deletes, n)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TargetRecord holds the per-member targets of one FederatedReplicaSet.
+type TargetRecord struct {
+	FRS        FRSRef           `json:"frs"`
+	Generation int64            `json:"gen"`
+	Targets    map[string]int32 `json:"targets"`
+}
+
+// Health is a member cluster's recorded health.
+type Health struct {
+	Healthy bool `json:"healthy"`
+	// Since is Unix nanoseconds.
+	Since int64 `json:"since"`
+}
+
+type keyState struct {
+	Key          Key                      `json:"key"`
+	Reservations map[string]Reservation   `json:"res,omitempty"`
+	Deletes      map[string]PendingDelete `json:"del,omitempty"`
+}
+
+type dedupEntry struct {
+	ID     string `json:"id"`
+	Result Result `json:"r"`
+}
+
+// state is everything the FSM replicates. It is encoded as a whole in snapshots.
+type state struct {
+	// Seq numbers every reservation and delete set; it never goes back, so
+	// reserved names are never reused.
+	Seq     uint64                   `json:"seq"`
+	Keys    map[string]*keyState     `json:"keys"`
+	Targets map[string]*TargetRecord `json:"targets"`
+	Health  map[string]Health        `json:"health"`
+	// Dedup is the window of recent request IDs, oldest first.
+	Dedup []dedupEntry `json:"dedup"`
+
+	dedupIndex map[string]int // ID -> absolute position; rebuilt on restore
+	dedupBase  int            // absolute position of Dedup[0]
+}
+
+func newState() *state {
+	return &state{
+		Keys:       map[string]*keyState{},
+		Targets:    map[string]*TargetRecord{},
+		Health:     map[string]Health{},
+		dedupIndex: map[string]int{},
+	}
+}
+
+func (s *state) reindex() {
+	s.dedupIndex = make(map[string]int, len(s.Dedup))
+	s.dedupBase = 0
+	for i, e := range s.Dedup {
+		s.dedupIndex[e.ID] = i
+	}
+	if s.Keys == nil {
+		s.Keys = map[string]*keyState{}
+	}
+	if s.Targets == nil {
+		s.Targets = map[string]*TargetRecord{}
+	}
+	if s.Health == nil {
+		s.Health = map[string]Health{}
+	}
+}
+
+func (s *state) lookupDedup(id string) (Result, bool) {
+	pos, ok := s.dedupIndex[id]
+	if !ok {
+		return Result{}, false
+	}
+	return s.Dedup[pos-s.dedupBase].Result, true
+}
+
+func (s *state) rememberDedup(id string, r Result, window int) {
+	s.dedupIndex[id] = s.dedupBase + len(s.Dedup)
+	s.Dedup = append(s.Dedup, dedupEntry{ID: id, Result: r})
+	if over := len(s.Dedup) - window; over > 0 {
+		for _, e := range s.Dedup[:over] {
+			delete(s.dedupIndex, e.ID)
+		}
+		s.Dedup = append([]dedupEntry(nil), s.Dedup[over:]...)
+		s.dedupBase += over
+	}
+}
+
+func (s *state) key(k Key, create bool) *keyState {
+	ks := s.Keys[k.String()]
+	if ks == nil && create {
+		ks = &keyState{Key: k, Reservations: map[string]Reservation{}, Deletes: map[string]PendingDelete{}}
+		s.Keys[k.String()] = ks
+	}
+	return ks
+}
+
+// gc drops expired entries of ks and the key itself when empty.
+func (s *state) gc(ks *keyState, now int64) {
+	if ks == nil {
+		return
+	}
+	for n, r := range ks.Reservations {
+		if r.Expiry <= now {
+			delete(ks.Reservations, n)
+		}
+	}
+	for n, d := range ks.Deletes {
+		if d.Expiry <= now {
+			delete(ks.Deletes, n)
+		}
+	}
+	if len(ks.Reservations) == 0 && len(ks.Deletes) == 0 {
+		delete(s.Keys, ks.Key.String())
+	}
+}
+
+func (s *state) settle(items []Settlement, now int64) {
+	for _, it := range items {
+		switch it.Kind {
+		case SettleForgetCluster:
+			for _, ks := range s.sortedKeys() {
+				if ks.Key.Cluster == it.Key.Cluster {
+					s.forget(ks, it.BeforeSeq, now)
+				}
+			}
+			continue
+		case SettleForgetKey:
+			s.forget(s.key(it.Key, false), it.BeforeSeq, now)
+			continue
+		}
+		ks := s.key(it.Key, false)
+		if ks == nil {
+			continue
+		}
+		if it.Kind == SettleDeleted {
+			delete(ks.Deletes, it.Name)
+		} else {
+			delete(ks.Reservations, it.Name)
+		}
+		s.gc(ks, now)
+	}
+}
+
+func (s *state) forget(ks *keyState, before uint64, now int64) {
+	if ks == nil {
+		return
+	}
+	for n, r := range ks.Reservations {
+		if r.Seq < before {
+			delete(ks.Reservations, n)
+		}
+	}
+	for n, d := range ks.Deletes {
+		if d.Seq < before {
+			delete(ks.Deletes, n)
+		}
+	}
+	s.gc(ks, now)
+}
+
+func (s *state) sortedKeys() []*keyState {
+	names := make([]string, 0, len(s.Keys))
+	for n := range s.Keys {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]*keyState, 0, len(names))
+	for _, n := range names {
+		out = append(out, s.Keys[n])
+	}
+	return out
+}
+
+// suffixLen is the length of the generated part of a pod name: 10 base32
+// characters carry 50 bits of the hash.
+const suffixLen = 10
+
+// maxPodPrefix keeps generated names within a DNS label (63), like upstream's generateName.
+const maxPodPrefix = 63 - suffixLen
+
+var nameEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// PodName is the deterministic name of the seq'th reservation of key k in
+// the raft cluster identified by salt.
+func PodName(salt string, k Key, prefix string, seq uint64) string {
+	h := sha256.New()
+	for _, f := range []string{salt, k.Cluster, k.Namespace, k.Name} {
+		h.Write([]byte(f))
+		h.Write([]byte{0})
+	}
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], seq)
+	h.Write(b[:])
+	suffix := strings.ToLower(nameEncoding.EncodeToString(h.Sum(nil)))[:suffixLen]
+	if len(prefix) > maxPodPrefix {
+		prefix = prefix[:maxPodPrefix]
+	}
+	return prefix + suffix
+}

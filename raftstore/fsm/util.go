@@ -1,0 +1,5 @@
+package fsm
+
+import "sort"
+
+func sortStrings(s []string) { sort.Strings(s) }
