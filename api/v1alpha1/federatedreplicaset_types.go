@@ -33,6 +33,7 @@ const (
 )
 
 // ClusterPreference tunes how one member cluster takes part in the division.
+// +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",message="minReplicas must not exceed maxReplicas"
 type ClusterPreference struct {
 	// Name of the member cluster as registered with replicafed.
 	// +kubebuilder:validation:MinLength=1

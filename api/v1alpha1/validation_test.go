@@ -1,0 +1,207 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/replicafed/replicafed/api/crds"
+	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/internal/testcluster"
+)
+
+func validFRS(name string) *v1alpha1.FederatedReplicaSet {
+	return &v1alpha1.FederatedReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: v1alpha1.FederatedReplicaSetSpec{
+			Selector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"app": "web"},
+				MatchExpressions: []metav1.LabelSelectorRequirement{
+					{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"frontend", "edge"}},
+					{Key: "canary", Operator: metav1.LabelSelectorOpDoesNotExist},
+				},
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web", "tier": "frontend"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
+			},
+		},
+	}
+}
+
+func TestFederatedReplicaSetValidation(t *testing.T) {
+	hubCRDs, err := crds.Hub()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := testcluster.Start(t, testcluster.Options{Name: "crd-hub", CRDs: hubCRDs})
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := autoscalingv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(hub.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	t.Run("defaults", func(t *testing.T) {
+		frs := validFRS("defaults")
+		frs.Spec.Placement.Clusters = []v1alpha1.ClusterPreference{{Name: "a"}, {Name: "b", Weight: ptr.To[int32](3)}}
+		if err := c.Create(ctx, frs); err != nil {
+			t.Fatalf("valid object refused: %v", err)
+		}
+		got := &v1alpha1.FederatedReplicaSet{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(frs), got); err != nil {
+			t.Fatal(err)
+		}
+		s := got.Spec
+		if s.Replicas == nil || *s.Replicas != 1 {
+			t.Errorf("replicas default = %v, want 1", s.Replicas)
+		}
+		if s.Placement.Strategy != v1alpha1.StrategyWeighted {
+			t.Errorf("strategy default = %q, want Weighted", s.Placement.Strategy)
+		}
+		if w := s.Placement.Clusters[0].Weight; w == nil || *w != 1 {
+			t.Errorf("weight default = %v, want 1", w)
+		}
+		if w := s.Placement.Clusters[1].Weight; w == nil || *w != 3 {
+			t.Errorf("explicit weight = %v, want 3", w)
+		}
+		if d := s.Failover.UnreachableGracePeriod; d == nil || d.Duration != time.Minute {
+			t.Errorf("unreachableGracePeriod default = %v, want 1m", d)
+		}
+		if s.Failover.MoveBack != v1alpha1.MoveBackNever {
+			t.Errorf("moveBack default = %q, want Never", s.Failover.MoveBack)
+		}
+		if m := s.MoveBudget.MaxSurge; m == nil || m.String() != "25%" {
+			t.Errorf("maxSurge default = %v, want 25%%", m)
+		}
+		if m := s.MoveBudget.MaxUnavailable; m == nil || m.IntValue() != 0 {
+			t.Errorf("maxUnavailable default = %v, want 0", m)
+		}
+	})
+
+	cases := []struct {
+		name   string
+		mutate func(*v1alpha1.FederatedReplicaSet)
+		want   string
+	}{
+		{"labels do not match matchLabels", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Template.Labels["app"] = "db"
+		}, "selector.matchLabels must match template.metadata.labels"},
+		{"template without labels", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Template.Labels = nil
+		}, "must match template.metadata.labels"},
+		{"In expression not satisfied", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Template.Labels["tier"] = "backend"
+		}, "selector.matchExpressions must match template.metadata.labels"},
+		{"DoesNotExist expression violated", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Template.Labels["canary"] = "true"
+		}, "selector.matchExpressions must match template.metadata.labels"},
+		{"NotIn expression violated", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Selector.MatchExpressions = append(f.Spec.Selector.MatchExpressions,
+				metav1.LabelSelectorRequirement{Key: "app", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"web"}})
+		}, "selector.matchExpressions must match template.metadata.labels"},
+		{"empty selector", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Selector = &metav1.LabelSelector{}
+		}, "selector must not be empty"},
+		{"negative replicas", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Replicas = ptr.To[int32](-1)
+		}, "spec.replicas"},
+		{"negative weight", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.Clusters = []v1alpha1.ClusterPreference{{Name: "a", Weight: ptr.To[int32](-2)}}
+		}, "weight"},
+		{"negative deletion cost", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.Clusters = []v1alpha1.ClusterPreference{{Name: "a", DeletionCost: ptr.To[int32](-5)}}
+		}, "deletionCost"},
+		{"min above max", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.Clusters = []v1alpha1.ClusterPreference{{Name: "a", MinReplicas: ptr.To[int32](3), MaxReplicas: ptr.To[int32](2)}}
+		}, "minReplicas must not exceed maxReplicas"},
+		{"duplicate cluster names", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.Clusters = []v1alpha1.ClusterPreference{{Name: "a"}, {Name: "b"}, {Name: "a"}}
+		}, "placement.clusters names must be unique"},
+		{"unknown strategy", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.Strategy = "Random"
+		}, "Unsupported value"},
+		{"unknown move-back policy", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Failover.MoveBack = "Sometimes"
+		}, "Unsupported value"},
+		{"negative minReadySeconds", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.MinReadySeconds = -3
+		}, "minReadySeconds"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			frs := validFRS("bad-" + strings.ReplaceAll(strings.ToLower(tc.name), " ", "-"))
+			_ = i
+			tc.mutate(frs)
+			err := c.Create(ctx, frs)
+			if err == nil {
+				t.Fatalf("invalid object accepted")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not mention %q", err, tc.want)
+			}
+		})
+	}
+
+	t.Run("selector is immutable", func(t *testing.T) {
+		frs := validFRS("immutable")
+		if err := c.Create(ctx, frs); err != nil {
+			t.Fatal(err)
+		}
+		frs.Spec.Selector.MatchExpressions = nil
+		err := c.Update(ctx, frs)
+		if err == nil || !strings.Contains(err.Error(), "selector is immutable") {
+			t.Fatalf("selector change: got %v, want 'selector is immutable'", err)
+		}
+	})
+
+	t.Run("scale subresource", func(t *testing.T) {
+		frs := validFRS("scaled")
+		if err := c.Create(ctx, frs); err != nil {
+			t.Fatal(err)
+		}
+		scale := &autoscalingv1.Scale{}
+		if err := c.SubResource("scale").Get(ctx, frs, scale); err != nil {
+			t.Fatalf("reading scale: %v", err)
+		}
+		if scale.Spec.Replicas != 1 {
+			t.Fatalf("scale.spec.replicas = %d, want 1", scale.Spec.Replicas)
+		}
+		scale.Spec.Replicas = 7
+		if err := c.SubResource("scale").Update(ctx, frs, client.WithSubResourceBody(scale)); err != nil {
+			t.Fatalf("writing scale: %v", err)
+		}
+		got := &v1alpha1.FederatedReplicaSet{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(frs), got); err != nil {
+			t.Fatal(err)
+		}
+		if *got.Spec.Replicas != 7 {
+			t.Fatalf("spec.replicas after scale = %d, want 7", *got.Spec.Replicas)
+		}
+		scale.Spec.Replicas = 0
+		if err := c.SubResource("scale").Update(ctx, frs, client.WithSubResourceBody(scale)); err != nil {
+			t.Fatalf("scaling to 0: %v", err)
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(frs), got); err != nil {
+			t.Fatal(err)
+		}
+		if *got.Spec.Replicas != 0 {
+			t.Fatalf("spec.replicas after scale to 0 = %d", *got.Spec.Replicas)
+		}
+	})
+}

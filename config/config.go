@@ -1,0 +1,220 @@
+// Package config holds replicafed's typed configuration: the settings table
+// with every default, loading from a YAML file, REPLICAFED_* environment
+// variables and flags (in that rising order of precedence), and validation.
+package config
+
+import (
+	"time"
+
+	"github.com/replicafed/replicafed/api/v1alpha1"
+)
+
+// Config is the whole replicafed configuration. Load fills it; every field has
+// a default in the settings table (settings.go).
+type Config struct {
+	// Logging configures the process logger.
+	Logging Logging `mapstructure:"logging"`
+	// Hub says how to reach the hub cluster that holds FederatedReplicaSets.
+	Hub Hub `mapstructure:"hub"`
+	// Clusters says where member clusters are registered.
+	Clusters Clusters `mapstructure:"clusters"`
+	// Raft configures the replicated store shared by the replicafed replicas.
+	Raft Raft `mapstructure:"raft"`
+	// Controller tunes the per-member ReplicaSet engine.
+	Controller Controller `mapstructure:"controller"`
+	// Failover holds fleet-wide defaults for moving replicas off sick members.
+	Failover Failover `mapstructure:"failover"`
+	// Metrics configures the Prometheus endpoint.
+	Metrics Metrics `mapstructure:"metrics"`
+	// Health configures the liveness/readiness probe endpoint.
+	Health Health `mapstructure:"health"`
+}
+
+// Logging configures the process logger.
+type Logging struct {
+	// Level is debug, info, warn, error, or a logr verbosity 0-10 (V(N) logs
+	// are shown when N <= the verbosity). See ParseLevel.
+	Level string `mapstructure:"level"`
+	// Format is json or console.
+	Format string `mapstructure:"format"`
+	// Development switches to console output with stack traces on warnings
+	// and panics on DPanic.
+	Development bool `mapstructure:"development"`
+}
+
+// Logging formats.
+const (
+	// FormatJSON writes one JSON object per line.
+	FormatJSON = "json"
+	// FormatConsole writes human-readable lines.
+	FormatConsole = "console"
+)
+
+// Hub says how to reach the hub cluster.
+type Hub struct {
+	// Kubeconfig is a kubeconfig file path; empty means in-cluster config.
+	Kubeconfig string `mapstructure:"kubeconfig"`
+	// Namespace is the hub namespace replicafed runs in.
+	Namespace string `mapstructure:"namespace"`
+	// QPS is the client-side rate limit for hub API calls.
+	QPS float32 `mapstructure:"qps"`
+	// Burst is the client-side burst for hub API calls.
+	Burst int `mapstructure:"burst"`
+}
+
+// Clusters says where member clusters are registered.
+type Clusters struct {
+	// SecretNamespace is the hub namespace holding member kubeconfig Secrets.
+	// Load resolves an empty value to Hub.Namespace.
+	SecretNamespace string `mapstructure:"secretNamespace"`
+	// SecretSelector is a label selector choosing the kubeconfig Secrets.
+	SecretSelector string `mapstructure:"secretSelector"`
+	// SecretKey is the Secret data key holding the kubeconfig.
+	SecretKey string `mapstructure:"secretKey"`
+	// Static lists member clusters given by kubeconfig files.
+	Static []StaticCluster `mapstructure:"static"`
+}
+
+// StaticCluster is one member cluster given by a kubeconfig file.
+type StaticCluster struct {
+	// Name identifies the member in placements and status.
+	Name string `mapstructure:"name"`
+	// Kubeconfig is the path of the member's kubeconfig file.
+	Kubeconfig string `mapstructure:"kubeconfig"`
+	// Labels are matched by FederatedReplicaSet placement selectors.
+	Labels map[string]string `mapstructure:"labels"`
+}
+
+// Raft configures the replicated store (hashicorp/raft).
+type Raft struct {
+	// ID is this server's raft ID. Load resolves an empty value to $POD_NAME,
+	// else the hostname.
+	ID string `mapstructure:"id"`
+	// BindAddress is the host:port the raft transport listens on.
+	BindAddress string `mapstructure:"bindAddress"`
+	// AdvertiseAddress is the host:port peers dial to reach this server. Load
+	// resolves an empty value to this server's entry in Peers, else to
+	// BindAddress (an unspecified host becoming 127.0.0.1, for single-node use).
+	AdvertiseAddress string `mapstructure:"advertiseAddress"`
+	// Peers is the static server list (including this server) used to
+	// bootstrap; empty means a single server or joining through the admin API.
+	Peers []Peer `mapstructure:"peers"`
+	// Bootstrap lets this server bootstrap the cluster from Peers (or alone)
+	// when no server has state yet.
+	Bootstrap bool `mapstructure:"bootstrap"`
+	// DataDir holds the raft log, stable store and snapshots.
+	DataDir string `mapstructure:"dataDir"`
+	// TLS enables mutual TLS on the raft transport when set.
+	TLS TLS `mapstructure:"tls"`
+	// HeartbeatTimeout is how long a follower waits for the leader before
+	// starting an election.
+	HeartbeatTimeout time.Duration `mapstructure:"heartbeatTimeout"`
+	// ElectionTimeout is how long a candidate waits before a new election.
+	ElectionTimeout time.Duration `mapstructure:"electionTimeout"`
+	// LeaderLeaseTimeout is how long a leader stays leader without contact
+	// with a quorum; it bounds how long a deposed leader keeps acting.
+	LeaderLeaseTimeout time.Duration `mapstructure:"leaderLeaseTimeout"`
+	// CommitTimeout is the longest the leader waits before sending an
+	// AppendEntries without new entries.
+	CommitTimeout time.Duration `mapstructure:"commitTimeout"`
+	// SnapshotInterval is how often raft checks whether to snapshot.
+	SnapshotInterval time.Duration `mapstructure:"snapshotInterval"`
+	// SnapshotThreshold is how many new log entries trigger a snapshot.
+	SnapshotThreshold int `mapstructure:"snapshotThreshold"`
+	// TrailingLogs is how many log entries are kept after a snapshot.
+	TrailingLogs int `mapstructure:"trailingLogs"`
+	// MaxAppendEntries caps entries per AppendEntries RPC (raft allows 1-1024).
+	MaxAppendEntries int `mapstructure:"maxAppendEntries"`
+	// ApplyTimeout bounds one raft Apply, including forwarding to the leader.
+	ApplyTimeout time.Duration `mapstructure:"applyTimeout"`
+	// ObservationBatchSize caps informer observations folded into one Apply.
+	ObservationBatchSize int `mapstructure:"observationBatchSize"`
+	// ObservationFlushInterval is the longest an observation waits for its batch.
+	ObservationFlushInterval time.Duration `mapstructure:"observationFlushInterval"`
+	// AdminAddress is the host:port of the join/leave endpoint.
+	AdminAddress string `mapstructure:"adminAddress"`
+}
+
+// Peer is one raft server in the static peer list.
+type Peer struct {
+	// ID is the peer's raft server ID.
+	ID string `mapstructure:"id"`
+	// Address is the peer's raft host:port (DNS names allowed).
+	Address string `mapstructure:"address"`
+}
+
+// TLS names the PEM files for mutual TLS: all three or none.
+type TLS struct {
+	// CertFile is this server's certificate.
+	CertFile string `mapstructure:"certFile"`
+	// KeyFile is this server's private key.
+	KeyFile string `mapstructure:"keyFile"`
+	// CAFile is the CA bundle peers' certificates must chain to.
+	CAFile string `mapstructure:"caFile"`
+}
+
+// Enabled reports whether TLS files are configured.
+func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" || t.CAFile != "" }
+
+// Controller tunes the per-member ReplicaSet engine.
+type Controller struct {
+	// Workers is the number of reconcile workers per member cluster.
+	Workers int `mapstructure:"workers"`
+	// BurstReplicas caps creates or deletes per reconcile, as the upstream
+	// ReplicaSet controller's burstReplicas does.
+	BurstReplicas int `mapstructure:"burstReplicas"`
+	// MemberRateLimit turns the member client rate limit (MemberQPS and
+	// MemberBurst) on or off.
+	MemberRateLimit bool `mapstructure:"memberRateLimit"`
+	// MemberQPS is the client-side rate limit per member cluster.
+	MemberQPS float32 `mapstructure:"memberQPS"`
+	// MemberBurst is the client-side burst per member cluster.
+	MemberBurst int `mapstructure:"memberBurst"`
+	// ExpectationsTTL is how long an unobserved create/delete expectation
+	// holds a reconcile back.
+	ExpectationsTTL time.Duration `mapstructure:"expectationsTTL"`
+	// ResyncPeriod is the informer resync period.
+	ResyncPeriod time.Duration `mapstructure:"resyncPeriod"`
+	// StatusUpdateInterval is the minimum interval between status writes of
+	// one FederatedReplicaSet in the hub.
+	StatusUpdateInterval time.Duration `mapstructure:"statusUpdateInterval"`
+}
+
+// Failover holds fleet-wide defaults; a FederatedReplicaSet's spec.failover
+// overrides them.
+type Failover struct {
+	// UnreachableGracePeriod is how long a member may be unreachable before
+	// its replicas are planned elsewhere.
+	UnreachableGracePeriod time.Duration `mapstructure:"unreachableGracePeriod"`
+	// UnschedulableThreshold is how long a pod may stay unschedulable before
+	// it counts as missing capacity.
+	UnschedulableThreshold time.Duration `mapstructure:"unschedulableThreshold"`
+	// MoveBack says whether replicas return to a recovered member.
+	MoveBack v1alpha1.MoveBackPolicy `mapstructure:"moveBack"`
+	// HealthProbe configures the member health check.
+	HealthProbe HealthProbe `mapstructure:"healthProbe"`
+}
+
+// HealthProbe configures how member clusters are probed.
+type HealthProbe struct {
+	// Interval is the time between probes of one member.
+	Interval time.Duration `mapstructure:"interval"`
+	// Timeout bounds one probe; it must not exceed Interval.
+	Timeout time.Duration `mapstructure:"timeout"`
+	// FailureThreshold is how many failed probes in a row mark a member unreachable.
+	FailureThreshold int `mapstructure:"failureThreshold"`
+	// SuccessThreshold is how many good probes in a row mark it reachable again.
+	SuccessThreshold int `mapstructure:"successThreshold"`
+}
+
+// Metrics configures the Prometheus endpoint.
+type Metrics struct {
+	// BindAddress is the metrics host:port; "0" disables metrics.
+	BindAddress string `mapstructure:"bindAddress"`
+}
+
+// Health configures the probe endpoint.
+type Health struct {
+	// ProbeAddress is the healthz/readyz host:port; "0" disables it.
+	ProbeAddress string `mapstructure:"probeAddress"`
+}

@@ -1,0 +1,132 @@
+package config
+
+import (
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/replicafed/replicafed/api/v1alpha1"
+)
+
+// EnvPrefix starts every environment variable replicafed reads.
+const EnvPrefix = "REPLICAFED_"
+
+// ConfigEnv names the config file when --config is not given.
+const ConfigEnv = EnvPrefix + "CONFIG"
+
+// setting is one configuration key: its default, flag and help text.
+type setting struct {
+	// key is the dotted path as written in the YAML file.
+	key string
+	// def is the default; its Go type is the field's type.
+	def any
+	// noFlag is set for keys a flag cannot express (lists of objects).
+	noFlag bool
+	usage  string
+}
+
+// settings is the single source of truth for keys and defaults. Every leaf
+// of Config has exactly one entry (checked by a test).
+var settings = []setting{
+	{key: "logging.level", def: "info", usage: "log level: debug, info, warn, error, or a verbosity 0-10"},
+	{key: "logging.format", def: FormatJSON, usage: "log format: json or console"},
+	{key: "logging.development", def: false, usage: "development logging (console, stack traces on warnings)"},
+
+	{key: "hub.kubeconfig", def: "", usage: "kubeconfig of the hub cluster; empty means in-cluster"},
+	{key: "hub.namespace", def: "replicafed-system", usage: "hub namespace replicafed runs in"},
+	{key: "hub.qps", def: float32(50), usage: "client QPS limit for the hub"},
+	{key: "hub.burst", def: 100, usage: "client burst for the hub"},
+
+	{key: "clusters.secretNamespace", def: "", usage: "namespace of member kubeconfig Secrets; empty means hub.namespace"},
+	{key: "clusters.secretSelector", def: "sigs.k8s.io/multicluster-runtime-kubeconfig=true", usage: "label selector of member kubeconfig Secrets"},
+	{key: "clusters.secretKey", def: "kubeconfig", usage: "Secret data key holding the kubeconfig"},
+	{key: "clusters.static", def: []StaticCluster{}, noFlag: true, usage: "static member clusters (YAML list of {name, kubeconfig, labels})"},
+
+	{key: "raft.id", def: "", usage: "raft server ID; empty means $POD_NAME, else the hostname"},
+	{key: "raft.bindAddress", def: "0.0.0.0:7000", usage: "raft transport listen host:port"},
+	{key: "raft.advertiseAddress", def: "", usage: "raft host:port peers dial; empty means this server's peers entry, else the bind address"},
+	{key: "raft.peers", def: []Peer{}, usage: "static raft peers, as id=host:port,id=host:port"},
+	{key: "raft.bootstrap", def: false, usage: "bootstrap the raft cluster from raft.peers when no server has state"},
+	{key: "raft.dataDir", def: "/var/lib/replicafed/raft", usage: "directory for the raft log and snapshots"},
+	{key: "raft.tls.certFile", def: "", usage: "raft mTLS certificate file"},
+	{key: "raft.tls.keyFile", def: "", usage: "raft mTLS private key file"},
+	{key: "raft.tls.caFile", def: "", usage: "raft mTLS CA bundle"},
+	{key: "raft.heartbeatTimeout", def: time.Second, usage: "raft heartbeat timeout"},
+	{key: "raft.electionTimeout", def: time.Second, usage: "raft election timeout (>= heartbeat timeout)"},
+	{key: "raft.leaderLeaseTimeout", def: 500 * time.Millisecond, usage: "raft leader lease (<= heartbeat timeout)"},
+	{key: "raft.commitTimeout", def: 50 * time.Millisecond, usage: "raft commit timeout"},
+	{key: "raft.snapshotInterval", def: 60 * time.Second, usage: "how often raft checks whether to snapshot"},
+	{key: "raft.snapshotThreshold", def: 1024, usage: "new log entries that trigger a snapshot"},
+	{key: "raft.trailingLogs", def: 10240, usage: "log entries kept after a snapshot"},
+	{key: "raft.maxAppendEntries", def: 64, usage: "entries per AppendEntries RPC (1-1024)"},
+	{key: "raft.applyTimeout", def: 5 * time.Second, usage: "timeout of one raft apply"},
+	{key: "raft.observationBatchSize", def: 256, usage: "informer observations per raft apply"},
+	{key: "raft.observationFlushInterval", def: 25 * time.Millisecond, usage: "longest wait before a partial observation batch is applied"},
+	{key: "raft.adminAddress", def: "0.0.0.0:7001", usage: "join/leave endpoint host:port"},
+
+	{key: "controller.workers", def: 5, usage: "reconcile workers per member cluster"},
+	{key: "controller.burstReplicas", def: 500, usage: "most pod creates or deletes per reconcile"},
+	{key: "controller.memberRateLimit", def: true, usage: "apply memberQPS/memberBurst to member clients"},
+	{key: "controller.memberQPS", def: float32(20), usage: "client QPS limit per member cluster"},
+	{key: "controller.memberBurst", def: 30, usage: "client burst per member cluster"},
+	{key: "controller.expectationsTTL", def: 5 * time.Minute, usage: "how long an unobserved expectation holds a reconcile"},
+	{key: "controller.resyncPeriod", def: 10 * time.Hour, usage: "informer resync period"},
+	{key: "controller.statusUpdateInterval", def: time.Second, usage: "minimum interval between hub status writes of one FederatedReplicaSet"},
+
+	{key: "failover.unreachableGracePeriod", def: 60 * time.Second, usage: "how long a member may be unreachable before its replicas move"},
+	{key: "failover.unschedulableThreshold", def: 60 * time.Second, usage: "how long a pod may be unschedulable before its replica moves"},
+	{key: "failover.moveBack", def: v1alpha1.MoveBackNever, usage: "whether replicas return to a recovered member: Never or OnRecovery"},
+	{key: "failover.healthProbe.interval", def: 5 * time.Second, usage: "member health probe interval"},
+	{key: "failover.healthProbe.timeout", def: 3 * time.Second, usage: "member health probe timeout (<= interval)"},
+	{key: "failover.healthProbe.failureThreshold", def: 3, usage: "failed probes in a row that mark a member unreachable"},
+	{key: "failover.healthProbe.successThreshold", def: 1, usage: "good probes in a row that mark a member reachable"},
+
+	{key: "metrics.bindAddress", def: ":8080", usage: `metrics listen host:port; "0" disables`},
+	{key: "health.probeAddress", def: ":8081", usage: `health probe listen host:port; "0" disables`},
+}
+
+// words splits a dotted camelCase key into lower-case words, keeping
+// acronyms together: "controller.memberQPS" -> controller, member, qps.
+func words(key string) []string {
+	var out []string
+	for _, part := range strings.Split(key, ".") {
+		rs := []rune(part)
+		start := 0
+		for i := 1; i < len(rs); i++ {
+			upper := unicode.IsUpper(rs[i])
+			prevLower := !unicode.IsUpper(rs[i-1])
+			nextLower := i+1 < len(rs) && unicode.IsLower(rs[i+1])
+			if upper && (prevLower || nextLower) {
+				out = append(out, strings.ToLower(string(rs[start:i])))
+				start = i
+			}
+		}
+		out = append(out, strings.ToLower(string(rs[start:])))
+	}
+	return out
+}
+
+// EnvName returns the environment variable for a dotted key:
+// raft.bindAddress -> REPLICAFED_RAFT_BIND_ADDRESS.
+func EnvName(key string) string {
+	return EnvPrefix + strings.ToUpper(strings.Join(words(key), "_"))
+}
+
+// FlagName returns the flag for a dotted key: raft.bindAddress ->
+// raft-bind-address; the logging section is shortened to log-.
+func FlagName(key string) string {
+	w := words(key)
+	if w[0] == "logging" {
+		w[0] = "log"
+	}
+	return strings.Join(w, "-")
+}
+
+// Keys returns every configuration key in table order.
+func Keys() []string {
+	out := make([]string, len(settings))
+	for i, s := range settings {
+		out[i] = s.key
+	}
+	return out
+}

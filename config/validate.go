@@ -1,0 +1,329 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/replicafed/replicafed/api/v1alpha1"
+)
+
+// Raft's own lower bounds (hashicorp/raft ValidateConfig), checked here so a
+// bad value is reported at start-up with its key.
+const (
+	minRaftTimeout  = 5 * time.Millisecond
+	minCommit       = time.Millisecond
+	maxAppendLimit  = 1024
+	disabledAddress = "0"
+)
+
+// problems collects validation errors, each prefixed with its key.
+type problems []error
+
+func (p *problems) add(key, format string, args ...any) {
+	*p = append(*p, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+}
+
+func (p *problems) positive(key string, d time.Duration) bool {
+	if d <= 0 {
+		p.add(key, "must be > 0, got %q", d.String())
+		return false
+	}
+	return true
+}
+
+func (p *problems) atLeast(key string, d, min time.Duration) {
+	if p.positive(key, d) && d < min {
+		p.add(key, "must be at least %s, got %q", min, d.String())
+	}
+}
+
+func (p *problems) minInt(key string, n, min int) {
+	if n < min {
+		p.add(key, "must be >= %d, got %d", min, n)
+	}
+}
+
+func (p *problems) fileExists(key, path string) {
+	info, err := os.Stat(path)
+	switch {
+	case err != nil:
+		p.add(key, "file %q: %v", path, errors.Unwrap(err))
+	case info.IsDir():
+		p.add(key, "%q is a directory, want a file", path)
+	}
+}
+
+// hostPort checks a host:port. Hosts may be IPs or DNS names; hostRequired
+// also refuses an empty or unspecified (0.0.0.0, ::) host, as peers cannot
+// dial it.
+func (p *problems) hostPort(key, addr string, hostRequired bool) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		p.add(key, "must be host:port, got %q", addr)
+		return
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		p.add(key, "port must be 1-65535, got %q", addr)
+	}
+	if host == "" {
+		if hostRequired {
+			p.add(key, "must name a host peers can dial, got %q", addr)
+		}
+		return
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		if hostRequired && ip.IsUnspecified() {
+			p.add(key, "must name a host peers can dial, not %s, got %q", host, addr)
+		}
+		return
+	}
+	if msgs := validation.IsDNS1123Subdomain(host); len(msgs) > 0 {
+		p.add(key, "host %q is neither an IP nor a DNS name: %s", host, strings.Join(msgs, "; "))
+	}
+}
+
+// advertisable turns a bind address into one peers can dial on this host.
+func advertisable(bind string) string {
+	host, port, err := net.SplitHostPort(bind)
+	if err != nil {
+		return bind
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return bind
+}
+
+// Validate checks every key and returns all problems joined, each as
+// "key: reason". Load calls it; call it again after changing a Config.
+func (c *Config) Validate() error {
+	var p problems
+	c.validateLogging(&p)
+	c.validateHub(&p)
+	c.validateClusters(&p)
+	c.validateRaft(&p)
+	c.validateController(&p)
+	c.validateFailover(&p)
+	c.validateListeners(&p)
+	return errors.Join(p...)
+}
+
+func (c *Config) validateLogging(p *problems) {
+	if _, err := ParseLevel(c.Logging.Level); err != nil {
+		p.add("logging.level", "%v", err)
+	}
+	if f := c.Logging.Format; f != FormatJSON && f != FormatConsole {
+		p.add("logging.format", "must be %s or %s, got %q", FormatJSON, FormatConsole, f)
+	}
+}
+
+func (c *Config) validateHub(p *problems) {
+	h := c.Hub
+	if h.Kubeconfig != "" {
+		p.fileExists("hub.kubeconfig", h.Kubeconfig)
+	}
+	if msgs := validation.IsDNS1123Label(h.Namespace); len(msgs) > 0 {
+		p.add("hub.namespace", "must be a namespace name, got %q: %s", h.Namespace, strings.Join(msgs, "; "))
+	}
+	rateLimit(p, "hub.qps", "hub.burst", h.QPS, h.Burst)
+}
+
+// rateLimit checks a client QPS/burst pair: QPS must be > 0 (use the
+// separate switch to turn limits off) and burst must cover one second.
+func rateLimit(p *problems, qpsKey, burstKey string, qps float32, burst int) {
+	if qps <= 0 {
+		p.add(qpsKey, "must be > 0, got %v", qps)
+	}
+	if burst < 1 {
+		p.add(burstKey, "must be >= 1, got %d", burst)
+	} else if float32(burst) < qps {
+		p.add(burstKey, "must be >= %s (%v), got %d", qpsKey, qps, burst)
+	}
+}
+
+func (c *Config) validateClusters(p *problems) {
+	cl := c.Clusters
+	if msgs := validation.IsDNS1123Label(cl.SecretNamespace); len(msgs) > 0 {
+		p.add("clusters.secretNamespace", "must be a namespace name, got %q: %s", cl.SecretNamespace, strings.Join(msgs, "; "))
+	}
+	if strings.TrimSpace(cl.SecretSelector) == "" {
+		p.add("clusters.secretSelector", "must not be empty: it would select every Secret in the namespace")
+	} else if _, err := labels.Parse(cl.SecretSelector); err != nil {
+		p.add("clusters.secretSelector", "invalid label selector %q: %v", cl.SecretSelector, err)
+	}
+	if msgs := validation.IsConfigMapKey(cl.SecretKey); len(msgs) > 0 {
+		p.add("clusters.secretKey", "must be a Secret data key, got %q: %s", cl.SecretKey, strings.Join(msgs, "; "))
+	}
+	seen := map[string]int{}
+	for i, sc := range cl.Static {
+		key := fmt.Sprintf("clusters.static[%d]", i)
+		switch {
+		case sc.Name == "":
+			p.add(key+".name", "must not be empty")
+		default:
+			if msgs := validation.IsDNS1123Subdomain(sc.Name); len(msgs) > 0 {
+				p.add(key+".name", "must be a DNS subdomain, got %q: %s", sc.Name, strings.Join(msgs, "; "))
+			}
+			if j, dup := seen[sc.Name]; dup {
+				p.add(key+".name", "duplicates clusters.static[%d].name %q", j, sc.Name)
+			} else {
+				seen[sc.Name] = i
+			}
+		}
+		if sc.Kubeconfig == "" {
+			p.add(key+".kubeconfig", "must not be empty")
+		} else {
+			p.fileExists(key+".kubeconfig", sc.Kubeconfig)
+		}
+		for k, v := range sc.Labels {
+			if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+				p.add(key+".labels", "invalid label key %q: %s", k, strings.Join(msgs, "; "))
+			}
+			if msgs := validation.IsValidLabelValue(v); len(msgs) > 0 {
+				p.add(key+".labels", "invalid value %q for label %q: %s", v, k, strings.Join(msgs, "; "))
+			}
+		}
+	}
+}
+
+func (c *Config) validateRaft(p *problems) {
+	r := c.Raft
+	if strings.TrimSpace(r.ID) == "" {
+		p.add("raft.id", "must not be empty (set it, $POD_NAME or the hostname)")
+	}
+	p.hostPort("raft.bindAddress", r.BindAddress, false)
+	p.hostPort("raft.advertiseAddress", r.AdvertiseAddress, true)
+	p.hostPort("raft.adminAddress", r.AdminAddress, false)
+
+	ids := map[string]int{}
+	addrs := map[string]int{}
+	self := -1
+	for i, peer := range r.Peers {
+		key := fmt.Sprintf("raft.peers[%d]", i)
+		if peer.ID == "" {
+			p.add(key+".id", "must not be empty")
+		} else if j, dup := ids[peer.ID]; dup {
+			p.add(key+".id", "duplicates raft.peers[%d].id %q", j, peer.ID)
+		} else {
+			ids[peer.ID] = i
+		}
+		p.hostPort(key+".address", peer.Address, true)
+		if j, dup := addrs[peer.Address]; dup {
+			p.add(key+".address", "duplicates raft.peers[%d].address %q", j, peer.Address)
+		} else {
+			addrs[peer.Address] = i
+		}
+		if peer.ID == r.ID && self < 0 {
+			self = i
+		}
+	}
+	if len(r.Peers) > 0 {
+		if self < 0 {
+			p.add("raft.peers", "must include this server's raft.id %q", r.ID)
+		} else if a := r.Peers[self].Address; a != r.AdvertiseAddress {
+			p.add("raft.advertiseAddress", "must equal raft.peers[%d].address %q (this server's entry), got %q", self, a, r.AdvertiseAddress)
+		}
+	}
+
+	if strings.TrimSpace(r.DataDir) == "" {
+		p.add("raft.dataDir", "must not be empty")
+	} else if info, err := os.Stat(r.DataDir); err == nil && !info.IsDir() {
+		p.add("raft.dataDir", "%q exists and is not a directory", r.DataDir)
+	}
+
+	if r.TLS.Enabled() {
+		files := []struct{ key, path string }{
+			{"raft.tls.certFile", r.TLS.CertFile}, {"raft.tls.keyFile", r.TLS.KeyFile}, {"raft.tls.caFile", r.TLS.CAFile},
+		}
+		for _, f := range files {
+			if f.path == "" {
+				p.add(f.key, "must be set: raft.tls needs certFile, keyFile and caFile together, or none")
+			} else {
+				p.fileExists(f.key, f.path)
+			}
+		}
+	}
+
+	p.atLeast("raft.heartbeatTimeout", r.HeartbeatTimeout, minRaftTimeout)
+	p.atLeast("raft.electionTimeout", r.ElectionTimeout, minRaftTimeout)
+	if r.HeartbeatTimeout > 0 && r.ElectionTimeout > 0 && r.ElectionTimeout < r.HeartbeatTimeout {
+		p.add("raft.electionTimeout", "must be >= raft.heartbeatTimeout (%s), got %q", r.HeartbeatTimeout, r.ElectionTimeout.String())
+	}
+	p.atLeast("raft.leaderLeaseTimeout", r.LeaderLeaseTimeout, minRaftTimeout)
+	if r.HeartbeatTimeout > 0 && r.LeaderLeaseTimeout > r.HeartbeatTimeout {
+		p.add("raft.leaderLeaseTimeout", "must be <= raft.heartbeatTimeout (%s), got %q", r.HeartbeatTimeout, r.LeaderLeaseTimeout.String())
+	}
+	p.atLeast("raft.commitTimeout", r.CommitTimeout, minCommit)
+	p.atLeast("raft.snapshotInterval", r.SnapshotInterval, minRaftTimeout)
+	p.minInt("raft.snapshotThreshold", r.SnapshotThreshold, 1)
+	p.minInt("raft.trailingLogs", r.TrailingLogs, 0)
+	if r.MaxAppendEntries < 1 || r.MaxAppendEntries > maxAppendLimit {
+		p.add("raft.maxAppendEntries", "must be 1-%d, got %d", maxAppendLimit, r.MaxAppendEntries)
+	}
+	p.positive("raft.applyTimeout", r.ApplyTimeout)
+	p.minInt("raft.observationBatchSize", r.ObservationBatchSize, 1)
+	p.positive("raft.observationFlushInterval", r.ObservationFlushInterval)
+}
+
+func (c *Config) validateController(p *problems) {
+	ctl := c.Controller
+	p.minInt("controller.workers", ctl.Workers, 1)
+	p.minInt("controller.burstReplicas", ctl.BurstReplicas, 1)
+	rateLimit(p, "controller.memberQPS", "controller.memberBurst", ctl.MemberQPS, ctl.MemberBurst)
+	p.positive("controller.expectationsTTL", ctl.ExpectationsTTL)
+	p.positive("controller.resyncPeriod", ctl.ResyncPeriod)
+	p.positive("controller.statusUpdateInterval", ctl.StatusUpdateInterval)
+}
+
+func (c *Config) validateFailover(p *problems) {
+	f := c.Failover
+	p.positive("failover.unreachableGracePeriod", f.UnreachableGracePeriod)
+	p.positive("failover.unschedulableThreshold", f.UnschedulableThreshold)
+	if f.MoveBack != v1alpha1.MoveBackNever && f.MoveBack != v1alpha1.MoveBackOnRecovery {
+		p.add("failover.moveBack", "must be %s or %s, got %q", v1alpha1.MoveBackNever, v1alpha1.MoveBackOnRecovery, f.MoveBack)
+	}
+	hp := f.HealthProbe
+	p.positive("failover.healthProbe.interval", hp.Interval)
+	if p.positive("failover.healthProbe.timeout", hp.Timeout) && hp.Interval > 0 && hp.Timeout > hp.Interval {
+		p.add("failover.healthProbe.timeout", "must be <= failover.healthProbe.interval (%s), got %q", hp.Interval, hp.Timeout.String())
+	}
+	p.minInt("failover.healthProbe.failureThreshold", hp.FailureThreshold, 1)
+	p.minInt("failover.healthProbe.successThreshold", hp.SuccessThreshold, 1)
+}
+
+// validateListeners checks the HTTP listeners and that no two listeners of
+// this process share a port.
+func (c *Config) validateListeners(p *problems) {
+	listeners := []struct{ key, addr string }{
+		{"raft.bindAddress", c.Raft.BindAddress},
+		{"raft.adminAddress", c.Raft.AdminAddress},
+		{"metrics.bindAddress", c.Metrics.BindAddress},
+		{"health.probeAddress", c.Health.ProbeAddress},
+	}
+	for _, l := range listeners[2:] {
+		if l.addr != disabledAddress {
+			p.hostPort(l.key, l.addr, false)
+		}
+	}
+	byPort := map[string]string{}
+	for _, l := range listeners {
+		_, port, err := net.SplitHostPort(l.addr)
+		if err != nil || port == "0" {
+			continue
+		}
+		if other, dup := byPort[port]; dup {
+			p.add(l.key, "port %s is also used by %s", port, other)
+		} else {
+			byPort[port] = l.key
+		}
+	}
+}

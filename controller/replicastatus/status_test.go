@@ -1,0 +1,179 @@
+package replicastatus
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/replicafed/replicafed/api/v1alpha1"
+)
+
+var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func mkPod(lbls map[string]string, readySince *time.Time) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: lbls}}
+	if readySince != nil {
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(*readySince)}}
+	}
+	return p
+}
+
+func at(d time.Duration) *time.Time { t := now.Add(d); return &t }
+
+func TestCalculate(t *testing.T) {
+	full := map[string]string{"app": "x", "tier": "web"}
+	part := map[string]string{"app": "x"}
+	cases := []struct {
+		name                                  string
+		minReady                              int32
+		active, terminating                   []*corev1.Pod
+		replicas, fully, ready, avail, termin int32
+	}{
+		{name: "fully labeled", active: []*corev1.Pod{mkPod(full, nil), mkPod(full, nil)}, replicas: 2, fully: 2},
+		{name: "not fully labeled", active: []*corev1.Pod{mkPod(full, nil), mkPod(part, nil)}, replicas: 2, fully: 1},
+		{name: "ready and available without minReady", active: []*corev1.Pod{mkPod(full, at(0)), mkPod(full, nil)}, replicas: 2, fully: 2, ready: 1, avail: 1},
+		{name: "minReady not yet", minReady: 10, active: []*corev1.Pod{mkPod(full, at(-5 * time.Second)), mkPod(full, at(-10 * time.Second))}, replicas: 2, fully: 2, ready: 2, avail: 1},
+		{name: "zero ready time never available with minReady", minReady: 1, active: []*corev1.Pod{mkPod(full, &time.Time{})}, replicas: 1, fully: 1, ready: 1},
+		{name: "terminating counted", active: []*corev1.Pod{mkPod(full, nil)}, terminating: []*corev1.Pod{mkPod(full, nil), mkPod(full, nil)}, replicas: 1, fully: 1, termin: 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := Calculate(Input{Target: 2, TemplateLabels: full, MinReadySeconds: c.minReady, Active: c.active, Terminating: c.terminating, Now: now})
+			if st.Replicas != c.replicas || st.FullyLabeledReplicas != c.fully || st.ReadyReplicas != c.ready || st.AvailableReplicas != c.avail {
+				t.Fatalf("got replicas=%d fully=%d ready=%d avail=%d", st.Replicas, st.FullyLabeledReplicas, st.ReadyReplicas, st.AvailableReplicas)
+			}
+			if st.TerminatingReplicas == nil || *st.TerminatingReplicas != c.termin {
+				t.Fatalf("terminating = %v, want %d", st.TerminatingReplicas, c.termin)
+			}
+		})
+	}
+}
+
+func TestCalculateConditions(t *testing.T) {
+	boom := errors.New("boom")
+	old := metav1.Condition{Type: ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: "FailedCreate", Message: "old", LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}
+	two := []*corev1.Pod{mkPod(nil, nil), mkPod(nil, nil)}
+	cases := []struct {
+		name     string
+		existing []metav1.Condition
+		active   []*corev1.Pod
+		err      error
+		want     *metav1.Condition
+	}{
+		{name: "FailedCreate when short", active: two[:1], err: boom, want: &metav1.Condition{Type: ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: ReasonFailedCreate, Message: "boom", LastTransitionTime: metav1.NewTime(now)}},
+		{name: "FailedDelete when over", active: append(two, mkPod(nil, nil)), err: boom, want: &metav1.Condition{Type: ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: ReasonFailedDelete, Message: "boom", LastTransitionTime: metav1.NewTime(now)}},
+		{name: "removed without error", existing: []metav1.Condition{old}, active: two},
+		{name: "kept unchanged on error", existing: []metav1.Condition{old}, active: two[:1], err: errors.New("new"), want: &old},
+		{name: "none without error", active: two},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := Calculate(Input{Current: v1alpha1.MemberReplicaSetStatus{Conditions: c.existing}, Target: 2, Active: c.active, ManageErr: c.err, Now: now})
+			got := FindCondition(st.Conditions, ConditionReplicaFailure)
+			switch {
+			case c.want == nil && got != nil:
+				t.Fatalf("unexpected condition %+v", got)
+			case c.want != nil && (got == nil || *got != *c.want):
+				t.Fatalf("condition = %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestConditionHelpers(t *testing.T) {
+	a := metav1.Condition{Type: "A", Status: metav1.ConditionTrue, Reason: "R"}
+	b := metav1.Condition{Type: "B", Status: metav1.ConditionTrue, Reason: "R"}
+	conds := SetCondition(nil, a)
+	conds = SetCondition(conds, b)
+	if len(conds) != 2 || FindCondition(conds, "A") == nil || FindCondition(conds, "C") != nil {
+		t.Fatalf("conds = %+v", conds)
+	}
+	// Same status and reason: untouched even with a new message.
+	a2 := a
+	a2.Message = "new"
+	conds = SetCondition(conds, a2)
+	if FindCondition(conds, "A").Message != "" {
+		t.Fatal("same status+reason must not replace")
+	}
+	// Different reason: replaced and moved to the end.
+	a3 := a
+	a3.Reason = "Other"
+	conds = SetCondition(conds, a3)
+	if conds[1].Type != "A" || conds[1].Reason != "Other" || len(conds) != 2 {
+		t.Fatalf("replace: %+v", conds)
+	}
+	conds = RemoveCondition(conds, "A")
+	if len(conds) != 1 || conds[0].Type != "B" {
+		t.Fatalf("remove: %+v", conds)
+	}
+}
+
+func TestChanged(t *testing.T) {
+	base := v1alpha1.MemberReplicaSetStatus{Replicas: 1, ObservedGeneration: 3, TerminatingReplicas: ptr.To[int32](0)}
+	if Changed(base, *base.DeepCopy(), 3) {
+		t.Fatal("identical status with observed generation must not change")
+	}
+	if !Changed(base, *base.DeepCopy(), 4) {
+		t.Fatal("new generation must be written")
+	}
+	n := *base.DeepCopy()
+	n.TerminatingReplicas = nil
+	if !Changed(base, n, 3) {
+		t.Fatal("terminating nil vs 0 differs")
+	}
+	n = *base.DeepCopy()
+	n.Conditions = []metav1.Condition{{Type: "X"}}
+	if !Changed(base, n, 3) {
+		t.Fatal("conditions differ")
+	}
+}
+
+// TestAvailabilityCheck mirrors upstream TestReplicaSetAvailabilityCheck: pods
+// ready at 0, -2s and -4.3s plus one pending with minReadySeconds 5.
+func TestAvailabilityCheck(t *testing.T) {
+	active := []*corev1.Pod{mkPod(nil, at(0)), mkPod(nil, at(-2 * time.Second)), mkPod(nil, at(-4300 * time.Millisecond)), mkPod(nil, nil)}
+	st := Calculate(Input{Target: 4, MinReadySeconds: 5, Active: active, Now: now})
+	if st.ReadyReplicas != 3 || st.AvailableReplicas != 0 {
+		t.Fatalf("ready=%d available=%d", st.ReadyReplicas, st.AvailableReplicas)
+	}
+	clk := clocktesting.NewFakePassiveClock(now)
+	d, ok := RequeueAfter(st, 5, active, now, clk)
+	if !ok || d != 700*time.Millisecond {
+		t.Fatalf("requeue = %v,%v; want 700ms", d, ok)
+	}
+	// Time moved on between evaluation and planning: use the fresh remaining time.
+	clk.SetTime(now.Add(500 * time.Millisecond))
+	if d, _ := RequeueAfter(st, 5, active, now, clk); d != 200*time.Millisecond {
+		t.Fatalf("requeue after 500ms = %v, want 200ms", d)
+	}
+	// Already past: check immediately.
+	clk.SetTime(now.Add(time.Second))
+	if d, ok := RequeueAfter(st, 5, active, now, clk); !ok || d != 0 {
+		t.Fatalf("requeue when past = %v,%v; want 0", d, ok)
+	}
+	// ready == available: no requeue.
+	if _, ok := RequeueAfter(v1alpha1.MemberReplicaSetStatus{ReadyReplicas: 1, AvailableReplicas: 1}, 5, active, now, clk); ok {
+		t.Fatal("no requeue when all ready pods are available")
+	}
+	// Ready pods with zero time only: fall back to minReadySeconds.
+	zero := []*corev1.Pod{mkPod(nil, &time.Time{})}
+	if d, ok := RequeueAfter(v1alpha1.MemberReplicaSetStatus{ReadyReplicas: 1}, 5, zero, now, clk); !ok || d != 5*time.Second {
+		t.Fatalf("fallback = %v,%v; want 5s", d, ok)
+	}
+}
+
+func TestUnschedulable(t *testing.T) {
+	uns := func(t time.Time) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, LastTransitionTime: metav1.NewTime(t)}}}}
+	}
+	other := &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "SchedulingGated"}}}}
+	n, oldest := Unschedulable([]*corev1.Pod{uns(now), other, uns(now.Add(-time.Minute)), mkPod(nil, nil)})
+	if n != 2 || !oldest.Equal(now.Add(-time.Minute)) {
+		t.Fatalf("unschedulable = %d since %v", n, oldest)
+	}
+}

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Builds the pinned tool binaries into bin/, skipping any whose stamp already
+# matches the pinned module version and Go version. Usage:
+#   hack/tools/build.sh [tool...]      (default: all)
+# Tools: kube (kube-apiserver, kube-scheduler, kube-controller-manager), etcd,
+# kwok (binary plus its fast stage definitions), helm, controller-gen.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin=${BIN_DIR:-$root/bin}
+mkdir -p "$bin"
+gover=$(go env GOVERSION)
+
+# module_version <tool dir> <module>: the version pinned in that tool module.
+module_version() { (cd "$root/hack/tools/$1" && go list -m -f '{{.Version}}' "$2"); }
+
+# up_to_date <stamp name> <wanted stamp> <outputs...>
+up_to_date() {
+  local stamp=$bin/.$1.stamp want=$2; shift 2
+  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] || return 1
+  local f; for f in "$@"; do [ -x "$bin/$f" ] || [ -f "$bin/$f" ] || return 1; done
+}
+
+build_kube() {
+  local v; v=$(module_version kube k8s.io/kubernetes)
+  local want="k8s.io/kubernetes@$v $gover"
+  if up_to_date kube "$want" kube-apiserver kube-scheduler kube-controller-manager; then echo "kube $v: up to date"; return; fi
+  local minor=${v#v1.}; minor=${minor%%.*}
+  local ld="-s -w"
+  local p
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld="$ld -X $p.gitVersion=$v -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+  done
+  echo "kube $v: building kube-apiserver, kube-scheduler, kube-controller-manager"
+  (cd "$root/hack/tools/kube" && go build -trimpath -ldflags "$ld" -o "$bin/" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-controller-manager)
+  echo "$want" > "$bin/.kube.stamp"
+}
+
+build_etcd() {
+  local v; v=$(module_version etcd go.etcd.io/etcd/server/v3)
+  local want="go.etcd.io/etcd/server/v3@$v $gover"
+  if up_to_date etcd "$want" etcd; then echo "etcd $v: up to date"; return; fi
+  echo "etcd $v: building"
+  (cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" go.etcd.io/etcd/server/v3)
+  echo "$want" > "$bin/.etcd.stamp"
+}
+
+build_kwok() {
+  local v; v=$(module_version kwok sigs.k8s.io/kwok)
+  local want="sigs.k8s.io/kwok@$v $gover"
+  if up_to_date kwok "$want" kwok kwok-stages.yaml; then echo "kwok $v: up to date"; return; fi
+  echo "kwok $v: building"
+  (cd "$root/hack/tools/kwok" && go build -trimpath -ldflags "-s -w" -o "$bin/kwok" sigs.k8s.io/kwok/cmd/kwok)
+  local dir; dir=$(cd "$root/hack/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  # kwok needs its stage definitions; the "fast" stages move nodes to Ready
+  # and pods to Running at once.
+  : > "$bin/kwok-stages.yaml"
+  local f
+  for f in "$dir"/kustomize/stage/node/fast/*.yaml "$dir"/kustomize/stage/pod/fast/*.yaml; do
+    case "$f" in */kustomization.yaml) continue ;; esac
+    printf -- '---\n' >> "$bin/kwok-stages.yaml"
+    cat "$f" >> "$bin/kwok-stages.yaml"
+  done
+  echo "$want" > "$bin/.kwok.stamp"
+}
+
+build_helm() {
+  local v; v=$(module_version helm helm.sh/helm/v4)
+  local want="helm.sh/helm/v4@$v $gover"
+  if up_to_date helm "$want" helm; then echo "helm $v: up to date"; return; fi
+  echo "helm $v: building"
+  (cd "$root/hack/tools/helm" && go build -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$v" -o "$bin/helm" helm.sh/helm/v4/cmd/helm)
+  echo "$want" > "$bin/.helm.stamp"
+}
+
+build_controller_gen() {
+  local v; v=$(module_version controller-gen sigs.k8s.io/controller-tools)
+  local want="sigs.k8s.io/controller-tools@$v $gover"
+  if up_to_date controller-gen "$want" controller-gen; then echo "controller-gen $v: up to date"; return; fi
+  echo "controller-gen $v: building"
+  (cd "$root/hack/tools/controller-gen" && go build -trimpath -o "$bin/controller-gen" sigs.k8s.io/controller-tools/cmd/controller-gen)
+  echo "$want" > "$bin/.controller-gen.stamp"
+}
+
+tools=("$@")
+[ ${#tools[@]} -gt 0 ] || tools=(controller-gen etcd kube kwok helm)
+for t in "${tools[@]}"; do
+  start=$(date +%s)
+  case "$t" in
+    kube) build_kube ;;
+    etcd) build_etcd ;;
+    kwok) build_kwok ;;
+    helm) build_helm ;;
+    controller-gen) build_controller_gen ;;
+    *) echo "unknown tool: $t" >&2; exit 2 ;;
+  esac
+  echo "  ($t: $(( $(date +%s) - start ))s)"
+done
