@@ -118,6 +118,7 @@ func Load(fs *pflag.FlagSet, args []string, lookupEnv func(string) (string, bool
 
 	cfg := &Config{}
 	errs := unknownKeys(raw)
+	failed := map[string]bool{}
 	root := reflect.ValueOf(cfg).Elem()
 	for _, s := range settings {
 		val := v.Get(s.key)
@@ -131,16 +132,33 @@ func Load(fs *pflag.FlagSet, args []string, lookupEnv func(string) (string, bool
 		if val == nil {
 			val = s.def
 		}
-		errs = append(errs, decodeSetting(s.key, val, fieldByKey(root, s.key).Addr().Interface())...)
+		out := fieldByKey(root, s.key).Addr().Interface()
+		if derrs := decodeSetting(s.key, val, out); len(derrs) > 0 {
+			errs = append(errs, derrs...)
+			failed[s.key] = true
+			// Validate the rest against the default so one run lists
+			// every problem without repeating this one.
+			_ = decodeSetting(s.key, s.def, out)
+		}
+	}
+	cfg.resolve(lookupEnv, os.Hostname)
+	for _, fe := range FieldErrors(cfg.Validate()) {
+		if !failed[settingOf(fe.Key)] {
+			errs = append(errs, fe)
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	cfg.resolve(lookupEnv, os.Hostname)
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
 	return cfg, nil
+}
+
+// settingOf maps a problem key such as raft.peers[1].id to its setting key.
+func settingOf(key string) string {
+	if i := strings.IndexByte(key, '['); i >= 0 {
+		return key[:i]
+	}
+	return key
 }
 
 func flagChanged(fs *pflag.FlagSet, s setting) bool {
@@ -218,10 +236,10 @@ func unknownKeys(raw map[string]any) []error {
 					walk(sub, path)
 				case nil:
 				default:
-					errs = append(errs, fmt.Errorf("%s: must be a mapping, got %T", path, m[k]))
+					errs = append(errs, &FieldError{Key: path, Reason: fmt.Sprintf("must be a mapping, got %T", m[k])})
 				}
 			default:
-				errs = append(errs, fmt.Errorf("%s: unknown key", path))
+				errs = append(errs, &FieldError{Key: path, Reason: "unknown key"})
 			}
 		}
 	}
@@ -296,10 +314,10 @@ func decodeSetting(key string, val any, out any) []error {
 			peersHook, staticClustersHook, mapstructure.StringToTimeDurationHookFunc()),
 	})
 	if err != nil {
-		return []error{fmt.Errorf("%s: building decoder: %w", key, err)}
+		return []error{&FieldError{Key: key, Reason: "building decoder: " + err.Error()}}
 	}
 	if err := dec.Decode(val); err != nil {
-		return []error{fmt.Errorf("%s: cannot use %s: %v", key, quoteValue(val), cleanDecodeError(err))}
+		return []error{&FieldError{Key: key, Reason: fmt.Sprintf("cannot use %s: %s", quoteValue(val), cleanDecodeError(err))}}
 	}
 	var errs []error
 	sort.Strings(md.Unused)
@@ -308,7 +326,7 @@ func decodeSetting(key string, val any, out any) []error {
 		if strings.HasPrefix(u, "[") {
 			sep = ""
 		}
-		errs = append(errs, fmt.Errorf("%s%s%s: unknown key", key, sep, u))
+		errs = append(errs, &FieldError{Key: key + sep + u, Reason: "unknown key"})
 	}
 	return errs
 }

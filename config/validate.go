@@ -24,11 +24,41 @@ const (
 	disabledAddress = "0"
 )
 
-// problems collects validation errors, each prefixed with its key.
+// FieldError is one refused configuration value.
+type FieldError struct {
+	// Key is the dotted key, with list indexes: raft.peers[1].address.
+	Key string
+	// Reason says what is wrong and what value was given.
+	Reason string
+}
+
+// Error formats the problem as "key: reason".
+func (e *FieldError) Error() string { return e.Key + ": " + e.Reason }
+
+// FieldErrors returns the FieldErrors inside an error from Load or Validate.
+func FieldErrors(err error) []*FieldError {
+	var out []*FieldError
+	var walk func(error)
+	walk = func(err error) {
+		if fe, ok := err.(*FieldError); ok {
+			out = append(out, fe)
+			return
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+		}
+	}
+	walk(err)
+	return out
+}
+
+// problems collects validation errors, each naming its key.
 type problems []error
 
 func (p *problems) add(key, format string, args ...any) {
-	*p = append(*p, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	*p = append(*p, &FieldError{Key: key, Reason: fmt.Sprintf(format, args...)})
 }
 
 func (p *problems) positive(key string, d time.Duration) bool {
@@ -314,16 +344,25 @@ func (c *Config) validateListeners(p *problems) {
 			p.hostPort(l.key, l.addr, false)
 		}
 	}
-	byPort := map[string]string{}
+	type bound struct{ key, host, port string }
+	var seen []bound
 	for _, l := range listeners {
-		_, port, err := net.SplitHostPort(l.addr)
+		host, port, err := net.SplitHostPort(l.addr)
 		if err != nil || port == "0" {
 			continue
 		}
-		if other, dup := byPort[port]; dup {
-			p.add(l.key, "port %s is also used by %s", port, other)
-		} else {
-			byPort[port] = l.key
+		for _, o := range seen {
+			if o.port == port && (o.host == host || wildcard(o.host) || wildcard(host)) {
+				p.add(l.key, "port %s is also used by %s", port, o.key)
+				break
+			}
 		}
+		seen = append(seen, bound{l.key, host, port})
 	}
+}
+
+// wildcard reports whether a listen host covers every local address.
+func wildcard(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "" || (ip != nil && ip.IsUnspecified())
 }
