@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+func TestBadConfigExitsWithOneLine(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		key  string
+	}{
+		{"bad flag value", []string{"--raft-heartbeat-timeout=-1s"}, nil, `raft.heartbeatTimeout: must be > 0, got "-1s"`},
+		{"bad env value", nil, map[string]string{"REPLICAFED_FAILOVER_MOVE_BACK": "Later"}, "failover.moveBack"},
+		{"missing file", []string{"--config=/no/such/config.yaml"}, nil, "/no/such/config.yaml"},
+		{"several problems", []string{"--controller-workers=0", "--log-format=xml"}, nil, "controller.workers"},
+		{"unknown flag", []string{"--bogus"}, nil, "unknown flag: --bogus"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			code := execute(context.Background(), tt.args, env(tt.env), &stderr)
+			if code != exitConfig {
+				t.Errorf("exit code %d, want %d", code, exitConfig)
+			}
+			// pflag prints usage after a flag error; our reason is the last line.
+			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+			last := lines[len(lines)-1]
+			if !strings.HasPrefix(last, "replicafed: invalid configuration: ") || !strings.Contains(last, tt.key) {
+				t.Errorf("last stderr line %q, want the reason naming %q", last, tt.key)
+			}
+		})
+	}
+}
+
+func TestGoodConfigRunsUntilCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stderr bytes.Buffer
+	code := execute(ctx, []string{"--log-level=error"}, env(map[string]string{"POD_NAME": "replicafed-0"}), &stderr)
+	if code != exitOK {
+		t.Fatalf("exit code %d, want 0; stderr: %s", code, stderr.String())
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("unexpected stderr: %s", stderr.String())
+	}
+}
+
+func TestHelpExitsZero(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := execute(context.Background(), []string{"--help"}, env(nil), &stderr); code != exitOK {
+		t.Fatalf("exit code %d, want 0", code)
+	}
+	if !strings.Contains(stderr.String(), "--raft-bind-address") {
+		t.Errorf("help lacks --raft-bind-address: %s", stderr.String())
+	}
+}
