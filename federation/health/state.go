@@ -1,0 +1,72 @@
+// Package health tracks whether replicafed can reach each member cluster. A
+// prober asks every member's /readyz at an interval; consecutive failures and
+// successes past their thresholds flip the member between Healthy and
+// Unreachable, and the time of the flip is what failover grace periods are
+// measured from.
+package health
+
+import (
+	"time"
+
+	"github.com/replicafed/replicafed/api/v1alpha1"
+)
+
+// Thresholds say how many consecutive probe results change a member's health.
+type Thresholds struct {
+	// Failure is the number of consecutive failed probes that make a member
+	// Unreachable.
+	Failure int
+	// Success is the number of consecutive good probes that make it Healthy.
+	Success int
+}
+
+// State is one member's health and since when it has held.
+type State struct {
+	// Health is the current verdict.
+	Health v1alpha1.ClusterHealth
+	// Since is when Health last changed (or the first probe, for Unknown).
+	Since time.Time
+	// LastProbe is when the latest probe finished.
+	LastProbe time.Time
+	// LastError is the latest failed probe's error text.
+	LastError string
+
+	failures, successes int
+}
+
+// Observe folds one probe result into the state. It is pure: now is the probe's
+// completion time.
+func (s State) Observe(err error, now time.Time, th Thresholds) State {
+	if s.Health == "" {
+		s.Health = v1alpha1.ClusterHealthUnknown
+		s.Since = now
+	}
+	s.LastProbe = now
+	if err != nil {
+		s.LastError = err.Error()
+		s.failures++
+		s.successes = 0
+		if s.Health != v1alpha1.ClusterUnreachable && s.failures >= max(th.Failure, 1) {
+			s.Health = v1alpha1.ClusterUnreachable
+			s.Since = now
+		}
+		return s
+	}
+	s.LastError = ""
+	s.successes++
+	s.failures = 0
+	if s.Health != v1alpha1.ClusterHealthy && s.successes >= max(th.Success, 1) {
+		s.Health = v1alpha1.ClusterHealthy
+		s.Since = now
+	}
+	return s
+}
+
+// UnreachableFor returns how long the member has been unreachable at now, or
+// zero when it is not unreachable.
+func (s State) UnreachableFor(now time.Time) time.Duration {
+	if s.Health != v1alpha1.ClusterUnreachable {
+		return 0
+	}
+	return now.Sub(s.Since)
+}
