@@ -1,0 +1,279 @@
+// Package testutil starts in-process raft clusters on loopback for the
+// raftstore tests and benchmarks, and issues test certificates.
+package testutil
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
+
+	"github.com/replicafed/replicafed/raftstore/node"
+)
+
+// FreePort returns a loopback address with a port that was free a moment ago.
+func FreePort(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Cluster is a set of nodes in one process.
+type Cluster struct {
+	TB    testing.TB
+	Cfgs  []node.NodeConfig
+	mu    sync.Mutex
+	Nodes []*node.Node // nil while stopped
+	Log   logr.Logger
+}
+
+// FastTimers are short raft timers for tests.
+func FastTimers(c *node.NodeConfig) {
+	c.HeartbeatTimeout = 300 * time.Millisecond
+	c.ElectionTimeout = 300 * time.Millisecond
+	c.LeaderLeaseTimeout = 150 * time.Millisecond
+	c.CommitTimeout = 5 * time.Millisecond
+	c.JoinInterval = 100 * time.Millisecond
+	c.ApplyTimeout = 2 * time.Second
+}
+
+// NewCluster prepares n node configs (started separately) with peers r0..r{n-1}.
+func NewCluster(tb testing.TB, n int, mod func(i int, c *node.NodeConfig)) *Cluster {
+	tb.Helper()
+	c := &Cluster{TB: tb, Log: logr.Discard()}
+	if os.Getenv("RAFTSTORE_TEST_LOG") != "" {
+		c.Log = testr.NewWithOptions(tb.(*testing.T), testr.Options{Verbosity: 1})
+	}
+	dir := tb.TempDir()
+	var peers []node.Peer
+	for i := range n {
+		peers = append(peers, node.Peer{ID: fmt.Sprintf("r%d", i), Address: FreePort(tb)})
+	}
+	for i := range n {
+		cfg := node.NodeConfig{
+			ID: peers[i].ID, ClusterID: "test-cluster", BindAddr: peers[i].Address,
+			Peers: peers, DataDir: filepath.Join(dir, peers[i].ID),
+		}
+		FastTimers(&cfg)
+		if mod != nil {
+			mod(i, &cfg)
+		}
+		c.Cfgs = append(c.Cfgs, cfg)
+		c.Nodes = append(c.Nodes, nil)
+	}
+	tb.Cleanup(func() {
+		for i := range c.Nodes {
+			c.Kill(i)
+		}
+	})
+	return c
+}
+
+// Start starts node i.
+func (c *Cluster) Start(i int) *node.Node {
+	c.TB.Helper()
+	n, err := node.New(c.Cfgs[i], c.Log.WithName(c.Cfgs[i].ID))
+	if err != nil {
+		c.TB.Fatalf("starting node %d: %v", i, err)
+	}
+	c.mu.Lock()
+	c.Nodes[i] = n
+	c.mu.Unlock()
+	return n
+}
+
+// StartAll starts every node.
+func (c *Cluster) StartAll() {
+	for i := range c.Cfgs {
+		c.Start(i)
+	}
+}
+
+// Node returns node i or nil.
+func (c *Cluster) Node(i int) *node.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Nodes[i]
+}
+
+// Kill stops node i like a crash.
+func (c *Cluster) Kill(i int) {
+	c.mu.Lock()
+	n := c.Nodes[i]
+	c.Nodes[i] = nil
+	c.mu.Unlock()
+	if n != nil {
+		_ = n.Kill()
+	}
+}
+
+// Live returns the running nodes.
+func (c *Cluster) Live() []*node.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*node.Node
+	for _, n := range c.Nodes {
+		if n != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Index returns the position of n.
+func (c *Cluster) Index(n *node.Node) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, m := range c.Nodes {
+		if m == n {
+			return i
+		}
+	}
+	return -1
+}
+
+// WaitLeader waits until some running node (other than the excluded ones)
+// leads and permits member writes.
+func (c *Cluster) WaitLeader(timeout time.Duration, exclude ...*node.Node) *node.Node {
+	c.TB.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+	next:
+		for _, n := range c.Live() {
+			for _, e := range exclude {
+				if n == e {
+					continue next
+				}
+			}
+			if _, ok := n.Allowed(); ok {
+				return n
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.TB.Fatalf("no leader within %s", timeout)
+	return nil
+}
+
+// WaitVoters waits until the leader's configuration has want voters and
+// every running node is ready.
+func (c *Cluster) WaitVoters(want int, timeout time.Duration) *node.Node {
+	c.TB.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		l := c.WaitLeader(time.Until(deadline))
+		s, err := l.Servers()
+		voters := 0
+		for _, x := range s {
+			if x.Voter {
+				voters++
+			}
+		}
+		ready := true
+		for _, n := range c.Live() {
+			ready = ready && n.Ready() == nil
+		}
+		if err == nil && voters == want && ready {
+			return l
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.TB.Fatalf("cluster did not reach %d voters within %s", want, timeout)
+	return nil
+}
+
+// Eventually polls f until it returns nil.
+func Eventually(tb testing.TB, timeout time.Duration, f func() error) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tb.Fatalf("condition not met within %s: %v", timeout, err)
+}
+
+// Ctx returns a context that ends with the test.
+func Ctx(tb testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+// CA is a test certificate authority.
+type CA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	PEM  []byte
+}
+
+// NewCA creates a CA.
+func NewCA(tb testing.TB, name string) *CA {
+	tb.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &CA{cert: cert, key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// Issue writes cert.pem, key.pem and ca.pem for a loopback peer into dir.
+func (ca *CA) Issue(tb testing.TB, dir, name string) (certFile, keyFile, caFile string) {
+	tb.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	certFile, keyFile, caFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")
+	for f, b := range map[string][]byte{
+		certFile: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		keyFile:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}),
+		caFile:   ca.PEM,
+	} {
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return certFile, keyFile, caFile
+}

@@ -1,0 +1,258 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// ErrNotLeader is returned by leader-only operations on a follower.
+var ErrNotLeader = errors.New("raftstore: not the leader")
+
+// ErrLeadershipLost is the cause of a leader context cancelled because this
+// node stopped leading or lost contact with a quorum.
+var ErrLeadershipLost = errors.New("raftstore: leadership lost")
+
+// leadership tracks the leader context of the current term.
+type leadership struct {
+	mu        sync.Mutex
+	epoch     uint64 // bumped on every LeaderCh event
+	raftSince time.Time
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	term      uint64
+	voters    []raft.ServerAddress // other voters, refreshed by the watchdog
+	nVoters   int
+	subs      []chan bool
+	busy      bool // establish in progress
+}
+
+func (l *leadership) init() {}
+
+// leadershipLoop follows raft's LeaderCh. Raft keeps the latest value if we
+// are slow, so no transition is lost.
+func (n *Node) leadershipLoop() {
+	ch := n.raft.LeaderCh()
+	for {
+		select {
+		case <-n.stopCh:
+			return
+		case isLeader := <-ch:
+			l := &n.lead
+			l.mu.Lock()
+			l.epoch++
+			if isLeader {
+				l.raftSince = time.Now()
+			}
+			l.mu.Unlock()
+			if isLeader {
+				n.goRun(n.establish)
+			} else {
+				n.lead.revoke(n, "raft stepped down")
+			}
+		}
+	}
+}
+
+// establish runs a Barrier so the FSM holds every entry of earlier terms,
+// then opens the leader context. Workers must not act before it.
+func (n *Node) establish() {
+	l := &n.lead
+	l.mu.Lock()
+	if l.busy || l.ctx != nil {
+		l.mu.Unlock()
+		return
+	}
+	l.busy = true
+	epoch := l.epoch
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.busy = false
+		l.mu.Unlock()
+	}()
+	for {
+		if n.stopped() || n.raft.State() != raft.Leader {
+			return
+		}
+		err := n.raft.Barrier(n.cfg.ApplyTimeout).Error()
+		if err == nil {
+			break
+		}
+		n.log.Info("Barrier after gaining leadership failed", "err", err.Error())
+		if !n.sleep(context.Background(), 50*time.Millisecond) {
+			return
+		}
+	}
+	n.refreshVoters()
+	l.mu.Lock()
+	if l.epoch != epoch || l.ctx != nil || n.raft.State() != raft.Leader {
+		l.mu.Unlock()
+		return
+	}
+	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	l.term = n.raft.CurrentTerm()
+	term := l.term
+	l.notify(true)
+	l.mu.Unlock()
+	n.log.Info("Leading", "term", term)
+}
+
+func (l *leadership) revoke(n *Node, why string) {
+	l.mu.Lock()
+	if l.ctx == nil {
+		l.mu.Unlock()
+		return
+	}
+	l.cancel(ErrLeadershipLost)
+	term := l.term
+	l.ctx, l.cancel, l.term = nil, nil, 0
+	l.notify(false)
+	l.mu.Unlock()
+	n.log.Info("Stopped leading", "term", term, "reason", why)
+}
+
+// notify delivers the latest value to every subscriber; held under l.mu.
+func (l *leadership) notify(v bool) {
+	for _, ch := range l.subs {
+		select {
+		case <-ch:
+		default:
+		}
+		ch <- v
+	}
+}
+
+// LeaderChanges returns a channel that receives true when this node starts
+// leading (after the Barrier) and false when it stops. Only the latest value
+// is kept for a slow reader.
+func (n *Node) LeaderChanges() <-chan bool {
+	ch := make(chan bool, 1)
+	n.lead.mu.Lock()
+	n.lead.subs = append(n.lead.subs, ch)
+	if n.lead.ctx != nil {
+		ch <- true
+	}
+	n.lead.mu.Unlock()
+	return ch
+}
+
+// Leading returns the leader context of the current term, cancelled (with
+// cause ErrLeadershipLost) as soon as this node stops leading or loses
+// contact with a quorum. ok is false on followers and before the Barrier.
+func (n *Node) Leading() (ctx context.Context, term uint64, ok bool) {
+	l := &n.lead
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx == nil {
+		return nil, 0, false
+	}
+	return l.ctx, l.term, true
+}
+
+// Allowed is the member-write fence: it returns the leader context and true
+// only while this node leads and a quorum of voters answered its RPCs within
+// LeaderLeaseTimeout. Followers cannot elect another leader before
+// HeartbeatTimeout (> lease) has passed without hearing from this node, so a
+// write permitted here never overlaps a newer leader's writes.
+func (n *Node) Allowed() (context.Context, bool) {
+	l := &n.lead
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx == nil || l.ctx.Err() != nil || !n.quorumContactLocked(time.Now()) {
+		return nil, false
+	}
+	return l.ctx, true
+}
+
+// Gate returns a value with Allowed, for the member engine.
+func (n *Node) Gate() interface {
+	Allowed() (context.Context, bool)
+} {
+	return n
+}
+
+func (n *Node) quorumContactLocked(now time.Time) bool {
+	l := &n.lead
+	if l.nVoters == 0 {
+		return false
+	}
+	since := now.Add(-n.cfg.LeaderLeaseTimeout)
+	if l.raftSince.After(since) {
+		since = l.raftSince
+	}
+	acks := 1 // this node
+	for _, a := range l.voters {
+		if n.layer.LastContact(string(a)).After(since) {
+			acks++
+		}
+	}
+	return acks*2 > l.nVoters
+}
+
+func (n *Node) refreshVoters() {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	var others []raft.ServerAddress
+	total := 0
+	self := false
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		total++
+		if s.ID == n.serverID {
+			self = true
+			continue
+		}
+		others = append(others, s.Address)
+	}
+	if !self {
+		total = 0 // not a voter: never allowed
+	}
+	n.lead.mu.Lock()
+	n.lead.voters, n.lead.nVoters = others, total
+	n.lead.mu.Unlock()
+}
+
+// gateWatchdog cancels the leader context once quorum contact is lost, and
+// re-establishes leadership if raft still leads after contact returns.
+func (n *Node) gateWatchdog() {
+	interval := n.cfg.LeaderLeaseTimeout / 5
+	if interval < 5*time.Millisecond {
+		interval = 5 * time.Millisecond
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	refresh := 0
+	for {
+		select {
+		case <-n.stopCh:
+			return
+		case <-t.C:
+		}
+		isLeader := n.raft.State() == raft.Leader
+		if isLeader {
+			if refresh++; refresh%10 == 0 {
+				n.refreshVoters()
+			}
+		}
+		l := &n.lead
+		l.mu.Lock()
+		leading := l.ctx != nil
+		contact := n.quorumContactLocked(time.Now())
+		busy := l.busy
+		l.mu.Unlock()
+		switch {
+		case leading && (!isLeader || !contact):
+			l.revoke(n, "no quorum contact within the leader lease")
+		case !leading && isLeader && contact && !busy:
+			n.goRun(n.establish)
+		}
+	}
+}

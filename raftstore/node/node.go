@@ -1,0 +1,300 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/replicafed/replicafed/raftstore/fsm"
+	"github.com/replicafed/replicafed/raftstore/transport"
+)
+
+const logFile = "raft.db"
+
+// Node is one replicafed raft server: the replicated FSM, the raft library,
+// its stores and transport, leadership tracking, forwarding and membership.
+type Node struct {
+	cfg      NodeConfig
+	log      logr.Logger
+	clock    clock.PassiveClock
+	fsm      *fsm.FSM
+	raft     *raft.Raft
+	layer    *transport.Layer
+	trans    *raft.NetworkTransport
+	bolt     *raftboltdb.BoltStore
+	serverID raft.ServerID
+	observer *raft.Observer
+
+	lead leadership
+
+	stopCh   chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+}
+
+// Option adjusts a Node at construction.
+type Option func(*Node)
+
+// WithClock injects the clock used for command timestamps.
+func WithClock(c clock.PassiveClock) Option { return func(n *Node) { n.clock = c } }
+
+// New opens (or creates) the data dir, starts raft and the listener, and
+// starts bootstrapping or joining in the background. The FSM is created here,
+// salted with the cluster ID; use FSM() to read it.
+func New(cfg NodeConfig, log logr.Logger, opts ...Option) (*Node, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating data dir %s: %w", cfg.DataDir, err)
+	}
+	id, err := loadIdentity(cfg.DataDir, cfg.ClusterID, cfg.ID)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:      cfg,
+		log:      log.WithValues("raftID", cfg.ID),
+		clock:    clock.RealClock{},
+		fsm:      fsm.New(cfg.ClusterID),
+		serverID: raft.ServerID(cfg.ID + "-" + id.UUID),
+		stopCh:   make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(n)
+	}
+	if err := n.open(); err != nil {
+		n.closeResources()
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) open() error {
+	cfg := n.cfg
+	hl := newHCLogger(n.log, "raft")
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, logFile), BoltOptions: nil})
+	if err != nil {
+		return fmt.Errorf("opening raft log store %s: %w", filepath.Join(cfg.DataDir, logFile), err)
+	}
+	n.bolt = bolt
+	if _, err := bolt.FirstIndex(); err != nil {
+		return fmt.Errorf("reading raft log store (corrupt?): %w", err)
+	}
+	logs, err := raft.NewLogCache(512, bolt)
+	if err != nil {
+		return fmt.Errorf("creating log cache: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl)
+	if err != nil {
+		return fmt.Errorf("opening snapshot store: %w", err)
+	}
+	var serverTLS, clientTLS *tls.Config
+	if cfg.TLS.CertFile != "" {
+		serverTLS, clientTLS, err = transport.LoadTLS(cfg.TLS.CertFile, cfg.TLS.KeyFile, cfg.TLS.CAFile, cfg.TLS.Mutual)
+		if err != nil {
+			return err
+		}
+	}
+	n.layer, err = transport.Listen(transport.Config{
+		BindAddr: cfg.BindAddr, AdvertiseAddr: cfg.AdvertiseAddr,
+		ServerTLS: serverTLS, ClientTLS: clientTLS,
+		HandleRPC: n.serveRPC, Log: n.log.WithName("transport"),
+	})
+	if err != nil {
+		return err
+	}
+	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: n.layer, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl.Named("transport"),
+	})
+	rc := raft.DefaultConfig()
+	rc.LocalID = n.serverID
+	rc.Logger = hl
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.MaxAppendEntries = cfg.MaxAppendEntries
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.TrailingLogs = cfg.TrailingLogs
+	if err := raft.ValidateConfig(rc); err != nil {
+		return fmt.Errorf("raft config: %w", err)
+	}
+	hasState, err := raft.HasExistingState(logs, bolt, snaps)
+	if err != nil {
+		return fmt.Errorf("reading raft state: %w", err)
+	}
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, bolt, snaps, n.trans)
+	if err != nil {
+		return fmt.Errorf("starting raft: %w", err)
+	}
+	obsCh := make(chan raft.Observation, 64)
+	n.observer = raft.NewObserver(obsCh, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation:
+			return true
+		}
+		return false
+	})
+	n.raft.RegisterObserver(n.observer)
+	n.lead.init()
+	n.log.Info("Raft node started", "serverID", string(n.serverID), "address", n.layer.Addr().String(),
+		"existingState", hasState, "tls", n.layer.TLS(), "mutualTLS", cfg.TLS.Mutual)
+	n.goRun(n.leadershipLoop)
+	n.goRun(n.gateWatchdog)
+	n.goRun(n.membershipLoop)
+	n.goRun(func() { n.deadServerLoop(obsCh) })
+	return nil
+}
+
+
+
+func (n *Node) goRun(f func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+}
+
+// ServerID is this node's raft server ID (name-uuid).
+func (n *Node) ServerID() string { return string(n.serverID) }
+
+// Address is the advertised raft address.
+func (n *Node) Address() string { return n.layer.Addr().String() }
+
+// ListenAddr is the bound listener address.
+func (n *Node) ListenAddr() net.Addr { return n.layer.ListenAddr() }
+
+// FSM is the replicated state machine; reads are local and may lag the leader.
+func (n *Node) FSM() *fsm.FSM { return n.fsm }
+
+// Raft exposes the underlying raft instance for diagnostics.
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// Now is the node's clock, used for command timestamps.
+func (n *Node) Now() time.Time { return n.clock.Now() }
+
+// Config returns the effective configuration (defaults applied).
+func (n *Node) Config() NodeConfig { return n.cfg }
+
+// SetIsolated cuts or restores all raft and RPC traffic of this node
+// (fault injection for tests and drills).
+func (n *Node) SetIsolated(v bool) { n.layer.SetIsolated(v) }
+
+// Shutdown transfers leadership when leading (so failover takes tens of
+// milliseconds, not a heartbeat timeout), then stops raft and closes stores.
+func (n *Node) Shutdown() error {
+	if n.raft.State() == raft.Leader && n.hasOtherVoters() {
+		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			n.log.Info("Leadership transfer on shutdown failed", "err", err.Error())
+		}
+	}
+	return n.Kill()
+}
+
+// Kill stops the node without a leadership transfer, as a crash would.
+func (n *Node) Kill() error {
+	var err error
+	n.stopOnce.Do(func() {
+		close(n.stopCh)
+		n.lead.revoke(n, "shutdown")
+		err = n.raft.Shutdown().Error()
+		n.raft.DeregisterObserver(n.observer)
+		n.wg.Wait()
+		n.closeResources()
+	})
+	return err
+}
+
+func (n *Node) closeResources() {
+	if n.trans != nil {
+		n.trans.Close()
+	} else if n.layer != nil {
+		n.layer.Close()
+	}
+	if n.layer != nil {
+		n.layer.Close()
+	}
+	if n.bolt != nil {
+		n.bolt.Close()
+	}
+}
+
+func (n *Node) hasOtherVoters() bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.ID != n.serverID && s.Suffrage == raft.Voter {
+			return true
+		}
+	}
+	return false
+}
+
+// Ready reports nil when the node knows the leader and has applied every
+// entry it knows to be committed.
+func (n *Node) Ready() error {
+	addr, _ := n.raft.LeaderWithID()
+	if addr == "" {
+		return errors.New("raft: no known leader")
+	}
+	if a, c := n.raft.AppliedIndex(), n.raft.CommitIndex(); a < c {
+		return fmt.Errorf("raft: applied index %d behind commit index %d", a, c)
+	}
+	return nil
+}
+
+// Live reports nil while raft runs, whatever its role.
+func (n *Node) Live() error {
+	if n.raft.State() == raft.Shutdown {
+		return errors.New("raft: shut down")
+	}
+	return nil
+}
+
+// Leader returns the current leader's address and server ID, if known.
+func (n *Node) Leader() (address, id string) {
+	a, i := n.raft.LeaderWithID()
+	return string(a), string(i)
+}
+
+// IsLeader reports whether raft considers this node the leader.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+func (n *Node) stopped() bool {
+	select {
+	case <-n.stopCh:
+		return true
+	default:
+		return false
+	}
+}
+
+func (n *Node) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-n.stopCh:
+		return false
+	}
+}

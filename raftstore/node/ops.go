@@ -1,0 +1,70 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/replicafed/replicafed/raftstore/fsm"
+)
+
+// NewRequestID returns a random request ID for command deduplication.
+func NewRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Meta returns command metadata stamped with a new request ID, this node's
+// clock and the current leader term (0 when not leading).
+func (n *Node) Meta() fsm.Meta {
+	_, term, _ := n.Leading()
+	return fsm.Meta{ReqID: NewRequestID(), Now: n.clock.Now().UnixNano(), Term: term}
+}
+
+// SetTargets commits the per-member targets of frs planned at generation.
+// An older generation than the committed one is refused with fsm.ErrStale.
+func (n *Node) SetTargets(ctx context.Context, frs fsm.FRSRef, generation int64, targets map[string]int32) error {
+	if _, err := n.Apply(ctx, &fsm.SetTargets{Meta: n.Meta(), FRS: frs, Generation: generation, Targets: targets}); err != nil {
+		return fmt.Errorf("setting targets of %s: %w", frs, err)
+	}
+	return nil
+}
+
+// Targets returns the committed targets of frs and the generation they were
+// planned for, from this node's FSM. A non-empty frs.UID must match.
+func (n *Node) Targets(frs fsm.FRSRef) (targets map[string]int32, generation int64, ok bool) {
+	rec, ok := n.fsm.Targets(frs)
+	if !ok {
+		return nil, 0, false
+	}
+	return rec.Targets, rec.Generation, true
+}
+
+// DeleteTargets removes the targets of frs; missing targets are not an error.
+func (n *Node) DeleteTargets(ctx context.Context, frs fsm.FRSRef) error {
+	res, err := n.Apply(ctx, &fsm.DeleteTargets{Meta: n.Meta(), FRS: frs})
+	if err != nil && (res == nil || res.Code != fsm.CodeNotFound) {
+		return fmt.Errorf("deleting targets of %s: %w", frs, err)
+	}
+	return nil
+}
+
+// SetMemberHealth records a member cluster's health.
+func (n *Node) SetMemberHealth(ctx context.Context, cluster string, healthy bool, since time.Time) error {
+	if _, err := n.Apply(ctx, &fsm.SetHealth{Meta: n.Meta(), Cluster: cluster, Healthy: healthy, Since: since.UnixNano()}); err != nil {
+		return fmt.Errorf("setting health of member %s: %w", cluster, err)
+	}
+	return nil
+}
+
+// MemberHealth reads a member's recorded health from this node's FSM.
+func (n *Node) MemberHealth(cluster string) (healthy bool, since time.Time, ok bool) {
+	h, ok := n.fsm.Health(cluster)
+	if !ok {
+		return false, time.Time{}, false
+	}
+	return h.Healthy, time.Unix(0, h.Since), true
+}

@@ -1,0 +1,250 @@
+package node
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/replicafed/replicafed/raftstore/fsm"
+)
+
+// The side-channel RPC: one JSON request and one JSON response per
+// connection, each prefixed with a 4-byte big-endian length.
+
+const maxRPCSize = 16 << 20
+
+type rpcRequest struct {
+	Op string `json:"op"`
+	// apply
+	Data []byte `json:"data,omitempty"`
+	// join / add voter / remove
+	ID      string `json:"id,omitempty"`
+	Address string `json:"address,omitempty"`
+	Token   string `json:"token,omitempty"`
+}
+
+type rpcResponse struct {
+	Err       string      `json:"err,omitempty"`
+	NotLeader bool        `json:"notLeader,omitempty"`
+	Result    *fsm.Result `json:"result,omitempty"`
+	// status
+	HasState   bool     `json:"hasState,omitempty"`
+	LeaderAddr string   `json:"leaderAddr,omitempty"`
+	Servers    []string `json:"servers,omitempty"`
+}
+
+func writeFrame(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(len(b)))
+	if _, err := w.Write(append(hdr[:], b...)); err != nil {
+		return err
+	}
+	return nil
+}
+
+func readFrame(r io.Reader, v any) error {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return err
+	}
+	size := binary.BigEndian.Uint32(hdr[:])
+	if size > maxRPCSize {
+		return fmt.Errorf("rpc frame of %d bytes is too large", size)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+func (n *Node) serveRPC(c net.Conn) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(n.cfg.ApplyTimeout + 5*time.Second))
+	var req rpcRequest
+	if err := readFrame(c, &req); err != nil {
+		return
+	}
+	resp := n.handleRPC(&req)
+	_ = writeFrame(c, resp)
+}
+
+func (n *Node) handleRPC(req *rpcRequest) *rpcResponse {
+	switch req.Op {
+	case "status":
+		addr, _ := n.raft.LeaderWithID()
+		r := &rpcResponse{LeaderAddr: string(addr)}
+		if f := n.raft.GetConfiguration(); f.Error() == nil {
+			for _, s := range f.Configuration().Servers {
+				r.Servers = append(r.Servers, string(s.ID))
+			}
+			r.HasState = len(r.Servers) > 0
+		}
+		return r
+	case "apply":
+		if n.raft.State() != raft.Leader {
+			return &rpcResponse{NotLeader: true, Err: ErrNotLeader.Error()}
+		}
+		res, err := n.applyLocal(req.Data)
+		if err != nil {
+			return &rpcResponse{Err: err.Error(), NotLeader: isLeadershipErr(err)}
+		}
+		return &rpcResponse{Result: res}
+	case "join", "addvoter", "remove":
+		// Peers are authenticated by mutual TLS when it is on; the admin
+		// token, when set, is required as well.
+		if n.cfg.AdminToken != "" && subtle.ConstantTimeCompare([]byte(req.Token), []byte(n.cfg.AdminToken)) != 1 {
+			return &rpcResponse{Err: "unauthorized"}
+		}
+		if n.raft.State() != raft.Leader {
+			return &rpcResponse{NotLeader: true, Err: ErrNotLeader.Error()}
+		}
+		var err error
+		switch req.Op {
+		case "join", "addvoter":
+			err = n.addVoterLocal(req.ID, req.Address)
+		case "remove":
+			err = n.removeServerLocal(req.ID)
+		}
+		if err != nil {
+			return &rpcResponse{Err: err.Error(), NotLeader: isLeadershipErr(err)}
+		}
+		return &rpcResponse{}
+	default:
+		return &rpcResponse{Err: "unknown op " + req.Op}
+	}
+}
+
+func isLeadershipErr(err error) bool {
+	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
+		errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, ErrNotLeader)
+}
+
+func (n *Node) call(ctx context.Context, addr string, req *rpcRequest) (*rpcResponse, error) {
+	timeout := n.cfg.ApplyTimeout + 5*time.Second
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = time.Until(dl)
+	}
+	if timeout <= 0 {
+		return nil, ctx.Err()
+	}
+	c, err := n.layer.DialRPC(addr, min(timeout, 5*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("dialing %s: %w", addr, err)
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if err := writeFrame(c, req); err != nil {
+		return nil, fmt.Errorf("sending %s to %s: %w", req.Op, addr, err)
+	}
+	var resp rpcResponse
+	if err := readFrame(c, &resp); err != nil {
+		return nil, fmt.Errorf("reading %s reply from %s: %w", req.Op, addr, err)
+	}
+	return &resp, nil
+}
+
+func (n *Node) applyLocal(data []byte) (*fsm.Result, error) {
+	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	res, ok := f.Response().(*fsm.Result)
+	if !ok {
+		return nil, fmt.Errorf("unexpected FSM response %T", f.Response())
+	}
+	return res, nil
+}
+
+// Apply commits cmd through raft and returns the FSM's result. On a follower
+// the command is forwarded to the leader over the raft listener. Leadership
+// errors are retried with the same bytes until ctx ends; the request ID in
+// the command makes the retry idempotent. A result with a non-OK code is
+// returned together with its error.
+func (n *Node) Apply(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
+	data, err := fsm.Encode(cmd)
+	if err != nil {
+		return nil, err
+	}
+	var last error
+	for {
+		if n.stopped() {
+			return nil, raft.ErrRaftShutdown
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("applying command type %d: %w (last error: %v)", cmd.Type(), err, last)
+		}
+		var res *fsm.Result
+		if n.raft.State() == raft.Leader {
+			res, err = n.applyLocal(data)
+		} else if addr, _ := n.raft.LeaderWithID(); addr != "" {
+			var resp *rpcResponse
+			resp, err = n.call(ctx, string(addr), &rpcRequest{Op: "apply", Data: data})
+			switch {
+			case err != nil:
+			case resp.NotLeader:
+				err = ErrNotLeader
+			case resp.Err != "":
+				return nil, fmt.Errorf("applying command type %d on leader %s: %s", cmd.Type(), addr, resp.Err)
+			default:
+				res = resp.Result
+			}
+		} else {
+			err = ErrNotLeader
+		}
+		if err == nil {
+			if res == nil {
+				return nil, errors.New("applying command: empty result")
+			}
+			return res, res.Error()
+		}
+		if errors.Is(err, raft.ErrRaftShutdown) {
+			return nil, err
+		}
+		last = err
+		n.sleep(ctx, 25*time.Millisecond)
+	}
+}
+
+// forward sends a membership request to the leader.
+func (n *Node) forward(ctx context.Context, req *rpcRequest) error {
+	req.Token = n.cfg.AdminToken
+	for {
+		if n.stopped() {
+			return raft.ErrRaftShutdown
+		}
+		if n.raft.State() == raft.Leader {
+			if r := n.handleRPC(req); !r.NotLeader {
+				if r.Err != "" {
+					return errors.New(r.Err)
+				}
+				return nil
+			}
+		} else if addr, _ := n.raft.LeaderWithID(); addr != "" {
+			resp, err := n.call(ctx, string(addr), req)
+			if err == nil && !resp.NotLeader {
+				if resp.Err != "" {
+					return fmt.Errorf("%s on leader %s: %s", req.Op, addr, resp.Err)
+				}
+				return nil
+			}
+		}
+		if !n.sleep(ctx, 50*time.Millisecond) {
+			return fmt.Errorf("%s: %w", req.Op, errors.Join(ctx.Err(), ErrNotLeader))
+		}
+	}
+}
