@@ -1,0 +1,169 @@
+// Package aggregate sums what member workers report into a
+// FederatedReplicaSet's status: the ReplicaSet counts over all members, one
+// row per member, and the conditions. It is pure; the hub reconciler decides
+// when to write the result.
+package aggregate
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/replicafed/replicafed/api/v1alpha1"
+)
+
+// Report is what one member's worker last said about one FederatedReplicaSet.
+type Report struct {
+	Replicas, FullyLabeled, Ready, Available int32
+	Terminating                              *int32
+	Unschedulable                            int32
+	// Failure is the member's ReplicaFailure message, empty when none.
+	Failure string
+	// FailureReason is FailedCreate or FailedDelete.
+	FailureReason string
+	// Time is when the report was made.
+	Time time.Time
+}
+
+// Member is one member's part in the status.
+type Member struct {
+	Name   string
+	Target int32
+	Health v1alpha1.ClusterHealth
+	// Report is nil when the member has not reported yet.
+	Report *Report
+	// Message explains the member's target, for example a planner reason.
+	Message string
+}
+
+// Input is everything Compute needs.
+type Input struct {
+	Generation int64
+	Desired    int32
+	Selector   string
+	Members    []Member
+	// Shortfall is how many replicas the planner could not place.
+	Shortfall int32
+	// Previous is the current status, whose condition transition times are kept.
+	Previous v1alpha1.FederatedReplicaSetStatus
+	Now      time.Time
+}
+
+// Compute returns the new status.
+func Compute(in Input) v1alpha1.FederatedReplicaSetStatus {
+	st := v1alpha1.FederatedReplicaSetStatus{
+		ObservedGeneration: in.Generation,
+		Selector:           in.Selector,
+		Conditions:         append([]metav1.Condition(nil), in.Previous.Conditions...),
+	}
+	members := append([]Member(nil), in.Members...)
+	sort.Slice(members, func(i, j int) bool { return members[i].Name < members[j].Name })
+
+	var unreachable, failed, unschedulable, progressing []string
+	var terminating int32
+	anyTerminating := false
+	for _, m := range members {
+		row := v1alpha1.ClusterStatus{Name: m.Name, Target: m.Target, Health: m.Health, Message: m.Message}
+		if row.Health == "" {
+			row.Health = v1alpha1.ClusterHealthUnknown
+		}
+		if m.Target > 0 {
+			st.ClusterCount++
+		}
+		if m.Health == v1alpha1.ClusterUnreachable {
+			unreachable = append(unreachable, m.Name)
+		}
+		if r := m.Report; r != nil {
+			row.Replicas, row.ReadyReplicas, row.AvailableReplicas = r.Replicas, r.Ready, r.Available
+			row.UnschedulableReplicas = r.Unschedulable
+			t := metav1.NewTime(r.Time)
+			row.LastReportTime = &t
+			st.Replicas += r.Replicas
+			st.FullyLabeledReplicas += r.FullyLabeled
+			st.ReadyReplicas += r.Ready
+			st.AvailableReplicas += r.Available
+			if r.Terminating != nil {
+				anyTerminating = true
+				terminating += *r.Terminating
+			}
+			if r.Failure != "" {
+				failed = append(failed, fmt.Sprintf("%s: %s", m.Name, r.Failure))
+			}
+			if r.Unschedulable > 0 {
+				unschedulable = append(unschedulable, fmt.Sprintf("%s: %d pods", m.Name, r.Unschedulable))
+			}
+			if r.Replicas != m.Target || r.Available < m.Target {
+				progressing = append(progressing, m.Name)
+			}
+		} else if m.Target > 0 {
+			progressing = append(progressing, m.Name)
+		}
+		st.Clusters = append(st.Clusters, row)
+	}
+	if anyTerminating {
+		st.TerminatingReplicas = &terminating
+	}
+
+	set := func(typ string, ok bool, reason, msg string) {
+		status := metav1.ConditionFalse
+		if ok {
+			status = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: typ, Status: status, Reason: reason, Message: msg,
+			ObservedGeneration: in.Generation, LastTransitionTime: metav1.NewTime(in.Now),
+		})
+	}
+
+	if st.AvailableReplicas >= in.Desired && st.Replicas == in.Desired && len(progressing) == 0 {
+		set(v1alpha1.ConditionReady, true, "ReplicasAvailable", fmt.Sprintf("%d of %d replicas available", st.AvailableReplicas, in.Desired))
+	} else {
+		set(v1alpha1.ConditionReady, false, "ReplicasNotAvailable", fmt.Sprintf("%d of %d replicas available", st.AvailableReplicas, in.Desired))
+	}
+	if len(progressing) > 0 {
+		set(v1alpha1.ConditionProgressing, true, "MembersConverging", "converging: "+strings.Join(progressing, ", "))
+	} else {
+		set(v1alpha1.ConditionProgressing, false, "MembersAtTarget", "every member is at its target")
+	}
+	if len(failed) > 0 {
+		set(v1alpha1.ConditionReplicaFailure, true, "MemberReplicaFailure", strings.Join(failed, "; "))
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionReplicaFailure)
+	}
+	if len(unreachable) > 0 {
+		set(v1alpha1.ConditionClusterUnavailable, true, "MemberUnreachable", "unreachable: "+strings.Join(unreachable, ", "))
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionClusterUnavailable)
+	}
+	switch {
+	case in.Shortfall > 0:
+		set(v1alpha1.ConditionUnschedulable, true, "InsufficientCapacity",
+			fmt.Sprintf("the fleet lacks room for %d replicas", in.Shortfall))
+	case len(unschedulable) > 0:
+		set(v1alpha1.ConditionUnschedulable, true, "PodsUnschedulable", strings.Join(unschedulable, "; "))
+	default:
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionUnschedulable)
+	}
+	return st
+}
+
+// Equal reports whether two statuses differ only in report times, so callers
+// can skip writes that would change nothing an operator reads.
+func Equal(a, b v1alpha1.FederatedReplicaSetStatus) bool {
+	strip := func(s v1alpha1.FederatedReplicaSetStatus) v1alpha1.FederatedReplicaSetStatus {
+		s = *s.DeepCopy()
+		for i := range s.Clusters {
+			s.Clusters[i].LastReportTime = nil
+		}
+		for i := range s.Conditions {
+			s.Conditions[i].LastTransitionTime = metav1.Time{}
+		}
+		return s
+	}
+	return equality.Semantic.DeepEqual(strip(a), strip(b))
+}

@@ -1,0 +1,139 @@
+package aggregate
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/replicafed/replicafed/api/v1alpha1"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func rep(replicas, ready, avail int32) *Report {
+	return &Report{Replicas: replicas, FullyLabeled: replicas, Ready: ready, Available: avail, Time: t0}
+}
+
+func cond(st v1alpha1.FederatedReplicaSetStatus, typ string) *metav1.Condition {
+	return meta.FindStatusCondition(st.Conditions, typ)
+}
+
+func TestCompute(t *testing.T) {
+	two := int32(2)
+	tests := []struct {
+		name  string
+		in    Input
+		check func(t *testing.T, st v1alpha1.FederatedReplicaSetStatus)
+	}{
+		{"sums members and is ready", Input{Generation: 3, Desired: 4, Selector: "app=web", Now: t0, Members: []Member{
+			{Name: "b", Target: 2, Health: v1alpha1.ClusterHealthy, Report: rep(2, 2, 2)},
+			{Name: "a", Target: 2, Health: v1alpha1.ClusterHealthy, Report: rep(2, 2, 2)},
+		}}, func(t *testing.T, st v1alpha1.FederatedReplicaSetStatus) {
+			if st.Replicas != 4 || st.ReadyReplicas != 4 || st.AvailableReplicas != 4 || st.FullyLabeledReplicas != 4 {
+				t.Fatalf("sums wrong: %+v", st)
+			}
+			if st.ObservedGeneration != 3 || st.Selector != "app=web" || st.ClusterCount != 2 {
+				t.Fatalf("meta wrong: %+v", st)
+			}
+			if st.Clusters[0].Name != "a" || st.Clusters[1].Name != "b" {
+				t.Fatalf("rows not sorted: %+v", st.Clusters)
+			}
+			if c := cond(st, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+				t.Fatalf("Ready = %+v", c)
+			}
+			if c := cond(st, v1alpha1.ConditionProgressing); c == nil || c.Status != metav1.ConditionFalse {
+				t.Fatalf("Progressing = %+v", c)
+			}
+			if st.TerminatingReplicas != nil {
+				t.Fatalf("terminating should stay nil when no member reports it")
+			}
+		}},
+		{"member below target is progressing, not ready", Input{Desired: 4, Now: t0, Members: []Member{
+			{Name: "a", Target: 2, Report: rep(2, 2, 2)},
+			{Name: "b", Target: 2, Report: rep(1, 1, 0)},
+		}}, func(t *testing.T, st v1alpha1.FederatedReplicaSetStatus) {
+			if c := cond(st, v1alpha1.ConditionReady); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "2 of 4") {
+				t.Fatalf("Ready = %+v", c)
+			}
+			if c := cond(st, v1alpha1.ConditionProgressing); c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "b") {
+				t.Fatalf("Progressing = %+v", c)
+			}
+		}},
+		{"member without report but with target is progressing", Input{Desired: 1, Now: t0, Members: []Member{
+			{Name: "a", Target: 1},
+		}}, func(t *testing.T, st v1alpha1.FederatedReplicaSetStatus) {
+			if c := cond(st, v1alpha1.ConditionProgressing); c.Status != metav1.ConditionTrue {
+				t.Fatalf("Progressing = %+v", c)
+			}
+			if st.Clusters[0].Health != v1alpha1.ClusterHealthUnknown || st.Clusters[0].LastReportTime != nil {
+				t.Fatalf("row = %+v", st.Clusters[0])
+			}
+		}},
+		{"failures, unreachable, unschedulable and terminating", Input{Desired: 3, Shortfall: 0, Now: t0, Members: []Member{
+			{Name: "a", Target: 2, Health: v1alpha1.ClusterHealthy, Report: &Report{Replicas: 1, Terminating: &two, Unschedulable: 1, Failure: "quota exceeded", Time: t0}},
+			{Name: "b", Target: 1, Health: v1alpha1.ClusterUnreachable, Report: rep(1, 1, 1)},
+		}}, func(t *testing.T, st v1alpha1.FederatedReplicaSetStatus) {
+			if st.TerminatingReplicas == nil || *st.TerminatingReplicas != 2 {
+				t.Fatalf("terminating = %v", st.TerminatingReplicas)
+			}
+			if c := cond(st, v1alpha1.ConditionReplicaFailure); c == nil || !strings.Contains(c.Message, "a: quota exceeded") {
+				t.Fatalf("ReplicaFailure = %+v", c)
+			}
+			if c := cond(st, v1alpha1.ConditionClusterUnavailable); c == nil || !strings.Contains(c.Message, "b") {
+				t.Fatalf("ClusterUnavailable = %+v", c)
+			}
+			if c := cond(st, v1alpha1.ConditionUnschedulable); c == nil || c.Reason != "PodsUnschedulable" {
+				t.Fatalf("Unschedulable = %+v", c)
+			}
+			if st.Clusters[0].UnschedulableReplicas != 1 {
+				t.Fatalf("row a = %+v", st.Clusters[0])
+			}
+		}},
+		{"shortfall reported", Input{Desired: 10, Shortfall: 4, Now: t0, Members: []Member{{Name: "a", Target: 6, Report: rep(6, 6, 6)}}},
+			func(t *testing.T, st v1alpha1.FederatedReplicaSetStatus) {
+				if c := cond(st, v1alpha1.ConditionUnschedulable); c == nil || c.Reason != "InsufficientCapacity" || !strings.Contains(c.Message, "4") {
+					t.Fatalf("Unschedulable = %+v", c)
+				}
+			}},
+		{"cleared conditions are removed", Input{Desired: 1, Now: t0, Members: []Member{{Name: "a", Target: 1, Report: rep(1, 1, 1)}},
+			Previous: v1alpha1.FederatedReplicaSetStatus{Conditions: []metav1.Condition{
+				{Type: v1alpha1.ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: "x"},
+				{Type: v1alpha1.ConditionClusterUnavailable, Status: metav1.ConditionTrue, Reason: "x"},
+			}}},
+			func(t *testing.T, st v1alpha1.FederatedReplicaSetStatus) {
+				if cond(st, v1alpha1.ConditionReplicaFailure) != nil || cond(st, v1alpha1.ConditionClusterUnavailable) != nil {
+					t.Fatalf("stale conditions kept: %+v", st.Conditions)
+				}
+			}},
+		{"transition time kept while status holds", Input{Desired: 1, Now: t0.Add(time.Hour), Members: []Member{{Name: "a", Target: 1, Report: rep(1, 1, 1)}},
+			Previous: v1alpha1.FederatedReplicaSetStatus{Conditions: []metav1.Condition{
+				{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "ReplicasAvailable", LastTransitionTime: metav1.NewTime(t0)},
+			}}},
+			func(t *testing.T, st v1alpha1.FederatedReplicaSetStatus) {
+				if c := cond(st, v1alpha1.ConditionReady); !c.LastTransitionTime.Time.Equal(t0) {
+					t.Fatalf("LastTransitionTime moved: %v", c.LastTransitionTime)
+				}
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.check(t, Compute(tc.in)) })
+	}
+}
+
+func TestEqualIgnoresReportTimes(t *testing.T) {
+	in := Input{Desired: 1, Now: t0, Members: []Member{{Name: "a", Target: 1, Report: rep(1, 1, 1)}}}
+	a := Compute(in)
+	in.Members[0].Report = &Report{Replicas: 1, FullyLabeled: 1, Ready: 1, Available: 1, Time: t0.Add(time.Minute)}
+	in.Now = t0.Add(time.Minute)
+	b := Compute(in)
+	if !Equal(a, b) {
+		t.Fatalf("statuses differing only in times should be equal")
+	}
+	in.Members[0].Report = rep(1, 0, 0)
+	if Equal(a, Compute(in)) {
+		t.Fatalf("statuses with different counts should differ")
+	}
+}
