@@ -307,7 +307,7 @@ func (p *planner) moveBack(replicas int64, surge, unavailable int32) int32 {
 		}
 	}
 	if need == 0 {
-		return 0
+		return p.pendingAbove()
 	}
 	for cut := int64(0); cut < min(int64(unavailable), need); cut++ {
 		victim := int32(-1)
@@ -328,11 +328,33 @@ func (p *planner) moveBack(replicas int64, surge, unavailable int32) int32 {
 		total--
 	}
 	p.remaining = min(replicas+int64(surge)-total, need)
-	given := p.remaining
 	p.band(limitIdeal, byWeight)
-	given -= p.remaining
 	p.remaining = 0
-	return int32(need - given)
+	// Still to move: the larger of what is missing below the ideal and what
+	// is left above it (the surplus leaves once its replacements are ready).
+	var under, over int64
+	for i := range p.slots {
+		s := &p.slots[i]
+		if s.kind != kindHealthy {
+			continue
+		}
+		under += int64(max(s.ideal-s.seats, 0))
+		over += int64(max(s.seats-s.ideal, 0))
+	}
+	return sat32(max(under, over))
+}
+
+// pendingAbove counts seats above the ideal when nothing is missing below it
+// (only possible when capacity or held members skew the ideal).
+func (p *planner) pendingAbove() int32 {
+	var over int64
+	for i := range p.slots {
+		s := &p.slots[i]
+		if s.kind == kindHealthy {
+			over += int64(max(s.seats-s.ideal, 0))
+		}
+	}
+	return sat32(over)
 }
 
 // lastSeatBelow reports whether slot a's last seat ranks below slot b's,

@@ -1,0 +1,169 @@
+package planner
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	v1alpha1 "github.com/replicafed/replicafed/api/v1alpha1"
+)
+
+var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+func ptr[T any](v T) *T { return &v }
+
+type prefOpt func(*v1alpha1.ClusterPreference)
+
+func weight(w int32) prefOpt { return func(p *v1alpha1.ClusterPreference) { p.Weight = &w } }
+func minR(n int32) prefOpt   { return func(p *v1alpha1.ClusterPreference) { p.MinReplicas = &n } }
+func maxR(n int32) prefOpt   { return func(p *v1alpha1.ClusterPreference) { p.MaxReplicas = &n } }
+func cost(n int32) prefOpt   { return func(p *v1alpha1.ClusterPreference) { p.DeletionCost = &n } }
+
+func pref(name string, opts ...prefOpt) v1alpha1.ClusterPreference {
+	p := v1alpha1.ClusterPreference{Name: name}
+	for _, o := range opts {
+		o(&p)
+	}
+	return p
+}
+
+func listed(prefs ...v1alpha1.ClusterPreference) v1alpha1.Placement {
+	return v1alpha1.Placement{Clusters: prefs}
+}
+
+func healthy(names ...string) []Member {
+	ms := make([]Member, len(names))
+	for i, n := range names {
+		ms[i] = Member{Name: n, Health: Healthy}
+	}
+	return ms
+}
+
+// member returns a pointer to the named member of in, failing the test when
+// it is missing.
+func member(t testing.TB, in *Input, name string) *Member {
+	t.Helper()
+	for i := range in.Members {
+		if in.Members[i].Name == name {
+			return &in.Members[i]
+		}
+	}
+	t.Fatalf("no member %q", name)
+	return nil
+}
+
+// settle returns the next plan's input after members reached their targets:
+// Previous becomes the targets and every healthy member runs exactly its
+// target as ready pods (free capacity shrinks by what was added).
+func settle(in Input, r Result) Input {
+	next := in
+	next.Previous = r.TargetMap()
+	next.Members = slices.Clone(in.Members)
+	for i := range next.Members {
+		m := &next.Members[i]
+		if m.Health != Healthy {
+			continue
+		}
+		tgt := r.Target(m.Name)
+		if m.FreeCapacity != nil {
+			room := m.Current + *m.FreeCapacity
+			tgt = min(tgt, room)
+			m.FreeCapacity = ptr(room - tgt)
+		}
+		m.Current, m.Ready = tgt, tgt
+	}
+	return next
+}
+
+func sumTargets(r Result) int64 { return r.Total() }
+
+func targetsString(r Result) string {
+	keys := slices.Sorted(maps.Keys(r.TargetMap()))
+	s := ""
+	for _, k := range keys {
+		s += fmt.Sprintf("%s=%d ", k, r.Target(k))
+	}
+	return s
+}
+
+func budget(surge, unavailable int) v1alpha1.MoveBudget {
+	return v1alpha1.MoveBudget{MaxSurge: ptr(intstr.FromInt(surge)), MaxUnavailable: ptr(intstr.FromInt(unavailable))}
+}
+
+func dur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+
+// checkInvariants asserts what must hold for every plan: one target per
+// candidate, min/max honoured for active members, failed members at 0, held
+// members never above their previous target, the total within
+// replicas+surge, and the accounting fields consistent.
+func checkInvariants(t testing.TB, in Input, r Result) {
+	t.Helper()
+	sel := Select(&in.Placement, in.Members)
+	if len(sel.Candidates) != len(r.Targets) {
+		t.Fatalf("%d candidates but %d targets", len(sel.Candidates), len(r.Targets))
+	}
+	replicas := int64(max(in.Replicas, 0))
+	for i, c := range sel.Candidates {
+		tg := r.Targets[i]
+		if tg.Cluster != c.Member.Name {
+			t.Fatalf("target %d is %q, want %q (sorted by name)", i, tg.Cluster, c.Member.Name)
+		}
+		if tg.Replicas < 0 {
+			t.Fatalf("%s: negative target %d", tg.Cluster, tg.Replicas)
+		}
+		if tg.Replicas > c.MaxReplicas {
+			t.Fatalf("%s: target %d above maxReplicas %d", tg.Cluster, tg.Replicas, c.MaxReplicas)
+		}
+		switch tg.State {
+		case StateFailedOver:
+			if tg.Replicas != 0 {
+				t.Fatalf("%s: failed over but target %d", tg.Cluster, tg.Replicas)
+			}
+		case StateHeld:
+			if tg.Replicas > max(in.Previous[tg.Cluster], 0) {
+				t.Fatalf("%s: held member grew from %d to %d", tg.Cluster, in.Previous[tg.Cluster], tg.Replicas)
+			}
+		}
+	}
+	total := r.Total()
+	if !r.MinimumsExceedReplicas {
+		for i, c := range sel.Candidates {
+			tg := r.Targets[i]
+			if tg.State == StateActive && tg.Replicas < c.MinReplicas {
+				t.Fatalf("%s: target %d below minReplicas %d", tg.Cluster, tg.Replicas, c.MinReplicas)
+			}
+		}
+	}
+	surge := int64(0)
+	if in.Failover.MoveBack == v1alpha1.MoveBackOnRecovery {
+		s, _ := ResolveBudget(in.MoveBudget, in.Replicas)
+		surge = int64(s)
+	}
+	if total > replicas+surge {
+		t.Fatalf("targets add up to %d, above replicas %d + surge %d", total, replicas, surge)
+	}
+	if total+int64(r.Unplaced) < replicas {
+		t.Fatalf("targets %d + unplaced %d < replicas %d", total, r.Unplaced, replicas)
+	}
+	if int64(r.Surge) != max(total-replicas, 0) {
+		t.Fatalf("surge %d, targets %d, replicas %d", r.Surge, total, replicas)
+	}
+	if r.Shortfall < r.Unplaced {
+		t.Fatalf("shortfall %d below unplaced %d", r.Shortfall, r.Unplaced)
+	}
+	for i := 1; i < len(r.Changes); i++ {
+		if r.Changes[i-1].Cluster >= r.Changes[i].Cluster {
+			t.Fatalf("changes not sorted: %v", r.Changes)
+		}
+	}
+	for _, c := range r.Changes {
+		if c.From == c.To {
+			t.Fatalf("no-op change %v", c)
+		}
+	}
+}
