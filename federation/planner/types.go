@@ -213,7 +213,7 @@ type Result struct {
 
 // Target returns the planned target of the named member (0 when it is not a
 // candidate).
-func (r *Result) Target(cluster string) int32 {
+func (r Result) Target(cluster string) int32 {
 	if i, ok := findTarget(r.Targets, cluster); ok {
 		return r.Targets[i].Replicas
 	}
@@ -221,7 +221,7 @@ func (r *Result) Target(cluster string) int32 {
 }
 
 // TargetMap returns the targets as a map, one entry per candidate.
-func (r *Result) TargetMap() map[string]int32 {
+func (r Result) TargetMap() map[string]int32 {
 	m := make(map[string]int32, len(r.Targets))
 	for _, t := range r.Targets {
 		m[t.Cluster] = t.Replicas
@@ -230,7 +230,7 @@ func (r *Result) TargetMap() map[string]int32 {
 }
 
 // Total is the sum of all targets.
-func (r *Result) Total() int64 {
+func (r Result) Total() int64 {
 	var n int64
 	for _, t := range r.Targets {
 		n += int64(t.Replicas)
