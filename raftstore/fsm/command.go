@@ -127,7 +127,8 @@ type Settlement struct {
 	BeforeSeq uint64 `json:"before,omitempty"`
 }
 
-func (s Settlement) validate() error {
+// Validate reports whether the settlement can be encoded.
+func (s Settlement) Validate() error {
 	switch s.Kind {
 	case SettleCreated, SettleFailed, SettleDeleted:
 		if err := s.Key.validate(); err != nil {
@@ -237,7 +238,7 @@ func (c *Reserve) validate() error {
 		return errors.New("reserve: too many settlements")
 	}
 	for _, s := range c.Settle {
-		if err := s.validate(); err != nil {
+		if err := s.Validate(); err != nil {
 			return err
 		}
 	}
@@ -249,7 +250,7 @@ func (c *Settle) validate() error {
 		return errors.New("settle: too many items")
 	}
 	for _, s := range c.Items {
-		if err := s.validate(); err != nil {
+		if err := s.Validate(); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -37,6 +38,8 @@ type Node struct {
 	observer *raft.Observer
 
 	lead leadership
+	// started is set once raft exists; RPCs arriving earlier are dropped.
+	started atomic.Bool
 
 	stopCh   chan struct{}
 	stopOnce sync.Once
@@ -150,6 +153,7 @@ func (n *Node) open() error {
 		return false
 	})
 	n.raft.RegisterObserver(n.observer)
+	n.started.Store(true)
 	n.lead.init()
 	n.log.Info("Raft node started", "serverID", string(n.serverID), "address", n.layer.Addr().String(),
 		"existingState", hasState, "tls", n.layer.TLS(), "mutualTLS", cfg.TLS.Mutual)
@@ -159,8 +163,6 @@ func (n *Node) open() error {
 	n.goRun(func() { n.deadServerLoop(obsCh) })
 	return nil
 }
-
-
 
 func (n *Node) goRun(f func()) {
 	n.wg.Add(1)

@@ -72,6 +72,9 @@ func readFrame(r io.Reader, v any) error {
 
 func (n *Node) serveRPC(c net.Conn) {
 	defer c.Close()
+	if !n.started.Load() {
+		return
+	}
 	_ = c.SetDeadline(time.Now().Add(n.cfg.ApplyTimeout + 5*time.Second))
 	var req rpcRequest
 	if err := readFrame(c, &req); err != nil {

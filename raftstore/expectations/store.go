@@ -1,0 +1,334 @@
+// Package expectations implements the member engine's expectations Store
+// (controller/expectations.Store) on the raft-replicated FSM: pod names are
+// reserved through raft before pods are created, and observations settle
+// them in batches.
+package expectations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	ctrlexp "github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/raftstore/fsm"
+	"github.com/replicafed/replicafed/raftstore/node"
+)
+
+// maxBatch stays below the FSM's per-command item limit.
+const maxBatch = 5000
+
+// Store is the raft-backed expectations store. Reads (Satisfied) are local;
+// reservations and delete sets are committed synchronously; observations
+// are applied to the local view at once and committed in batches.
+type Store struct {
+	node      *node.Node
+	fsm       *fsm.FSM
+	log       logr.Logger
+	clock     clock.PassiveClock
+	ttl       time.Duration
+	batchSize int
+	interval  time.Duration
+
+	// flushMu orders batches against reservations: a flush holds it
+	// exclusively, ExpectCreations shared, so a reservation never races a
+	// batch that settles the same key.
+	flushMu  sync.RWMutex
+	mu       sync.Mutex
+	pending  []fsm.Settlement
+	inflight []fsm.Settlement
+	kick     chan struct{}
+}
+
+var _ ctrlexp.Store = (*Store)(nil)
+
+// New returns a Store on n, configured from n's NodeConfig (ExpectationsTTL,
+// ObservationBatchSize, ObservationFlushInterval). Run (or Start) must run
+// for observations to be committed.
+func New(n *node.Node, log logr.Logger) *Store {
+	cfg := n.Config()
+	return &Store{
+		node: n, fsm: n.FSM(), log: log, clock: clock.RealClock{},
+		ttl: cfg.ExpectationsTTL, batchSize: min(cfg.ObservationBatchSize, maxBatch), interval: cfg.ObservationFlushInterval,
+		kick: make(chan struct{}, 1),
+	}
+}
+
+func toKey(k ctrlexp.Key) fsm.Key {
+	return fsm.Key{Cluster: k.Cluster, Namespace: k.Namespace, Name: k.Name}
+}
+
+// Satisfied implements Store: committed state plus observations not yet
+// committed has no unexpired reservation or pending delete for key.
+func (s *Store) Satisfied(key ctrlexp.Key) bool {
+	k := toKey(key)
+	s.mu.Lock()
+	items := make([]fsm.Settlement, 0, len(s.inflight)+len(s.pending))
+	items = append(append(items, s.inflight...), s.pending...)
+	s.mu.Unlock()
+	// Read the FSM after the items: anything flushed meanwhile is in the FSM
+	// and settling it twice is harmless.
+	v := s.fsm.View(k)
+	v.Apply(k, items)
+	c, d := v.Outstanding(s.clock.Now().UnixNano())
+	return c == 0 && d == 0
+}
+
+// ExpectCreations implements Store. It commits one Reserve carrying this
+// key's uncommitted observations, so pods the caller already counts as
+// active are not also counted as outstanding. The FSM grants at most
+// min(intent.Target, committed target) - Active - outstanding names.
+func (s *Store) ExpectCreations(ctx context.Context, key ctrlexp.Key, intent ctrlexp.CreateIntent) ([]string, error) {
+	if intent.Count <= 0 {
+		return nil, nil
+	}
+	k := toKey(key)
+	s.flushMu.RLock()
+	defer s.flushMu.RUnlock()
+	drained := s.drain(k)
+	prefix := intent.Prefix
+	if prefix == "" {
+		prefix = k.Name + "-"
+	}
+	cmd := &fsm.Reserve{
+		Meta: s.node.Meta(), Key: k, Target: intent.Target, Active: intent.Active, Count: intent.Count,
+		Prefix: prefix, TTL: int64(s.ttl), Settle: drained,
+	}
+	res, err := s.node.Apply(ctx, cmd)
+	if err != nil {
+		if res == nil {
+			// Not known to be committed: keep the observations (settling is
+			// idempotent) and release whatever the command may have reserved.
+			s.requeue(drained)
+			s.releaseIndeterminate(cmd)
+		}
+		return nil, fmt.Errorf("reserving %d pod names for %s: %w", intent.Count, key, err)
+	}
+	logr.FromContextOrDiscard(ctx).V(2).Info("Reserved pod names", "cluster", key.Cluster, "key", key.String(), "names", len(res.Names))
+	return res.Names, nil
+}
+
+// releaseIndeterminate learns the outcome of a Reserve whose Apply failed
+// (the entry may still commit) by re-applying it with the same request ID,
+// then releases the names, so they do not hold up the key until the TTL.
+func (s *Store) releaseIndeterminate(cmd *fsm.Reserve) {
+	if !s.node.IsLeader() {
+		return // a new leader reconciles them
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*s.node.Config().ApplyTimeout)
+		defer cancel()
+		res, err := s.node.Apply(ctx, cmd)
+		if err != nil || res == nil {
+			return
+		}
+		for _, n := range res.Names {
+			s.add(fsm.Settlement{Kind: fsm.SettleFailed, Key: cmd.Key, Name: n})
+		}
+	}()
+}
+
+// CreationObserved implements Store.
+func (s *Store) CreationObserved(key ctrlexp.Key, podName string) {
+	s.add(fsm.Settlement{Kind: fsm.SettleCreated, Key: toKey(key), Name: podName})
+}
+
+// CreationFailed implements Store.
+func (s *Store) CreationFailed(key ctrlexp.Key, podName string) {
+	s.add(fsm.Settlement{Kind: fsm.SettleFailed, Key: toKey(key), Name: podName})
+}
+
+// ExpectDeletions implements Store: the delete set is committed before the
+// caller sends UID-preconditioned deletes.
+func (s *Store) ExpectDeletions(ctx context.Context, key ctrlexp.Key, pods []ctrlexp.PodRef) error {
+	refs := make([]fsm.PodRef, 0, len(pods))
+	for _, p := range pods {
+		refs = append(refs, fsm.PodRef{Name: p.Name, UID: string(p.UID)})
+	}
+	s.flushMu.RLock()
+	defer s.flushMu.RUnlock()
+	if _, err := s.node.Apply(ctx, &fsm.ExpectDeletes{Meta: s.node.Meta(), Key: toKey(key), Pods: refs, TTL: int64(s.ttl)}); err != nil {
+		return fmt.Errorf("recording %d expected deletions for %s: %w", len(pods), key, err)
+	}
+	return nil
+}
+
+// DeletionObserved implements Store.
+func (s *Store) DeletionObserved(key ctrlexp.Key, podName string) {
+	s.add(fsm.Settlement{Kind: fsm.SettleDeleted, Key: toKey(key), Name: podName})
+}
+
+// Delete implements Store. Only entries recorded before the call are
+// forgotten, even if the batch commits after a later reservation.
+func (s *Store) Delete(key ctrlexp.Key) {
+	s.add(fsm.Settlement{Kind: fsm.SettleForgetKey, Key: toKey(key), BeforeSeq: s.fsm.Seq() + 1})
+}
+
+// DeleteCluster implements Store.
+func (s *Store) DeleteCluster(cluster string) {
+	s.add(fsm.Settlement{Kind: fsm.SettleForgetCluster, Key: fsm.Key{Cluster: cluster}, BeforeSeq: s.fsm.Seq() + 1})
+}
+
+// ReconcileReservations completes or releases every reservation and pending
+// delete of key made in an earlier term: reserved names present in live
+// (name -> UID, from a fresh quorum list of the member's pods) are complete,
+// the others are released, and earlier-term deletes are dropped. Only the
+// leader may call it, after its Barrier (see node.Leading) and before it
+// creates pods for key.
+func (s *Store) ReconcileReservations(ctx context.Context, key ctrlexp.Key, live map[string]types.UID) (completed, released []string, err error) {
+	_, term, ok := s.node.Leading()
+	if !ok {
+		return nil, nil, fmt.Errorf("reconciling reservations of %s: %w", key, node.ErrNotLeader)
+	}
+	m := s.node.Meta()
+	m.Term = term
+	l := make(map[string]string, len(live))
+	for n, u := range live {
+		l[n] = string(u)
+	}
+	res, err := s.node.Apply(ctx, &fsm.Reconcile{Meta: m, Key: toKey(key), Live: l})
+	if err != nil {
+		return nil, nil, fmt.Errorf("reconciling reservations of %s: %w", key, err)
+	}
+	return res.Completed, res.Released, nil
+}
+
+// KeysToReconcile lists the keys of cluster ("" for all) holding
+// reservations or pending deletes from a term before the current leader
+// term. A new leader calls ReconcileReservations for each of them.
+func (s *Store) KeysToReconcile(cluster string) []ctrlexp.Key {
+	_, term, ok := s.node.Leading()
+	if !ok {
+		return nil
+	}
+	var out []ctrlexp.Key
+	for _, k := range s.fsm.Keys() {
+		if cluster != "" && k.Cluster != cluster {
+			continue
+		}
+		v := s.fsm.View(k)
+		old := false
+		for _, r := range v.Reservations {
+			old = old || r.Term < term
+		}
+		for _, d := range v.Deletes {
+			old = old || d.Term < term
+		}
+		if old {
+			out = append(out, ctrlexp.Key{Cluster: k.Cluster, Namespace: k.Namespace, Name: k.Name})
+		}
+	}
+	return out
+}
+
+func (s *Store) add(it fsm.Settlement) {
+	if err := it.Validate(); err != nil {
+		s.log.V(1).Info("Ignoring invalid observation", "err", err.Error())
+		return
+	}
+	s.mu.Lock()
+	s.pending = append(s.pending, it)
+	full := len(s.pending) >= s.batchSize
+	s.mu.Unlock()
+	if full {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *Store) drain(k fsm.Key) []fsm.Settlement {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var mine []fsm.Settlement
+	rest := s.pending[:0]
+	for _, it := range s.pending {
+		if it.Key == k && it.Kind != fsm.SettleForgetCluster && len(mine) < maxBatch {
+			mine = append(mine, it)
+		} else {
+			rest = append(rest, it)
+		}
+	}
+	s.pending = rest
+	return mine
+}
+
+func (s *Store) requeue(items []fsm.Settlement) {
+	if len(items) == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.pending = append(append([]fsm.Settlement(nil), items...), s.pending...)
+	s.mu.Unlock()
+}
+
+// Start runs the flusher until ctx ends (a controller-runtime Runnable).
+func (s *Store) Start(ctx context.Context) error {
+	s.Run(ctx)
+	return nil
+}
+
+// Run commits pending observations every flush interval, or sooner when a
+// batch is full, until ctx ends; then it flushes once more.
+func (s *Store) Run(ctx context.Context) {
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.Background(), s.node.Config().ApplyTimeout)
+			_ = s.Flush(fctx)
+			cancel()
+			return
+		case <-t.C:
+		case <-s.kick:
+		}
+		for {
+			if err := s.Flush(ctx); err != nil {
+				s.log.V(1).Info("Flushing observations failed; will retry", "err", err.Error())
+				break
+			}
+			s.mu.Lock()
+			more := len(s.pending) >= s.batchSize
+			s.mu.Unlock()
+			if !more {
+				break
+			}
+		}
+	}
+}
+
+// Flush commits one batch of pending observations now.
+func (s *Store) Flush(ctx context.Context) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	s.mu.Lock()
+	n := min(len(s.pending), s.batchSize)
+	if n == 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	s.inflight = append([]fsm.Settlement(nil), s.pending[:n]...)
+	s.pending = append([]fsm.Settlement(nil), s.pending[n:]...)
+	batch := s.inflight
+	s.mu.Unlock()
+	actx, cancel := context.WithTimeout(ctx, 2*s.node.Config().ApplyTimeout)
+	defer cancel()
+	_, err := s.node.Apply(actx, &fsm.Settle{Meta: s.node.Meta(), Items: batch})
+	s.mu.Lock()
+	s.inflight = nil
+	if err != nil && !errors.Is(err, fsm.ErrMalformed) {
+		s.pending = append(batch, s.pending...)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("committing %d observations: %w", len(batch), err)
+	}
+	return nil
+}

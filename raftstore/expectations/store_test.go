@@ -1,0 +1,410 @@
+package expectations_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+
+	ctrlexp "github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/raftstore/expectations"
+	"github.com/replicafed/replicafed/raftstore/fsm"
+	tu "github.com/replicafed/replicafed/raftstore/internal/testutil"
+	"github.com/replicafed/replicafed/raftstore/node"
+)
+
+var errAlreadyExists = errors.New("already exists")
+
+// memberAPI stands in for member clusters' pod APIs: it records every create
+// (this is a test double of the member, not of the Kubernetes API server).
+type memberAPI struct {
+	mu         sync.Mutex
+	pods       map[ctrlexp.Key]map[string]types.UID
+	limit      map[ctrlexp.Key]int32 // highest target ever submitted
+	creates    int
+	dupRetries int
+	violations []string
+}
+
+func newMemberAPI() *memberAPI {
+	return &memberAPI{pods: map[ctrlexp.Key]map[string]types.UID{}, limit: map[ctrlexp.Key]int32{}}
+}
+
+// create is the write; fence is checked under the lock, right before the
+// write lands, as a client would check it right before sending.
+func (m *memberAPI) create(ctx context.Context, fence func() bool, k ctrlexp.Key, name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ctx.Err() != nil || !fence() {
+		return context.Canceled
+	}
+	if m.pods[k] == nil {
+		m.pods[k] = map[string]types.UID{}
+	}
+	if _, ok := m.pods[k][name]; ok {
+		m.dupRetries++
+		return errAlreadyExists
+	}
+	m.creates++
+	m.pods[k][name] = types.UID(fmt.Sprintf("uid-%d", m.creates))
+	if got := int32(len(m.pods[k])); got > m.limit[k] {
+		m.violations = append(m.violations, fmt.Sprintf("%s has %d pods, target %d", k, got, m.limit[k]))
+	}
+	return nil
+}
+
+func (m *memberAPI) list(k ctrlexp.Key) map[string]types.UID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]types.UID{}
+	for n, u := range m.pods[k] {
+		out[n] = u
+	}
+	return out
+}
+
+func (m *memberAPI) raise(k ctrlexp.Key, t int32) {
+	m.mu.Lock()
+	m.limit[k] = max(m.limit[k], t)
+	m.mu.Unlock()
+}
+
+type replica struct {
+	node   *node.Node
+	store  *expectations.Store
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// engine is a minimal member worker: reconcile on a new term, then the
+// standard sync (satisfied? count, reserve, create, observe).
+func engine(ctx context.Context, r *replica, api *memberAPI, keys []ctrlexp.Key, rng *rand.Rand) {
+	defer close(r.done)
+	var term uint64
+	for ctx.Err() == nil {
+		lctx, ok := r.node.Allowed()
+		if !ok {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		if _, t, ok := r.node.Leading(); ok && t != term {
+			failed := false
+			for _, k := range r.store.KeysToReconcile("") {
+				if _, _, err := r.store.ReconcileReservations(lctx, k, api.list(k)); err != nil {
+					failed = true
+				}
+			}
+			if failed {
+				continue
+			}
+			term = t
+		}
+		for _, k := range keys {
+			if !r.store.Satisfied(k) {
+				continue
+			}
+			targets, _, ok := r.node.Targets(fsm.FRSRef{Namespace: k.Namespace, Name: k.Name})
+			if !ok {
+				continue
+			}
+			target := targets[k.Cluster]
+			active := len(api.list(k))
+			diff := int(target) - active
+			if diff <= 0 {
+				continue
+			}
+			names, err := r.store.ExpectCreations(lctx, k, ctrlexp.CreateIntent{Target: target, Active: active, Count: min(diff, 1+rng.IntN(8)), Prefix: k.Name + "-"})
+			if err != nil {
+				continue
+			}
+			var wg sync.WaitGroup
+			for _, name := range names {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					fence := func() bool { _, ok := r.node.Allowed(); return ok }
+					err := api.create(lctx, fence, k, name)
+					if err == nil && rng.IntN(4) == 0 {
+						err = api.create(lctx, fence, k, name) // a retry after a lost response
+					}
+					switch {
+					case err == nil, errors.Is(err, errAlreadyExists):
+						r.store.CreationObserved(k, name)
+					default:
+						r.store.CreationFailed(k, name)
+					}
+				}()
+			}
+			wg.Wait()
+		}
+	}
+}
+
+func TestInvariantUnderLeaderChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos test")
+	}
+	c := tu.NewCluster(t, 3, func(_ int, cfg *node.NodeConfig) {
+		cfg.ObservationFlushInterval = 50 * time.Millisecond
+		cfg.ObservationBatchSize = 64
+	})
+	c.StartAll()
+	c.WaitVoters(3, 20*time.Second)
+	api := newMemberAPI()
+	var keys []ctrlexp.Key
+	for _, m := range []string{"m1", "m2"} {
+		for _, f := range []string{"web", "api"} {
+			keys = append(keys, ctrlexp.Key{Cluster: m, Namespace: "ns", Name: f})
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	replicas := make([]*replica, 3)
+	startReplica := func(i int, n *node.Node) {
+		rctx, rcancel := context.WithCancel(ctx)
+		r := &replica{node: n, store: expectations.New(n, logr.Discard()), cancel: rcancel, done: make(chan struct{})}
+		go r.store.Run(rctx)
+		go engine(rctx, r, api, keys, rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano()))))
+		mu.Lock()
+		replicas[i] = r
+		mu.Unlock()
+	}
+	for i := range 3 {
+		startReplica(i, c.Node(i))
+	}
+	stopReplica := func(i int) {
+		mu.Lock()
+		r := replicas[i]
+		replicas[i] = nil
+		mu.Unlock()
+		if r != nil {
+			r.cancel()
+			<-r.done
+		}
+	}
+
+	targets := map[string]map[string]int32{"web": {"m1": 0, "m2": 0}, "api": {"m1": 0, "m2": 0}}
+	gen := int64(0)
+	scale := func() {
+		gen++
+		for frs, tm := range targets {
+			for m := range tm {
+				tm[m] += int32(rand.IntN(12))
+				api.raise(ctrlexp.Key{Cluster: m, Namespace: "ns", Name: frs}, tm[m])
+			}
+			for _, n := range c.Live() {
+				sctx, scancel := context.WithTimeout(ctx, 3*time.Second)
+				err := n.SetTargets(sctx, fsm.FRSRef{Namespace: "ns", Name: frs, UID: "u"}, gen, tm)
+				scancel()
+				if err == nil {
+					break
+				}
+			}
+		}
+	}
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	deadline := time.Now().Add(12 * time.Second)
+	kills, partitions := 0, 0
+	for time.Now().Before(deadline) {
+		scale()
+		time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
+		var leader *node.Node
+		for _, n := range c.Live() {
+			if n.IsLeader() {
+				leader = n
+			}
+		}
+		if leader == nil {
+			continue
+		}
+		i := c.Index(leader)
+		switch rng.IntN(3) {
+		case 0:
+			kills++
+			stopReplica(i)
+			c.Kill(i)
+			time.Sleep(time.Duration(200+rng.IntN(400)) * time.Millisecond)
+			startReplica(i, c.Start(i))
+		case 1:
+			partitions++
+			leader.SetIsolated(true)
+			time.Sleep(time.Duration(300+rng.IntN(700)) * time.Millisecond)
+			leader.SetIsolated(false)
+		}
+	}
+	// Quiesce: every key must reach exactly its target.
+	tu.Eventually(t, 30*time.Second, func() error {
+		for frs, tm := range targets {
+			for m, want := range tm {
+				k := ctrlexp.Key{Cluster: m, Namespace: "ns", Name: frs}
+				if got := len(api.list(k)); got != int(want) {
+					return fmt.Errorf("%s has %d pods, want %d", k, got, want)
+				}
+			}
+		}
+		return nil
+	})
+	cancel()
+	for i := range replicas {
+		stopReplica(i)
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if len(api.violations) > 0 {
+		t.Fatalf("over-creation: %v", api.violations)
+	}
+	t.Logf("%d creates, %d AlreadyExists retries, %d leader kills, %d leader partitions", api.creates, api.dupRetries, kills, partitions)
+	if kills+partitions == 0 || api.dupRetries == 0 {
+		t.Fatal("chaos did not happen")
+	}
+}
+
+func TestStoreProtocol(t *testing.T) {
+	c := tu.NewCluster(t, 1, func(_ int, cfg *node.NodeConfig) { cfg.ObservationFlushInterval = time.Hour })
+	c.StartAll()
+	n := c.WaitLeader(10 * time.Second)
+	s := expectations.New(n, logr.Discard())
+	ctx := tu.Ctx(t, 10*time.Second)
+	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	if err := n.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: "web"}, 1, map[string]int32{"m1": 3}); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Satisfied(k) {
+		t.Fatal("fresh key not satisfied")
+	}
+	// The caller asks for 10 with a stale target; the committed target caps it.
+	names, err := s.ExpectCreations(ctx, k, ctrlexp.CreateIntent{Target: 10, Active: 0, Count: 10, Prefix: "web-"})
+	if err != nil || len(names) != 3 {
+		t.Fatalf("got %v %v, want 3 names", names, err)
+	}
+	if s.Satisfied(k) {
+		t.Fatal("satisfied with outstanding reservations")
+	}
+	if _, err := s.ExpectCreations(ctx, k, ctrlexp.CreateIntent{Target: 10, Active: 0, Count: 1}); !errors.Is(err, fsm.ErrRefused) {
+		t.Fatalf("over-reservation: got %v", err)
+	}
+	s.CreationObserved(k, names[0])
+	s.CreationObserved(k, names[1])
+	s.CreationFailed(k, names[2])
+	// Observations count locally at once, before any flush.
+	if !s.Satisfied(k) {
+		t.Fatal("local observations not applied")
+	}
+	// The next reservation carries them: 2 active + 1 new = target.
+	more, err := s.ExpectCreations(ctx, k, ctrlexp.CreateIntent{Target: 3, Active: 2, Count: 5, Prefix: "web-"})
+	if err != nil || len(more) != 1 || more[0] == names[2] {
+		t.Fatalf("got %v %v, want one fresh name", more, err)
+	}
+	s.CreationObserved(k, more[0])
+	if err := s.ExpectDeletions(ctx, k, []ctrlexp.PodRef{{Name: names[0], UID: "u0"}}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Satisfied(k) {
+		t.Fatal("satisfied with a pending delete")
+	}
+	s.DeletionObserved(k, names[0])
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Satisfied(k) {
+		t.Fatal("not satisfied after flush")
+	}
+	// Delete forgets outstanding entries.
+	if _, err := s.ExpectCreations(ctx, k, ctrlexp.CreateIntent{Target: 3, Active: 1, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s.Delete(k)
+	if !s.Satisfied(k) {
+		t.Fatal("Delete did not forget")
+	}
+	s.DeleteCluster("m1")
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(n.FSM().Keys()) != 0 {
+		t.Fatalf("keys left: %v", n.FSM().Keys())
+	}
+}
+
+func TestReconcileAfterFailover(t *testing.T) {
+	c := tu.NewCluster(t, 3, nil)
+	c.StartAll()
+	old := c.WaitVoters(3, 20*time.Second)
+	ctx := tu.Ctx(t, 20*time.Second)
+	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	names, err := expectations.New(old, logr.Discard()).ExpectCreations(ctx, k, ctrlexp.CreateIntent{Target: 4, Count: 4, Prefix: "web-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Kill(c.Index(old)) // it created only the first two pods
+	next := c.WaitLeader(10*time.Second, old)
+	s := expectations.New(next, logr.Discard())
+	keys := s.KeysToReconcile("m1")
+	if len(keys) != 1 || keys[0] != k || s.Satisfied(k) {
+		t.Fatalf("keys to reconcile %v", keys)
+	}
+	done, released, err := s.ReconcileReservations(ctx, k, map[string]types.UID{names[0]: "a", names[1]: "b"})
+	if err != nil || len(done) != 2 || len(released) != 2 {
+		t.Fatalf("reconcile: %v %v %v", done, released, err)
+	}
+	if !s.Satisfied(k) {
+		t.Fatal("not satisfied after reconcile")
+	}
+}
+
+func TestBatchingKeepsRaftEntriesLow(t *testing.T) {
+	entries := createPods(t, 1000)
+	t.Logf("raft entries per 1,000 pod creations: %d", entries)
+	if entries > 20 {
+		t.Fatalf("%d raft entries for 1,000 creations", entries)
+	}
+}
+
+// createPods scales one key from 0 to n with slow-start batches (1, 2, 4, ...,
+// capped at 500, like the upstream burst) and returns the raft entries used.
+func createPods(tb testing.TB, n int) uint64 {
+	c := tu.NewCluster(tb, 3, func(_ int, cfg *node.NodeConfig) {
+		cfg.ObservationFlushInterval = 100 * time.Millisecond
+		cfg.ObservationBatchSize = 1000
+	})
+	c.StartAll()
+	l := c.WaitVoters(3, 20*time.Second)
+	s := expectations.New(l, logr.Discard())
+	ctx := tu.Ctx(tb, 60*time.Second)
+	go s.Run(ctx)
+	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	if err := l.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: "web"}, 1, map[string]int32{"m1": int32(n)}); err != nil {
+		tb.Fatal(err)
+	}
+	before := l.Raft().LastIndex()
+	active, batch := 0, 1
+	var observed atomic.Int64
+	for active < n {
+		for !s.Satisfied(k) {
+			time.Sleep(time.Millisecond)
+		}
+		names, err := s.ExpectCreations(ctx, k, ctrlexp.CreateIntent{Target: int32(n), Active: active, Count: min(batch, n-active, 500), Prefix: "web-"})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, name := range names {
+			s.CreationObserved(k, name)
+			observed.Add(1)
+		}
+		active += len(names)
+		batch *= 2
+	}
+	if err := s.Flush(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	return l.Raft().LastIndex() - before
+}
