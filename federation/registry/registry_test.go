@@ -1,0 +1,32 @@
+package registry
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestSecretLabel(t *testing.T) {
+	tests := []struct {
+		sel, want, err string
+	}{
+		{"sigs.k8s.io/multicluster-runtime-kubeconfig=true", "sigs.k8s.io/multicluster-runtime-kubeconfig", ""},
+		{"replicafed.io/member==true", "replicafed.io/member", ""},
+		{"a=b", "", "must have the form"},
+		{"a=true,b=true", "", "must have the form"},
+		{"a!=true", "", "must have the form"},
+		{"a in (true)", "", "must have the form"},
+		{"!!bad", "", "parsing"},
+	}
+	for _, tc := range tests {
+		got, err := SecretLabel(tc.sel)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("SecretLabel(%q) error = %v, want %q", tc.sel, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("SecretLabel(%q) = %q, %v; want %q", tc.sel, got, err, tc.want)
+		}
+	}
+}
