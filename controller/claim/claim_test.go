@@ -70,7 +70,12 @@ func TestClaim(t *testing.T) {
 		{name: "owned not matching released", pod: mkPod("p", mismatch, ours), wantPatches: 1},
 		{name: "owned not matching kept while deleting", pod: mkPod("p", mismatch, ours), ownerDying: true},
 		{name: "orphan not matching ignored", pod: mkPod("p", mismatch)},
-		{name: "deleting orphan not adopted", pod: func() *corev1.Pod { p := mkPod("p", match); p.DeletionTimestamp = &deleting; p.Finalizers = []string{"hold"}; return p }()},
+		{name: "deleting orphan not adopted", pod: func() *corev1.Pod {
+			p := mkPod("p", match)
+			p.DeletionTimestamp = &deleting
+			p.Finalizers = []string{"hold"}
+			return p
+		}()},
 		{name: "orphan in other namespace ignored", pod: func() *corev1.Pod { p := mkPod("p", match); p.Namespace = "elsewhere"; return p }()},
 		{name: "can't adopt", pod: mkPod("p", match), canAdopt: errors.New("gone"), wantErr: true},
 		{name: "adopt NotFound ignored", pod: mkPod("p", match), patchErr: apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "p"), wantPatches: 1},

@@ -37,7 +37,7 @@ func TestCalculate(t *testing.T) {
 		{name: "fully labeled", active: []*corev1.Pod{mkPod(full, nil), mkPod(full, nil)}, replicas: 2, fully: 2},
 		{name: "not fully labeled", active: []*corev1.Pod{mkPod(full, nil), mkPod(part, nil)}, replicas: 2, fully: 1},
 		{name: "ready and available without minReady", active: []*corev1.Pod{mkPod(full, at(0)), mkPod(full, nil)}, replicas: 2, fully: 2, ready: 1, avail: 1},
-		{name: "minReady not yet", minReady: 10, active: []*corev1.Pod{mkPod(full, at(-5 * time.Second)), mkPod(full, at(-10 * time.Second))}, replicas: 2, fully: 2, ready: 2, avail: 1},
+		{name: "minReady not yet", minReady: 10, active: []*corev1.Pod{mkPod(full, at(-5*time.Second)), mkPod(full, at(-10*time.Second))}, replicas: 2, fully: 2, ready: 2, avail: 1},
 		{name: "zero ready time never available with minReady", minReady: 1, active: []*corev1.Pod{mkPod(full, &time.Time{})}, replicas: 1, fully: 1, ready: 1},
 		{name: "terminating counted", active: []*corev1.Pod{mkPod(full, nil)}, terminating: []*corev1.Pod{mkPod(full, nil), mkPod(full, nil)}, replicas: 1, fully: 1, termin: 2},
 	}
@@ -136,7 +136,7 @@ func TestChanged(t *testing.T) {
 // TestAvailabilityCheck mirrors upstream TestReplicaSetAvailabilityCheck: pods
 // ready at 0, -2s and -4.3s plus one pending with minReadySeconds 5.
 func TestAvailabilityCheck(t *testing.T) {
-	active := []*corev1.Pod{mkPod(nil, at(0)), mkPod(nil, at(-2 * time.Second)), mkPod(nil, at(-4300 * time.Millisecond)), mkPod(nil, nil)}
+	active := []*corev1.Pod{mkPod(nil, at(0)), mkPod(nil, at(-2*time.Second)), mkPod(nil, at(-4300*time.Millisecond)), mkPod(nil, nil)}
 	st := Calculate(Input{Target: 4, MinReadySeconds: 5, Active: active, Now: now})
 	if st.ReadyReplicas != 3 || st.AvailableReplicas != 0 {
 		t.Fatalf("ready=%d available=%d", st.ReadyReplicas, st.AvailableReplicas)

@@ -1,0 +1,438 @@
+// Package engine is the member-side ReplicaSet reconcile for one
+// FederatedReplicaSet in one member cluster: the equivalent of upstream's
+// syncReplicaSet and manageReplicas, with the MemberReplicaSet in the role of
+// the ReplicaSet. See controller/doc.go for the design and the deliberate
+// differences from upstream.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/claim"
+	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/controller/podstate"
+	"github.com/replicafed/replicafed/controller/ranking"
+	"github.com/replicafed/replicafed/controller/replicastatus"
+	"github.com/replicafed/replicafed/controller/slowstart"
+)
+
+// DefaultBurstReplicas caps creations or deletions per sync, as upstream.
+const DefaultBurstReplicas = 500
+
+// Event reasons, as upstream's ReplicaSet controller.
+const (
+	ReasonSuccessfulCreate = "SuccessfulCreate"
+	ReasonFailedCreate     = "FailedCreate"
+	ReasonSuccessfulDelete = "SuccessfulDelete"
+	ReasonFailedDelete     = "FailedDelete"
+)
+
+// Options configure an Engine for one member cluster.
+type Options struct {
+	// Cluster is the member's name, used in expectation keys and logs.
+	Cluster string
+	// Client reads pods and MemberReplicaSets from the member's informer cache
+	// (with PodControllerIndex registered) and writes to the member.
+	Client client.Client
+	// APIReader reads the member live, for the adoption re-check and the
+	// status-update retry.
+	APIReader client.Reader
+	// Store holds expectations.
+	Store expectations.Store
+	// Source says what the hub wants.
+	Source WorkloadSource
+	// Sink receives statuses; optional.
+	Sink StatusSink
+	// Gate permits writes; nil means always open.
+	Gate Gate
+	// Recorder emits events in the member; optional.
+	Recorder events.EventRecorder
+	// BurstReplicas caps creations or deletions per sync; 0 means 500.
+	BurstReplicas int
+	// Clock is injected for tests; nil means the real clock.
+	Clock clock.PassiveClock
+}
+
+// Engine syncs MemberReplicaSets of one member. It is safe for concurrent use
+// on different keys; the caller must not sync one key concurrently (the
+// workqueue guarantees that).
+type Engine struct {
+	o Options
+}
+
+// Result tells the caller when to sync the key again without an event.
+type Result struct {
+	// RequeueAfter > 0 asks for another sync after that delay.
+	RequeueAfter time.Duration
+}
+
+// New returns an Engine with defaults filled in.
+func New(o Options) *Engine {
+	if o.Gate == nil {
+		o.Gate = OpenGate{}
+	}
+	if o.BurstReplicas <= 0 {
+		o.BurstReplicas = DefaultBurstReplicas
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.APIReader == nil {
+		o.APIReader = o.Client
+	}
+	return &Engine{o: o}
+}
+
+// Key returns the expectations key of a MemberReplicaSet in this member.
+func (e *Engine) Key(nn types.NamespacedName) expectations.Key {
+	return expectations.Key{Cluster: e.o.Cluster, Namespace: nn.Namespace, Name: nn.Name}
+}
+
+// Sync reconciles one MemberReplicaSet. An error means "retry with backoff".
+func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("cluster", e.o.Cluster, "memberReplicaSet", nn)
+	ctx = ctrl.LoggerInto(ctx, log)
+	key := e.Key(nn)
+
+	gateCtx, ok := e.o.Gate.Allowed()
+	if !ok || gateCtx.Err() != nil {
+		log.V(2).Info("Writes not allowed here, skipping sync")
+		return Result{}, nil
+	}
+	ctx, cancel := joinCancel(ctx, gateCtx)
+	defer cancel()
+
+	w, wanted := e.o.Source.Workload(key)
+	mrs := &v1alpha1.MemberReplicaSet{}
+	if err := e.o.Client.Get(ctx, nn, mrs); apierrors.IsNotFound(err) {
+		mrs = nil
+	} else if err != nil {
+		return Result{}, fmt.Errorf("reading MemberReplicaSet %s from cache: %w", nn, err)
+	}
+
+	switch {
+	case mrs == nil && (!wanted || w.Deleting):
+		e.o.Store.Delete(key)
+		return Result{}, nil
+	case !wanted:
+		// Removing the MemberReplicaSet (and with it the pods) is the
+		// federation's decision; without a workload we touch nothing.
+		log.V(2).Info("No workload for this member, leaving it alone")
+		return Result{}, nil
+	case mrs == nil:
+		// Pods are created on a later sync, once the cache holds the owner, so
+		// their add events resolve to it and settle expectations.
+		return Result{}, e.createOwner(ctx, nn, w)
+	}
+	if mrs.DeletionTimestamp == nil && !w.Deleting && ownerSpecDiffers(mrs, w) {
+		var err error
+		if mrs, err = e.updateOwner(ctx, mrs, w); err != nil {
+			return Result{}, err
+		}
+	}
+
+	// Upstream order: expectations first, then list, so pods the informer has
+	// not shown yet cannot cause a duplicate create.
+	needsSync := e.o.Store.Satisfied(key)
+
+	selector, err := metav1.LabelSelectorAsSelector(mrs.Spec.Selector)
+	if err != nil || selector.Empty() {
+		log.Error(err, "Invalid or empty selector, not syncing", "selector", mrs.Spec.Selector)
+		return Result{}, nil
+	}
+	all, err := e.listPods(ctx, mrs)
+	if err != nil {
+		return Result{}, err
+	}
+	var active, terminating []*corev1.Pod
+	for _, p := range all {
+		if podstate.IsActive(p) {
+			active = append(active, p)
+		} else if podstate.IsTerminating(p) && metav1.IsControlledBy(p, mrs) && selector.Matches(labels.Set(p.Labels)) {
+			terminating = append(terminating, p)
+		}
+	}
+	deleting := mrs.DeletionTimestamp != nil || w.Deleting
+	cm := &claim.Claimer{Patcher: e.o.Client, Owner: mrs, Selector: selector, Deleting: deleting,
+		CanAdopt: claim.RecheckOwner(e.o.APIReader, mrs)}
+	claimed, err := cm.Claim(ctx, active)
+	if err != nil {
+		return Result{}, fmt.Errorf("claiming pods: %w", err)
+	}
+
+	var manageErr error
+	if needsSync && !deleting {
+		manageErr = e.manage(ctx, key, mrs, w, selector, claimed)
+	}
+
+	now := e.o.Clock.Now()
+	st := replicastatus.Calculate(replicastatus.Input{
+		Current: mrs.Status, Target: mrs.Spec.Replicas, TemplateLabels: w.Template.Labels,
+		MinReadySeconds: mrs.Spec.MinReadySeconds, Active: claimed, Terminating: terminating,
+		ManageErr: manageErr, Now: now,
+	})
+	if replicastatus.Changed(mrs.Status, st, mrs.Generation) {
+		st.ObservedGeneration = mrs.Generation
+		if mrs, err = e.writeStatus(ctx, mrs, st); err != nil {
+			return Result{}, err
+		}
+	}
+	e.report(ctx, key, mrs, claimed, now)
+	if manageErr != nil {
+		return Result{}, manageErr
+	}
+	if d, ok := replicastatus.RequeueAfter(mrs.Status, mrs.Spec.MinReadySeconds, claimed, now, e.o.Clock); ok {
+		return Result{RequeueAfter: d}, nil
+	}
+	return Result{}, nil
+}
+
+// joinCancel returns a child of ctx also cancelled when gate ends.
+func joinCancel(ctx, gate context.Context) (context.Context, context.CancelFunc) {
+	child, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(gate, func() { cancel(fmt.Errorf("write permission ended: %w", context.Cause(gate))) })
+	return child, func() { stop(); cancel(nil) }
+}
+
+func ownerSpec(w *Workload) v1alpha1.MemberReplicaSetSpec {
+	return v1alpha1.MemberReplicaSetSpec{Replicas: w.Target, Selector: w.Selector.DeepCopy(), MinReadySeconds: w.MinReadySeconds, Hub: w.Hub}
+}
+
+func ownerSpecDiffers(mrs *v1alpha1.MemberReplicaSet, w *Workload) bool {
+	return !equality.Semantic.DeepEqual(mrs.Spec, ownerSpec(w))
+}
+
+func (e *Engine) createOwner(ctx context.Context, nn types.NamespacedName, w *Workload) error {
+	mrs := &v1alpha1.MemberReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: nn.Namespace, Name: nn.Name,
+			Labels:      map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelFederatedName: w.Hub.Name},
+			Annotations: map[string]string{v1alpha1.AnnotationHubUID: string(w.Hub.UID)},
+		},
+		Spec: ownerSpec(w),
+	}
+	if err := e.o.Client.Create(ctx, mrs); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			// The cache is behind; its add event will requeue the key.
+			return nil
+		}
+		return fmt.Errorf("creating MemberReplicaSet %s: %w", nn, err)
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Created MemberReplicaSet", "target", w.Target)
+	return nil
+}
+
+func (e *Engine) updateOwner(ctx context.Context, mrs *v1alpha1.MemberReplicaSet, w *Workload) (*v1alpha1.MemberReplicaSet, error) {
+	upd := mrs.DeepCopy()
+	upd.Spec = ownerSpec(w)
+	if err := e.o.Client.Update(ctx, upd); err != nil {
+		return nil, fmt.Errorf("updating MemberReplicaSet %s spec: %w", klog.KObj(mrs), err)
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Updated MemberReplicaSet spec", "target", w.Target, "previousTarget", mrs.Spec.Replicas)
+	return upd, nil
+}
+
+// listPods returns the pods controlled by mrs plus the orphans in its
+// namespace, straight from the cache: they must not be modified.
+func (e *Engine) listPods(ctx context.Context, mrs *v1alpha1.MemberReplicaSet) ([]*corev1.Pod, error) {
+	var out []*corev1.Pod
+	for _, v := range []string{string(mrs.UID), OrphanIndexValue} {
+		var l corev1.PodList
+		if err := e.o.Client.List(ctx, &l, client.InNamespace(mrs.Namespace),
+			client.MatchingFields{PodControllerIndex: v}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing pods from cache: %w", err)
+		}
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	}
+	return out, nil
+}
+
+// manage creates or deletes pods toward the target, at most BurstReplicas.
+func (e *Engine) manage(ctx context.Context, key expectations.Key, mrs *v1alpha1.MemberReplicaSet, w *Workload, selector labels.Selector, active []*corev1.Pod) error {
+	diff := len(active) - int(mrs.Spec.Replicas)
+	switch {
+	case diff < 0:
+		return e.createPods(ctx, key, mrs, w, selector, len(active), min(-diff, e.o.BurstReplicas))
+	case diff > 0:
+		return e.deletePods(ctx, key, mrs, selector, active, min(diff, e.o.BurstReplicas))
+	}
+	return nil
+}
+
+func (e *Engine) event(mrs *v1alpha1.MemberReplicaSet, typ, reason, action, note string, args ...any) {
+	if e.o.Recorder != nil {
+		e.o.Recorder.Eventf(mrs, nil, typ, reason, action, note, args...)
+	}
+}
+
+func (e *Engine) createPods(ctx context.Context, key expectations.Key, mrs *v1alpha1.MemberReplicaSet, w *Workload, selector labels.Selector, active, n int) error {
+	log := ctrl.LoggerFrom(ctx)
+	// Refused before any expectation or call, so a bad template costs nothing
+	// but an event and the ReplicaFailure condition.
+	if err := validateTemplate(&w.Template, selector); err != nil {
+		e.event(mrs, corev1.EventTypeWarning, ReasonFailedCreate, "Create", "Error creating: %v", err)
+		return err
+	}
+	names, err := e.o.Store.ExpectCreations(ctx, key, expectations.CreateIntent{
+		Target: mrs.Spec.Replicas, Active: active, Count: n, Prefix: mrs.Name + "-"})
+	if err != nil {
+		return fmt.Errorf("reserving %d pod creations: %w", n, err)
+	}
+	log.V(1).Info("Too few replicas", "need", mrs.Spec.Replicas, "active", active, "creating", len(names))
+	done := make([]bool, len(names))
+	successes, err := slowstart.Run(len(names), 1, func(i int) error {
+		pod := NewPod(mrs, &w.Template, names[i])
+		cerr := e.o.Client.Create(ctx, pod)
+		switch {
+		case cerr == nil:
+			done[i] = true
+			e.event(mrs, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Create", "Created pod: %v", pod.Name)
+			return nil
+		case names[i] != "" && apierrors.IsAlreadyExists(cerr):
+			// A reserved name that exists was created by an earlier attempt.
+			done[i] = true
+			return nil
+		case apierrors.HasStatusCause(cerr, corev1.NamespaceTerminatingCause):
+			// Every create will fail until the namespace is gone; upstream
+			// counts this as success and stays quiet.
+			done[i] = true
+			return nil
+		}
+		e.event(mrs, corev1.EventTypeWarning, ReasonFailedCreate, "Create", "Error creating: %v", cerr)
+		return fmt.Errorf("creating pod for %s: %w", klog.KObj(mrs), cerr)
+	})
+	if skipped := len(names) - successes; skipped > 0 {
+		log.V(2).Info("Slow-start failure, lowering expectations", "skipped", skipped)
+	}
+	for i, ok := range done {
+		if !ok {
+			e.o.Store.CreationFailed(key, names[i])
+		}
+	}
+	return err
+}
+
+func validateTemplate(t *corev1.PodTemplateSpec, selector labels.Selector) error {
+	if len(t.Labels) == 0 {
+		return errors.New("unable to create pods, no labels")
+	}
+	if !selector.Matches(labels.Set(t.Labels)) {
+		return fmt.Errorf("unable to create pods: template labels %v do not match selector %v", t.Labels, selector)
+	}
+	return nil
+}
+
+func (e *Engine) deletePods(ctx context.Context, key expectations.Key, mrs *v1alpha1.MemberReplicaSet, selector labels.Selector, active []*corev1.Pod, n int) error {
+	log := ctrl.LoggerFrom(ctx)
+	// The MemberReplicaSet stands in for a Deployment-owned ReplicaSet with no
+	// siblings: related pods are the ones its selector matches.
+	var related corev1.PodList
+	if err := e.o.Client.List(ctx, &related, client.InNamespace(mrs.Namespace),
+		client.MatchingLabelsSelector{Selector: selector}, client.UnsafeDisableDeepCopy); err != nil {
+		log.Error(err, "Listing related pods, ranking without colocation")
+	}
+	rel := make([]*corev1.Pod, len(related.Items))
+	for i := range related.Items {
+		rel[i] = &related.Items[i]
+	}
+	candidates := append([]*corev1.Pod(nil), active...)
+	victims := ranking.PodsToDelete(candidates, rel, n, e.o.Clock.Now())
+	refs := make([]expectations.PodRef, len(victims))
+	for i, p := range victims {
+		refs[i] = expectations.PodRef{Name: p.Name, UID: p.UID}
+	}
+	if err := e.o.Store.ExpectDeletions(ctx, key, refs); err != nil {
+		return fmt.Errorf("recording %d pod deletions: %w", len(refs), err)
+	}
+	log.V(1).Info("Too many replicas", "need", mrs.Spec.Replicas, "active", len(active), "deleting", len(victims))
+
+	errs := make(chan error, len(victims))
+	var wg sync.WaitGroup
+	for _, p := range victims {
+		wg.Go(func() {
+			uid := p.UID
+			target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}
+			err := e.o.Client.Delete(ctx, target, client.Preconditions{UID: &uid})
+			if err == nil {
+				e.event(mrs, corev1.EventTypeNormal, ReasonSuccessfulDelete, "Delete", "Deleted pod: %v", p.Name)
+				return
+			}
+			// The informer will not report this deletion, settle it now.
+			e.o.Store.DeletionObserved(key, p.Name)
+			// NotFound and a UID precondition conflict both mean our pod is gone.
+			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+				return
+			}
+			e.event(mrs, corev1.EventTypeWarning, ReasonFailedDelete, "Delete", "Error deleting: %v", err)
+			errs <- fmt.Errorf("unable to delete pods: %w", err)
+		})
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+// writeStatus PUTs the status subresource, retrying once on a live copy with
+// the same new status, as upstream.
+func (e *Engine) writeStatus(ctx context.Context, mrs *v1alpha1.MemberReplicaSet, st v1alpha1.MemberReplicaSetStatus) (*v1alpha1.MemberReplicaSet, error) {
+	upd := mrs.DeepCopy()
+	upd.Status = st
+	err := e.o.Client.Status().Update(ctx, upd)
+	if err == nil {
+		return upd, nil
+	}
+	fresh := &v1alpha1.MemberReplicaSet{}
+	if gerr := e.o.APIReader.Get(ctx, client.ObjectKeyFromObject(mrs), fresh); gerr != nil {
+		return nil, fmt.Errorf("re-reading MemberReplicaSet %s after failed status update: %w", klog.KObj(mrs), gerr)
+	}
+	fresh.Status = st
+	if err := e.o.Client.Status().Update(ctx, fresh); err != nil {
+		return nil, fmt.Errorf("updating MemberReplicaSet %s status: %w", klog.KObj(mrs), err)
+	}
+	return fresh, nil
+}
+
+func (e *Engine) report(ctx context.Context, key expectations.Key, mrs *v1alpha1.MemberReplicaSet, active []*corev1.Pod, now time.Time) {
+	if e.o.Sink == nil {
+		return
+	}
+	uns, since := replicastatus.Unschedulable(active)
+	st := MemberStatus{
+		Target: mrs.Spec.Replicas, Hub: mrs.Spec.Hub,
+		Replicas: mrs.Status.Replicas, FullyLabeledReplicas: mrs.Status.FullyLabeledReplicas,
+		ReadyReplicas: mrs.Status.ReadyReplicas, AvailableReplicas: mrs.Status.AvailableReplicas,
+		Unschedulable: uns, UnschedulableSince: since,
+		ObservedGeneration: mrs.Status.ObservedGeneration, ReportedAt: now,
+	}
+	if mrs.Status.TerminatingReplicas != nil {
+		st.TerminatingReplicas = *mrs.Status.TerminatingReplicas
+	}
+	if c := replicastatus.FindCondition(mrs.Status.Conditions, replicastatus.ConditionReplicaFailure); c != nil {
+		cc := *c
+		st.ReplicaFailure = &cc
+	}
+	e.o.Sink.Report(ctx, key, st)
+}

@@ -1,0 +1,814 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/claim"
+	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/controller/replicastatus"
+)
+
+var (
+	now    = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	nn     = types.NamespacedName{Namespace: "ns", Name: "web"}
+	lbls   = map[string]string{"app": "web"}
+	hubRef = v1alpha1.HubReference{Namespace: "hub-ns", Name: "web", UID: "hub-uid", Generation: 1}
+)
+
+type staticSource map[expectations.Key]*Workload
+
+func (s staticSource) Workload(k expectations.Key) (*Workload, bool) { w, ok := s[k]; return w, ok }
+
+func workload(target int32) *Workload {
+	return &Workload{
+		Key: expectations.Key{Cluster: "m1", Namespace: nn.Namespace, Name: nn.Name}, Target: target,
+		Selector: &metav1.LabelSelector{MatchLabels: lbls},
+		Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: lbls, Annotations: map[string]string{"a": "b"}, Finalizers: []string{"f/x"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img"}}},
+		},
+		Hub: hubRef,
+	}
+}
+
+func mrsFor(w *Workload) *v1alpha1.MemberReplicaSet {
+	return &v1alpha1.MemberReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: nn.Namespace, Name: nn.Name, UID: "mrs-uid", Generation: 1},
+		Spec:       ownerSpec(w),
+	}
+}
+
+func ownedPod(mrs *v1alpha1.MemberReplicaSet, name string) *corev1.Pod {
+	p := NewPod(mrs, &workload(0).Template, name)
+	p.Finalizers = nil
+	p.UID = types.UID(name + "-uid")
+	p.Spec.NodeName = "n1"
+	p.Status.Phase = corev1.PodRunning
+	return p
+}
+
+// counters records API calls the engine makes.
+type counters struct {
+	creates, deletes, patches, statusUpdates, liveGets atomic.Int32
+}
+
+type harness struct {
+	t      *testing.T
+	cl     client.WithWatch
+	store  *expectations.Memory
+	src    staticSource
+	rec    *events.FakeRecorder
+	n      *counters
+	eng    *Engine
+	mrs    *v1alpha1.MemberReplicaSet
+	report []MemberStatus
+	mu     sync.Mutex
+}
+
+type hopts struct {
+	objs    []client.Object
+	funcs   interceptor.Funcs
+	live    client.Reader
+	burst   int
+	gate    Gate
+	store   expectations.Store
+	noOwner bool
+}
+
+func newHarness(t *testing.T, w *Workload, o hopts) *harness {
+	t.Helper()
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = v1alpha1.AddToScheme(s)
+	h := &harness{t: t, n: &counters{}, src: staticSource{}, rec: events.NewFakeRecorder(1000)}
+	objs := o.objs
+	if w != nil {
+		h.src[w.Key] = w
+		if !o.noOwner {
+			h.mrs = mrsFor(w)
+			objs = append([]client.Object{h.mrs.DeepCopy()}, objs...)
+		}
+	}
+	f := o.funcs
+	inner := f
+	f.Create = func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		// The fake ignores contexts; a real client fails on a cancelled one.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if _, ok := obj.(*corev1.Pod); ok {
+			h.n.creates.Add(1)
+		}
+		if inner.Create != nil {
+			return inner.Create(ctx, c, obj, opts...)
+		}
+		return c.Create(ctx, obj, opts...)
+	}
+	f.Delete = func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+		h.n.deletes.Add(1)
+		if inner.Delete != nil {
+			return inner.Delete(ctx, c, obj, opts...)
+		}
+		return c.Delete(ctx, obj, opts...)
+	}
+	f.Patch = func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+		h.n.patches.Add(1)
+		if inner.Patch != nil {
+			return inner.Patch(ctx, c, obj, p, opts...)
+		}
+		return c.Patch(ctx, obj, p, opts...)
+	}
+	f.SubResourceUpdate = func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+		h.n.statusUpdates.Add(1)
+		if inner.SubResourceUpdate != nil {
+			return inner.SubResourceUpdate(ctx, c, sub, obj, opts...)
+		}
+		return c.SubResource(sub).Update(ctx, obj, opts...)
+	}
+	h.cl = fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
+		WithIndex(&corev1.Pod{}, PodControllerIndex, PodControllerIndexFunc).
+		WithStatusSubresource(&v1alpha1.MemberReplicaSet{}).WithInterceptorFuncs(f).Build()
+	live := o.live
+	if live == nil {
+		live = countingReader{h.cl, &h.n.liveGets}
+	}
+	h.store = expectations.NewMemory(0, clocktesting.NewFakeClock(now))
+	var st expectations.Store = h.store
+	if o.store != nil {
+		st = o.store
+	}
+	h.eng = New(Options{
+		Cluster: "m1", Client: h.cl, APIReader: live, Store: st, Source: h.src,
+		Sink: StatusSinkFunc(func(_ context.Context, _ expectations.Key, ms MemberStatus) {
+			h.mu.Lock()
+			h.report = append(h.report, ms)
+			h.mu.Unlock()
+		}),
+		Gate: o.gate, Recorder: h.rec, BurstReplicas: o.burst, Clock: clocktesting.NewFakePassiveClock(now),
+	})
+	return h
+}
+
+type countingReader struct {
+	client.Reader
+	n *atomic.Int32
+}
+
+func (r countingReader) Get(ctx context.Context, k client.ObjectKey, o client.Object, opts ...client.GetOption) error {
+	r.n.Add(1)
+	return r.Reader.Get(ctx, k, o, opts...)
+}
+
+func (h *harness) sync() (Result, error) {
+	h.t.Helper()
+	return h.eng.Sync(context.Background(), nn)
+}
+
+func (h *harness) pods() []corev1.Pod {
+	var l corev1.PodList
+	if err := h.cl.List(context.Background(), &l, client.InNamespace("ns")); err != nil {
+		h.t.Fatal(err)
+	}
+	return l.Items
+}
+
+func (h *harness) owner() *v1alpha1.MemberReplicaSet {
+	m := &v1alpha1.MemberReplicaSet{}
+	if err := h.cl.Get(context.Background(), nn, m); err != nil {
+		h.t.Fatal(err)
+	}
+	return m
+}
+
+func (h *harness) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-h.rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func (h *harness) key() expectations.Key { return h.eng.Key(nn) }
+
+// observeCreations plays the informer: settle one creation per live pod.
+func (h *harness) observeAll() {
+	for _, p := range h.pods() {
+		h.store.CreationObserved(h.key(), p.Name)
+		if p.DeletionTimestamp != nil {
+			h.store.DeletionObserved(h.key(), p.Name)
+		}
+	}
+}
+
+func TestSyncDoesNothing(t *testing.T) {
+	w := workload(2)
+	m := mrsFor(w)
+	h := newHarness(t, w, hopts{objs: []client.Object{ownedPod(m, "a"), ownedPod(m, "b")}})
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if h.n.creates.Load()+h.n.deletes.Load()+h.n.patches.Load() != 0 {
+		t.Fatalf("creates=%d deletes=%d patches=%d", h.n.creates.Load(), h.n.deletes.Load(), h.n.patches.Load())
+	}
+	st := h.owner().Status
+	if st.Replicas != 2 || st.ObservedGeneration != 1 {
+		t.Fatalf("status = %+v", st)
+	}
+	// A second sync writes nothing: status unchanged.
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if h.n.statusUpdates.Load() != 1 {
+		t.Fatalf("status updates = %d, want 1", h.n.statusUpdates.Load())
+	}
+	if len(h.report) != 2 || h.report[1].Replicas != 2 || h.report[1].Target != 2 || h.report[1].Hub != hubRef {
+		t.Fatalf("reports = %+v", h.report)
+	}
+}
+
+func TestSyncCreatesOwnerThenPods(t *testing.T) {
+	w := workload(3)
+	h := newHarness(t, w, hopts{noOwner: true})
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	m := h.owner()
+	if m.Spec.Replicas != 3 || m.Spec.Hub != hubRef || m.Labels[v1alpha1.LabelManagedBy] != v1alpha1.ManagedByValue || m.Annotations[v1alpha1.AnnotationHubUID] != "hub-uid" {
+		t.Fatalf("owner = %+v", m)
+	}
+	if h.n.creates.Load() != 0 {
+		t.Fatal("pods must wait for the owner to be in the cache")
+	}
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	pods := h.pods()
+	if len(pods) != 3 {
+		t.Fatalf("pods = %d, want 3", len(pods))
+	}
+	p := pods[0]
+	ref := metav1.GetControllerOf(&p)
+	if ref == nil || ref.UID != m.UID || ref.Kind != "MemberReplicaSet" || !*ref.BlockOwnerDeletion ||
+		p.Annotations["a"] != "b" || len(p.Finalizers) != 1 || !strings.HasPrefix(p.Name, "web-") || p.Spec.Containers[0].Image != "img" {
+		t.Fatalf("pod = %+v", p.ObjectMeta)
+	}
+	if ev := h.events(); len(ev) != 3 || !strings.Contains(ev[0], "SuccessfulCreate") {
+		t.Fatalf("events = %v", ev)
+	}
+	// Target change updates the owner spec and bumps generation.
+	w.Target = 1
+	h.observeAll()
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	// Status is computed from the pods seen before the deletes, as upstream;
+	// the next sync reflects them.
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	m = h.owner()
+	// The template's finalizer keeps deleted pods around as terminating.
+	var live, terminating int
+	for _, p := range h.pods() {
+		if p.DeletionTimestamp == nil {
+			live++
+		} else {
+			terminating++
+		}
+	}
+	if m.Spec.Replicas != 1 || live != 1 || terminating != 2 || m.Status.Replicas != 1 || *m.Status.TerminatingReplicas != 2 {
+		t.Fatalf("after scale down: replicas=%d live=%d terminating=%d status=%+v", m.Spec.Replicas, live, terminating, m.Status)
+	}
+}
+
+// TestSyncCreateFailures mirrors TestSyncReplicaSetCreateFailures and the
+// quota example: 100 needed, 10 allowed → 1+2+4+8 = 15 calls, expectations 10.
+func TestSyncCreateFailures(t *testing.T) {
+	var allowed atomic.Int32
+	allowed.Store(10)
+	w := workload(100)
+	h := newHarness(t, w, hopts{funcs: interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if _, ok := obj.(*corev1.Pod); ok && allowed.Add(-1) < 0 {
+			return apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("exceeded quota"))
+		}
+		return c.Create(ctx, obj, opts...)
+	}}})
+	_, err := h.sync()
+	if err == nil {
+		t.Fatal("want an error for requeue")
+	}
+	if h.n.creates.Load() != 15 || len(h.pods()) != 10 {
+		t.Fatalf("calls=%d pods=%d, want 15 and 10", h.n.creates.Load(), len(h.pods()))
+	}
+	if add, _, _ := h.store.Counts(h.key()); add != 10 {
+		t.Fatalf("expected creations = %d, want 10", add)
+	}
+	h.observeAll()
+	if !h.store.Satisfied(h.key()) {
+		t.Fatal("expectations must settle once the 10 pods are observed")
+	}
+	c := replicastatus.FindCondition(h.owner().Status.Conditions, replicastatus.ConditionReplicaFailure)
+	if c == nil || c.Reason != replicastatus.ReasonFailedCreate || !strings.Contains(c.Message, "exceeded quota") {
+		t.Fatalf("condition = %+v", c)
+	}
+	var failed int
+	for _, e := range h.events() {
+		if strings.Contains(e, "FailedCreate") {
+			failed++
+		}
+	}
+	if failed != 5 {
+		t.Fatalf("FailedCreate events = %d, want 5", failed)
+	}
+}
+
+// TestSyncBurst mirrors TestControllerBurstReplicas: each sync creates or
+// deletes at most burst, and sleeps until every expected event arrived.
+func TestSyncBurst(t *testing.T) {
+	for _, c := range []struct{ burst, from, to int }{{5, 0, 30}, {5, 30, 12}, {3, 0, 2}, {3, 10, 2}} {
+		t.Run(fmt.Sprintf("burst%d_%dto%d", c.burst, c.from, c.to), func(t *testing.T) {
+			w := workload(int32(c.to))
+			m := mrsFor(w)
+			var objs []client.Object
+			for i := 0; i < c.from; i++ {
+				objs = append(objs, ownedPod(m, fmt.Sprintf("p%02d", i)))
+			}
+			h := newHarness(t, w, hopts{objs: objs, burst: c.burst})
+			for syncs := 0; len(h.pods()) != c.to; syncs++ {
+				before := len(h.pods())
+				var beforeNames []string
+				for _, p := range h.pods() {
+					beforeNames = append(beforeNames, p.Name)
+				}
+				if _, err := h.sync(); err != nil {
+					t.Fatal(err)
+				}
+				step := len(h.pods()) - before
+				if step > c.burst || -step > c.burst || step == 0 {
+					t.Fatalf("sync %d moved %d pods (burst %d)", syncs, step, c.burst)
+				}
+				// Asleep until all expectations are observed.
+				if _, err := h.sync(); err != nil {
+					t.Fatal(err)
+				}
+				if len(h.pods()) != before+step {
+					t.Fatal("synced with outstanding expectations")
+				}
+				// Deletions are counted once even if observed twice.
+				h.observeAll()
+				now := map[string]bool{}
+				for _, p := range h.pods() {
+					now[p.Name] = true
+				}
+				for _, name := range beforeNames {
+					if !now[name] {
+						h.store.DeletionObserved(h.key(), name)
+						h.store.DeletionObserved(h.key(), name)
+					}
+				}
+				if !h.store.Satisfied(h.key()) {
+					t.Fatal("expectations did not settle")
+				}
+			}
+		})
+	}
+}
+
+// TestSyncDormancy mirrors TestSyncReplicaSetDormancy.
+func TestSyncDormancy(t *testing.T) {
+	w := workload(2)
+	m := mrsFor(w)
+	var fail atomic.Bool
+	h := newHarness(t, w, hopts{objs: []client.Object{ownedPod(m, "a")}, funcs: interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if fail.Load() {
+			return errors.New("boom")
+		}
+		return c.Create(ctx, obj, opts...)
+	}}})
+	if _, err := h.store.ExpectCreations(context.Background(), h.key(), expectations.CreateIntent{Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if h.n.creates.Load() != 0 || h.n.statusUpdates.Load() != 1 {
+		t.Fatalf("dormant: creates=%d statusUpdates=%d", h.n.creates.Load(), h.n.statusUpdates.Load())
+	}
+	h.store.CreationObserved(h.key(), "")
+	fail.Store(true)
+	if _, err := h.sync(); err == nil {
+		t.Fatal("failed create must error")
+	}
+	if h.n.creates.Load() != 1 || !h.store.Satisfied(h.key()) {
+		t.Fatal("failed create must lower expectations so the next sync retries")
+	}
+	fail.Store(false)
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if h.n.creates.Load() != 2 || len(h.pods()) != 2 || h.n.statusUpdates.Load() != 3 {
+		t.Fatalf("creates=%d pods=%d statusUpdates=%d", h.n.creates.Load(), len(h.pods()), h.n.statusUpdates.Load())
+	}
+}
+
+// TestSyncExpectationsBeforeList mirrors TestRSSyncExpectations: a creation
+// observed while pods are listed must not lead to a create in this sync.
+func TestSyncExpectationsBeforeList(t *testing.T) {
+	w := workload(2)
+	m := mrsFor(w)
+	var h *harness
+	h = newHarness(t, w, hopts{objs: []client.Object{ownedPod(m, "a")}, funcs: interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, opts ...client.ListOption) error {
+		h.store.CreationObserved(h.key(), "")
+		return c.List(ctx, l, opts...)
+	}}})
+	if _, err := h.store.ExpectCreations(context.Background(), h.key(), expectations.CreateIntent{Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if h.n.creates.Load() != 0 {
+		t.Fatal("expectations must be read before listing")
+	}
+}
+
+// TestSyncOwnerGone mirrors TestDeleteControllerAndExpectations.
+func TestSyncOwnerGone(t *testing.T) {
+	h := newHarness(t, nil, hopts{})
+	if _, err := h.store.ExpectCreations(context.Background(), h.key(), expectations.CreateIntent{Count: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := h.store.Counts(h.key()); ok {
+		t.Fatal("expectations must be dropped when the owner and workload are gone")
+	}
+	if h.n.creates.Load() != 0 {
+		t.Fatal("no workload: no pods")
+	}
+}
+
+func TestSyncClaimRules(t *testing.T) {
+	w := workload(2)
+	m := mrsFor(w)
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "other", UID: "o", Labels: lbls,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "x", UID: "x", Controller: new(bool)}}}}
+	*other.OwnerReferences[0].Controller = true
+	orphan := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "orphan", UID: "orphan", Labels: lbls}}
+	boom := errors.New("patch refused")
+	deleting := metav1.NewTime(now)
+
+	t.Run("other controller untouched", func(t *testing.T) {
+		h := newHarness(t, w, hopts{objs: []client.Object{other.DeepCopy()}})
+		if _, err := h.sync(); err != nil {
+			t.Fatal(err)
+		}
+		if h.n.patches.Load() != 0 || h.n.creates.Load() != 2 {
+			t.Fatalf("patches=%d creates=%d", h.n.patches.Load(), h.n.creates.Load())
+		}
+		var p corev1.Pod
+		_ = h.cl.Get(context.Background(), client.ObjectKeyFromObject(other), &p)
+		if metav1.GetControllerOf(&p).UID != "x" {
+			t.Fatal("foreign pod modified")
+		}
+	})
+	t.Run("patch fails", func(t *testing.T) {
+		o2 := orphan.DeepCopy()
+		o2.Name, o2.UID = "orphan2", "orphan2"
+		h := newHarness(t, w, hopts{objs: []client.Object{orphan.DeepCopy(), o2}, funcs: interceptor.Funcs{Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error {
+			return boom
+		}}})
+		if _, err := h.sync(); !errors.Is(err, boom) {
+			t.Fatalf("err = %v", err)
+		}
+		if h.n.patches.Load() != 2 || h.n.creates.Load() != 0 || h.n.statusUpdates.Load() != 0 {
+			t.Fatalf("patches=%d creates=%d status=%d", h.n.patches.Load(), h.n.creates.Load(), h.n.statusUpdates.Load())
+		}
+	})
+	t.Run("hub deleting", func(t *testing.T) {
+		wd := workload(2)
+		wd.Deleting = true
+		h := newHarness(t, wd, hopts{objs: []client.Object{orphan.DeepCopy()}})
+		if _, err := h.sync(); err != nil {
+			t.Fatal(err)
+		}
+		if h.n.patches.Load() != 0 || h.n.creates.Load() != 0 {
+			t.Fatalf("patches=%d creates=%d", h.n.patches.Load(), h.n.creates.Load())
+		}
+	})
+	t.Run("live owner deleting", func(t *testing.T) {
+		liveM := m.DeepCopy()
+		liveM.DeletionTimestamp = &deleting
+		liveM.Finalizers = []string{"x"}
+		live := fake.NewClientBuilder().WithScheme(h0Scheme()).WithObjects(liveM).Build()
+		h := newHarness(t, w, hopts{objs: []client.Object{orphan.DeepCopy()}, live: live})
+		_, err := h.sync()
+		if err == nil || !strings.Contains(err.Error(), "has just been deleted") {
+			t.Fatalf("err = %v", err)
+		}
+		if h.n.patches.Load() != 0 || h.n.creates.Load() != 0 {
+			t.Fatalf("patches=%d creates=%d", h.n.patches.Load(), h.n.creates.Load())
+		}
+	})
+	t.Run("orphan adopted and counted", func(t *testing.T) {
+		h := newHarness(t, w, hopts{objs: []client.Object{orphan.DeepCopy()}})
+		if _, err := h.sync(); err != nil {
+			t.Fatal(err)
+		}
+		if h.n.patches.Load() != 1 || h.n.creates.Load() != 1 || h.n.liveGets.Load() != 1 {
+			t.Fatalf("patches=%d creates=%d liveGets=%d", h.n.patches.Load(), h.n.creates.Load(), h.n.liveGets.Load())
+		}
+	})
+}
+
+func h0Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = v1alpha1.AddToScheme(s)
+	return s
+}
+
+func TestSyncBadTemplate(t *testing.T) {
+	for name, mutate := range map[string]func(*Workload){
+		"no labels":    func(w *Workload) { w.Template.Labels = nil },
+		"wrong labels": func(w *Workload) { w.Template.Labels = map[string]string{"app": "other"} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := workload(2)
+			mutate(w)
+			h := newHarness(t, w, hopts{})
+			if _, err := h.sync(); err == nil {
+				t.Fatal("want error for requeue")
+			}
+			if h.n.creates.Load() != 0 {
+				t.Fatal("no create call expected")
+			}
+			ev := h.events()
+			if len(ev) != 1 || !strings.Contains(ev[0], "Warning FailedCreate") {
+				t.Fatalf("events = %v", ev)
+			}
+			c := replicastatus.FindCondition(h.owner().Status.Conditions, replicastatus.ConditionReplicaFailure)
+			if c == nil || c.Reason != replicastatus.ReasonFailedCreate {
+				t.Fatalf("condition = %+v", c)
+			}
+			if !h.store.Satisfied(h.key()) {
+				t.Fatal("no expectations for refused creates")
+			}
+		})
+	}
+}
+
+func TestSyncNamespaceTerminating(t *testing.T) {
+	w := workload(2)
+	h := newHarness(t, w, hopts{funcs: interceptor.Funcs{Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error {
+		err := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("namespace is terminating"))
+		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}
+		return err
+	}}})
+	if _, err := h.sync(); err != nil {
+		t.Fatalf("namespace terminating is success: %v", err)
+	}
+	if ev := h.events(); len(ev) != 0 || h.n.creates.Load() != 2 {
+		t.Fatalf("events=%v creates=%d", ev, h.n.creates.Load())
+	}
+	if add, _, _ := h.store.Counts(h.key()); add != 2 {
+		t.Fatalf("expectations not lowered: add=%d want 2", add)
+	}
+}
+
+// namingStore reserves deterministic names, as the raft store will.
+type namingStore struct {
+	*expectations.Memory
+	failed []string
+}
+
+func (s *namingStore) ExpectCreations(ctx context.Context, k expectations.Key, in expectations.CreateIntent) ([]string, error) {
+	names, err := s.Memory.ExpectCreations(ctx, k, in)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s%d", in.Prefix, i)
+	}
+	return names, err
+}
+
+func (s *namingStore) CreationFailed(k expectations.Key, name string) {
+	s.failed = append(s.failed, name)
+	s.Memory.CreationFailed(k, name)
+}
+
+func TestSyncNamedCreates(t *testing.T) {
+	w := workload(3)
+	m := mrsFor(w)
+	existing := ownedPod(m, "web-0")
+	existing.Labels = map[string]string{"not": "matching"} // exists but not ours any more
+	existing.OwnerReferences = nil
+	ns := &namingStore{Memory: expectations.NewMemory(0, nil)}
+	h := newHarness(t, w, hopts{objs: []client.Object{existing}, store: ns})
+	if _, err := h.sync(); err != nil {
+		t.Fatalf("AlreadyExists on a reserved name is success: %v", err)
+	}
+	if h.n.creates.Load() != 3 || len(ns.failed) != 0 {
+		t.Fatalf("creates=%d failed=%v", h.n.creates.Load(), ns.failed)
+	}
+	if add, _, _ := ns.Counts(h.key()); add != 3 {
+		t.Fatalf("add = %d", add)
+	}
+}
+
+func TestSyncDeletes(t *testing.T) {
+	w := workload(1)
+	m := mrsFor(w)
+	a, b, c := ownedPod(m, "a"), ownedPod(m, "b"), ownedPod(m, "c")
+	b.Spec.NodeName = "" // unscheduled: deleted first
+	b.Status.Phase = corev1.PodPending
+	var mu sync.Mutex
+	var opts []*client.DeleteOptions
+	h := newHarness(t, w, hopts{objs: []client.Object{a, b, c}, funcs: interceptor.Funcs{Delete: func(ctx context.Context, cl client.WithWatch, obj client.Object, o ...client.DeleteOption) error {
+		do := &client.DeleteOptions{}
+		do.ApplyOptions(o)
+		mu.Lock()
+		opts = append(opts, do)
+		mu.Unlock()
+		switch obj.GetName() {
+		case "a", "b":
+			return cl.Delete(ctx, obj, o...)
+		}
+		return errors.New("refused")
+	}}})
+	// Which of a/c goes second is decided by UID tie-break; make c lose.
+	_, err := h.sync()
+	for _, do := range opts {
+		if do.Preconditions == nil || do.Preconditions.UID == nil || string(*do.Preconditions.UID) == "" {
+			t.Fatalf("delete without UID precondition: %+v", do)
+		}
+	}
+	if h.n.deletes.Load() != 2 {
+		t.Fatalf("deletes = %d", h.n.deletes.Load())
+	}
+	left := h.pods()
+	if len(left) < 1 || len(left) > 2 {
+		t.Fatalf("pods left = %d", len(left))
+	}
+	if err != nil && !strings.Contains(err.Error(), "unable to delete pods") {
+		t.Fatalf("err = %v", err)
+	}
+	_, del, _ := h.store.Counts(h.key())
+	if err != nil && del != 1 || err == nil && del != 2 {
+		t.Fatalf("del expectations = %d (err %v)", del, err)
+	}
+	var found bool
+	for _, p := range left {
+		if p.Name == "b" {
+			found = true
+		}
+	}
+	if found {
+		t.Fatal("unscheduled pod must be deleted first")
+	}
+}
+
+func TestSyncDeleteGonePodsAreQuiet(t *testing.T) {
+	w := workload(0)
+	m := mrsFor(w)
+	h := newHarness(t, w, hopts{objs: []client.Object{ownedPod(m, "a"), ownedPod(m, "b")}, funcs: interceptor.Funcs{Delete: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.DeleteOption) error {
+		if obj.GetName() == "a" {
+			return apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "a")
+		}
+		return apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "b", errors.New("uid precondition"))
+	}}})
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if ev := h.events(); len(ev) != 0 {
+		t.Fatalf("events = %v", ev)
+	}
+	if !h.store.Satisfied(h.key()) {
+		t.Fatal("failed deletes must settle their expectations")
+	}
+}
+
+// TestSyncStatusUpdateFailure mirrors TestControllerUpdateStatusWithFailure.
+func TestSyncStatusUpdateFailure(t *testing.T) {
+	w := workload(0)
+	h := newHarness(t, w, hopts{funcs: interceptor.Funcs{SubResourceUpdate: func(context.Context, client.Client, string, client.Object, ...client.SubResourceUpdateOption) error {
+		return errors.New("status refused")
+	}}})
+	if _, err := h.sync(); err == nil {
+		t.Fatal("want error")
+	}
+	if h.n.statusUpdates.Load() != 2 || h.n.liveGets.Load() != 1 {
+		t.Fatalf("status updates=%d live gets=%d, want 2 and 1", h.n.statusUpdates.Load(), h.n.liveGets.Load())
+	}
+}
+
+type closedGate struct{}
+
+func (closedGate) Allowed() (context.Context, bool) { return nil, false }
+
+func TestSyncGateClosed(t *testing.T) {
+	w := workload(3)
+	h := newHarness(t, w, hopts{gate: closedGate{}, noOwner: true})
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	var l v1alpha1.MemberReplicaSetList
+	_ = h.cl.List(context.Background(), &l)
+	if len(l.Items) != 0 || h.n.creates.Load() != 0 {
+		t.Fatal("closed gate must prevent every write")
+	}
+}
+
+func TestSyncGateCancelStopsWrites(t *testing.T) {
+	w := workload(3)
+	gctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	h := newHarness(t, w, hopts{gate: ctxGate{gctx}})
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.pods()) != 0 || h.n.statusUpdates.Load() != 0 {
+		t.Fatal("no pod may be created")
+	}
+}
+
+type ctxGate struct{ ctx context.Context }
+
+func (g ctxGate) Allowed() (context.Context, bool) { return g.ctx, true }
+
+// TestSyncAvailabilityRequeue mirrors TestReplicaSetAvailabilityCheck.
+func TestSyncAvailabilityRequeue(t *testing.T) {
+	w := workload(4)
+	w.MinReadySeconds = 5
+	m := mrsFor(w)
+	var objs []client.Object
+	for i, ago := range []time.Duration{0, 2 * time.Second, 4 * time.Second} {
+		p := ownedPod(m, fmt.Sprintf("r%d", i))
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-ago))}}
+		objs = append(objs, p)
+	}
+	pending := ownedPod(m, "pending")
+	pending.Status.Phase = corev1.PodPending
+	objs = append(objs, pending)
+	h := newHarness(t, w, hopts{objs: objs})
+	res, err := h.sync()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := h.owner().Status
+	if st.ReadyReplicas != 3 || st.AvailableReplicas != 0 {
+		t.Fatalf("status = %+v", st)
+	}
+	// metav1.Time keeps whole seconds, hence 4s instead of upstream's 4.3s.
+	if res.RequeueAfter != time.Second {
+		t.Fatalf("requeue = %v", res.RequeueAfter)
+	}
+}
+
+func TestNewPodNaming(t *testing.T) {
+	m := mrsFor(workload(1))
+	if p := NewPod(m, &workload(1).Template, ""); p.GenerateName != "web-" || p.Name != "" || p.Namespace != "ns" {
+		t.Fatalf("generated: %+v", p.ObjectMeta)
+	}
+	if p := NewPod(m, &workload(1).Template, "web-7"); p.Name != "web-7" || p.GenerateName != "" {
+		t.Fatalf("named: %+v", p.ObjectMeta)
+	}
+	tmpl := workload(1).Template
+	p := NewPod(m, &tmpl, "")
+	p.Labels["x"] = "y"
+	p.Spec.Containers[0].Image = "changed"
+	if tmpl.Labels["x"] != "" || tmpl.Spec.Containers[0].Image != "img" {
+		t.Fatal("pod must not share maps or slices with the template")
+	}
+	if got := PodControllerIndexFunc(p); got[0] != "mrs-uid" {
+		t.Fatalf("index = %v", got)
+	}
+	if got := PodControllerIndexFunc(&corev1.Pod{}); got[0] != OrphanIndexValue {
+		t.Fatalf("orphan index = %v", got)
+	}
+	_ = claim.Kind
+}

@@ -1,0 +1,92 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/expectations"
+)
+
+// Workload is what the hub wants of one FederatedReplicaSet in one member.
+type Workload struct {
+	// Key names the member and the FederatedReplicaSet.
+	Key expectations.Key
+	// Target is the member's replica count.
+	Target int32
+	// Selector is the FederatedReplicaSet's pod selector.
+	Selector *metav1.LabelSelector
+	// Template is the pod template; its labels must match Selector.
+	Template corev1.PodTemplateSpec
+	// MinReadySeconds is copied from the FederatedReplicaSet.
+	MinReadySeconds int32
+	// Hub identifies the FederatedReplicaSet.
+	Hub v1alpha1.HubReference
+	// Deleting is true while the hub object is being deleted: like a ReplicaSet
+	// with a deletionTimestamp, no pod is created, deleted, adopted or released.
+	Deleting bool
+}
+
+// WorkloadSource tells the engine what the hub wants; federation and raft
+// provide it. A key it does not know means "hands off": the engine neither
+// creates the MemberReplicaSet nor touches pods.
+type WorkloadSource interface {
+	Workload(key expectations.Key) (*Workload, bool)
+}
+
+// MemberStatus is one member's view of one FederatedReplicaSet after a sync.
+type MemberStatus struct {
+	// Target is the MemberReplicaSet's spec.replicas.
+	Target int32
+	// Hub is the MemberReplicaSet's hub reference, including the hub
+	// generation the target was planned for.
+	Hub v1alpha1.HubReference
+	// Replicas, FullyLabeledReplicas, ReadyReplicas, AvailableReplicas and
+	// TerminatingReplicas are the ReplicaSet status counts.
+	Replicas             int32
+	FullyLabeledReplicas int32
+	ReadyReplicas        int32
+	AvailableReplicas    int32
+	TerminatingReplicas  int32
+	// Unschedulable counts active pods with PodScheduled=False reason
+	// Unschedulable; UnschedulableSince is the oldest such transition.
+	Unschedulable      int32
+	UnschedulableSince time.Time
+	// ObservedGeneration is the MemberReplicaSet generation the status reflects.
+	ObservedGeneration int64
+	// ReplicaFailure is the ReplicaFailure condition, or nil.
+	ReplicaFailure *metav1.Condition
+	// ReportedAt is when the status was computed.
+	ReportedAt time.Time
+}
+
+// StatusSink receives every sync's status; the hub aggregator consumes it.
+// Report must not block for long: it runs on the sync path.
+type StatusSink interface {
+	Report(ctx context.Context, key expectations.Key, st MemberStatus)
+}
+
+// Gate says whether this process may write to members now. The context it
+// returns is cancelled when the permission ends (for example when raft
+// leadership is lost), and every write of the sync uses it. Followers get
+// false: they keep caches warm and write nothing.
+type Gate interface {
+	Allowed() (context.Context, bool)
+}
+
+// OpenGate always allows writes; for tests and single-replica setups.
+type OpenGate struct{}
+
+// Allowed implements Gate.
+func (OpenGate) Allowed() (context.Context, bool) { return context.Background(), true }
+
+// StatusSinkFunc adapts a function to StatusSink.
+type StatusSinkFunc func(ctx context.Context, key expectations.Key, st MemberStatus)
+
+// Report implements StatusSink.
+func (f StatusSinkFunc) Report(ctx context.Context, key expectations.Key, st MemberStatus) {
+	f(ctx, key, st)
+}
