@@ -1,0 +1,41 @@
+package hub
+
+import (
+	"context"
+
+	"github.com/replicafed/replicafed/controller/expectations"
+)
+
+// FRSRef names a FederatedReplicaSet in the hub.
+type FRSRef struct {
+	Namespace, Name string
+	UID             string
+}
+
+// TargetStore keeps the committed per-member targets (raft in production).
+type TargetStore interface {
+	// Targets returns the committed targets and the FederatedReplicaSet
+	// generation they were planned for.
+	Targets(frs FRSRef) (targets map[string]int32, generation int64, ok bool)
+	// SetTargets commits new targets.
+	SetTargets(ctx context.Context, frs FRSRef, generation int64, targets map[string]int32) error
+	// DeleteTargets forgets a FederatedReplicaSet.
+	DeleteTargets(ctx context.Context, frs FRSRef) error
+}
+
+// Gate says whether this replica may act (it is the raft leader with a valid
+// lease). The context ends when that permission ends.
+type Gate interface {
+	Allowed() (context.Context, bool)
+}
+
+// Poker asks a member worker to sync one key soon.
+type Poker interface {
+	Enqueue(key expectations.Key)
+}
+
+// ExpectationsForgetter drops a FederatedReplicaSet's expectations once it is
+// gone from every member.
+type ExpectationsForgetter interface {
+	Delete(key expectations.Key)
+}

@@ -1,0 +1,59 @@
+package hub
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/engine"
+	"github.com/replicafed/replicafed/controller/expectations"
+)
+
+// Workloads answers the member engine's question "what does the hub want of
+// this FederatedReplicaSet in this member?" from the hub cache and the
+// committed targets. A FederatedReplicaSet being deleted, or one without a
+// committed target for the member, is "hands off": the deletion protocol or
+// the next plan decides what happens there.
+type Workloads struct {
+	// Hub reads FederatedReplicaSets from the hub cache.
+	Hub client.Reader
+	// Targets holds committed targets.
+	Targets TargetStore
+}
+
+var _ engine.WorkloadSource = &Workloads{}
+
+// Workload implements engine.WorkloadSource.
+func (w *Workloads) Workload(key expectations.Key) (*engine.Workload, bool) {
+	frs := &v1alpha1.FederatedReplicaSet{}
+	if err := w.Hub.Get(context.Background(), types.NamespacedName{Namespace: key.Namespace, Name: key.Name}, frs); err != nil {
+		return nil, false
+	}
+	if frs.DeletionTimestamp != nil {
+		return nil, false
+	}
+	targets, gen, ok := w.Targets.Targets(refOf(frs))
+	if !ok {
+		return nil, false
+	}
+	target, ok := targets[key.Cluster]
+	if !ok {
+		return nil, false
+	}
+	return &engine.Workload{
+		Key:             key,
+		Target:          target,
+		Selector:        frs.Spec.Selector,
+		Template:        frs.Spec.Template,
+		MinReadySeconds: frs.Spec.MinReadySeconds,
+		Hub: v1alpha1.HubReference{
+			Namespace: frs.Namespace, Name: frs.Name, UID: frs.UID, Generation: gen,
+		},
+	}, true
+}
+
+func refOf(frs *v1alpha1.FederatedReplicaSet) FRSRef {
+	return FRSRef{Namespace: frs.Namespace, Name: frs.Name, UID: string(frs.UID)}
+}
