@@ -371,3 +371,14 @@ func tempFile(t *testing.T, name string) string {
 	}
 	return path
 }
+
+func TestYAMLNumbersForStringAndFloatKeys(t *testing.T) {
+	cfg, err := load(t, "logging:\n  level: 2\nhub:\n  qps: 12.5\n  burst: 20\n", podEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Logging.Level != "2" || cfg.Logging.Verbosity() != 2 || cfg.Hub.QPS != 12.5 || cfg.Hub.Burst != 20 {
+		t.Errorf("got level %q (verbosity %d), qps %v, burst %d; want 2, 2, 12.5, 20",
+			cfg.Logging.Level, cfg.Logging.Verbosity(), cfg.Hub.QPS, cfg.Hub.Burst)
+	}
+}
