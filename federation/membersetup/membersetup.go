@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -81,7 +82,7 @@ func specEqual(a, b *apiextensionsv1.CustomResourceDefinition) bool {
 		if (av.Schema == nil) != (bv.Schema == nil) {
 			return false
 		}
-		if av.Schema != nil && fmt.Sprintf("%v", av.Schema.OpenAPIV3Schema) != fmt.Sprintf("%v", bv.Schema.OpenAPIV3Schema) {
+		if av.Schema != nil && !apiequality.Semantic.DeepEqual(av.Schema.OpenAPIV3Schema, bv.Schema.OpenAPIV3Schema) {
 			return false
 		}
 	}

@@ -24,16 +24,16 @@ up_to_date() {
 build_kube() {
   local v; v=$(module_version kube k8s.io/kubernetes)
   local want="k8s.io/kubernetes@$v $gover"
-  if up_to_date kube "$want" kube-apiserver kube-scheduler kube-controller-manager; then echo "kube $v: up to date"; return; fi
+  if up_to_date kube "$want" kube-apiserver kube-scheduler kube-controller-manager kubectl; then echo "kube $v: up to date"; return; fi
   local minor=${v#v1.}; minor=${minor%%.*}
   local ld="-s -w"
   local p
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld="$ld -X $p.gitVersion=$v -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
   done
-  echo "kube $v: building kube-apiserver, kube-scheduler, kube-controller-manager"
+  echo "kube $v: building kube-apiserver, kube-scheduler, kube-controller-manager, kubectl"
   (cd "$root/hack/tools/kube" && go build -trimpath -ldflags "$ld" -o "$bin/" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-controller-manager)
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl)
   echo "$want" > "$bin/.kube.stamp"
 }
 
