@@ -1,0 +1,370 @@
+// Package worker runs the member engine for one member cluster: informers on
+// pods and MemberReplicaSets with upstream's event rules, a rate-limited
+// workqueue and N sync goroutines. Manager engages one Worker per member
+// through multicluster-runtime.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+
+	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/claim"
+	"github.com/replicafed/replicafed/controller/engine"
+	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/controller/podstate"
+)
+
+// Component is the event source name in member clusters.
+const Component = "replicafed"
+
+// DefaultWorkers is the number of concurrent syncs per member, as upstream's
+// --concurrent-replicaset-syncs.
+const DefaultWorkers = 5
+
+// Options configure workers; the same Options serve every member.
+type Options struct {
+	// Workers is the number of concurrent syncs per member; 0 means 5.
+	Workers int
+	// BurstReplicas caps creations or deletions per sync; 0 means 500.
+	BurstReplicas int
+	// Store holds expectations (shared by all members; keys carry the cluster).
+	Store expectations.Store
+	// Source says what the hub wants.
+	Source engine.WorkloadSource
+	// Sink receives statuses; optional.
+	Sink engine.StatusSink
+	// Gate permits writes; nil means always open.
+	Gate engine.Gate
+	// Clock for the engine; nil means the real clock.
+	Clock clock.PassiveClock
+	// RateLimiter for the queue; nil means client-go's default controller
+	// limiter (per-item 5ms..1000s exponential, overall 10 qps burst 100).
+	RateLimiter workqueue.TypedRateLimiter[types.NamespacedName]
+}
+
+// Worker runs the engine for one member cluster.
+type Worker struct {
+	name   string
+	cl     cluster.Cluster
+	o      Options
+	eng    *engine.Engine
+	reader client.Reader
+	queue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
+}
+
+// New builds a worker for member name. Nothing runs until Start.
+func New(name string, cl cluster.Cluster, o Options) (*Worker, error) {
+	if o.Store == nil || o.Source == nil {
+		return nil, errors.New("worker options need a Store and a Source")
+	}
+	if o.Workers <= 0 {
+		o.Workers = DefaultWorkers
+	}
+	rl := o.RateLimiter
+	if rl == nil {
+		rl = workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName]()
+	}
+	w := &Worker{name: name, cl: cl, o: o, reader: cl.GetCache()}
+	w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "replicafed-" + name})
+	w.eng = engine.New(engine.Options{
+		Cluster: name, Client: cl.GetClient(), APIReader: cl.GetAPIReader(), Store: o.Store,
+		Source: o.Source, Sink: o.Sink, Gate: o.Gate, Recorder: cl.GetEventRecorder(Component),
+		BurstReplicas: o.BurstReplicas, Clock: o.Clock,
+	})
+	return w, nil
+}
+
+// Name returns the member's name.
+func (w *Worker) Name() string { return w.name }
+
+// Enqueue asks for a sync of one FederatedReplicaSet in this member, for
+// example when the hub changed its target or created it.
+func (w *Worker) Enqueue(nn types.NamespacedName) { w.queue.Add(nn) }
+
+// EnqueueAll asks for a sync of every MemberReplicaSet in the cache, for
+// example when write permission was just granted.
+func (w *Worker) EnqueueAll(ctx context.Context) error {
+	var l v1alpha1.MemberReplicaSetList
+	if err := w.reader.List(ctx, &l); err != nil {
+		return fmt.Errorf("listing MemberReplicaSets of %s: %w", w.name, err)
+	}
+	for i := range l.Items {
+		w.queue.Add(client.ObjectKeyFromObject(&l.Items[i]))
+	}
+	return nil
+}
+
+// Start registers the pod index and event handlers, waits for the caches,
+// runs the sync goroutines and blocks until ctx ends; then it removes its
+// handlers, shuts the queue down and waits for in-flight syncs. The cluster's
+// cache must be started by its owner.
+func (w *Worker) Start(ctx context.Context) error {
+	log := ctrl.LoggerFrom(ctx).WithValues("cluster", w.name)
+	ctx = ctrl.LoggerInto(ctx, log)
+	defer w.queue.ShutDown()
+
+	if err := w.cl.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, engine.PodControllerIndex, engine.PodControllerIndexFunc); err != nil &&
+		!strings.Contains(err.Error(), "indexer conflict") { // already there after a re-engage of the same cache
+		return fmt.Errorf("indexing pods by controller in %s: %w", w.name, err)
+	}
+	podInf, err := w.cl.GetCache().GetInformer(ctx, &corev1.Pod{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("getting pod informer of %s: %w", w.name, err)
+	}
+	mrsInf, err := w.cl.GetCache().GetInformer(ctx, &v1alpha1.MemberReplicaSet{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("getting MemberReplicaSet informer of %s: %w", w.name, err)
+	}
+	h := &handlers{w: w, log: log}
+	podReg, err := podInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: h.addPod, UpdateFunc: h.updatePod, DeleteFunc: h.deletePod})
+	if err != nil {
+		return fmt.Errorf("watching pods of %s: %w", w.name, err)
+	}
+	defer func() { _ = podInf.RemoveEventHandler(podReg) }()
+	mrsReg, err := mrsInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: h.addOwner, UpdateFunc: h.updateOwner, DeleteFunc: h.deleteOwner})
+	if err != nil {
+		return fmt.Errorf("watching MemberReplicaSets of %s: %w", w.name, err)
+	}
+	defer func() { _ = mrsInf.RemoveEventHandler(mrsReg) }()
+
+	if !toolscache.WaitForCacheSync(ctx.Done(), podReg.HasSynced, mrsReg.HasSynced) {
+		return fmt.Errorf("waiting for caches of %s: %w", w.name, ctx.Err())
+	}
+	log.V(1).Info("Member worker started", "workers", w.o.Workers)
+	var wg sync.WaitGroup
+	for range w.o.Workers {
+		wg.Go(func() { wait.UntilWithContext(ctx, w.run, time.Second) })
+	}
+	<-ctx.Done()
+	w.queue.ShutDown()
+	wg.Wait()
+	log.V(1).Info("Member worker stopped")
+	return nil
+}
+
+func (w *Worker) run(ctx context.Context) {
+	for w.next(ctx) {
+	}
+}
+
+func (w *Worker) next(ctx context.Context) bool {
+	key, quit := w.queue.Get()
+	if quit {
+		return false
+	}
+	defer w.queue.Done(key)
+	res, err := w.eng.Sync(ctx, key)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Sync failed", "memberReplicaSet", key)
+		w.queue.AddRateLimited(key)
+		return true
+	}
+	w.queue.Forget(key)
+	if res.RequeueAfter > 0 {
+		w.queue.AddAfter(key, res.RequeueAfter)
+	}
+	return true
+}
+
+// handlers apply upstream's informer rules, with the MemberReplicaSet in the
+// role of the ReplicaSet.
+type handlers struct {
+	w   *Worker
+	log klog.Logger
+}
+
+func (h *handlers) key(nn types.NamespacedName) expectations.Key {
+	return expectations.Key{Cluster: h.w.name, Namespace: nn.Namespace, Name: nn.Name}
+}
+
+// resolve returns the MemberReplicaSet a controller reference points to, or
+// nil when the kind differs, it is not cached, or its UID differs.
+func (h *handlers) resolve(namespace string, ref *metav1.OwnerReference) *v1alpha1.MemberReplicaSet {
+	if ref.Kind != claim.Kind {
+		return nil
+	}
+	mrs := &v1alpha1.MemberReplicaSet{}
+	if err := h.w.reader.Get(context.Background(), types.NamespacedName{Namespace: namespace, Name: ref.Name}, mrs); err != nil {
+		return nil
+	}
+	if mrs.UID != ref.UID {
+		return nil
+	}
+	return mrs
+}
+
+// matching returns every MemberReplicaSet in the pod's namespace whose
+// non-empty selector matches the pod's labels.
+func (h *handlers) matching(p *corev1.Pod) []types.NamespacedName {
+	if len(p.Labels) == 0 {
+		return nil
+	}
+	var l v1alpha1.MemberReplicaSetList
+	if err := h.w.reader.List(context.Background(), &l, client.InNamespace(p.Namespace)); err != nil {
+		return nil
+	}
+	var out []types.NamespacedName
+	for i := range l.Items {
+		sel, err := metav1.LabelSelectorAsSelector(l.Items[i].Spec.Selector)
+		if err != nil || sel.Empty() || !sel.Matches(labels.Set(p.Labels)) {
+			continue
+		}
+		out = append(out, client.ObjectKeyFromObject(&l.Items[i]))
+	}
+	if len(out) > 1 {
+		h.log.Info("More than one MemberReplicaSet selects a pod (user error)", "pod", klog.KObj(p), "owners", out)
+	}
+	return out
+}
+
+func (h *handlers) addPod(obj any) {
+	p := obj.(*corev1.Pod)
+	if p.DeletionTimestamp != nil {
+		// Seen for the first time already terminating: never a creation.
+		h.deletePod(p)
+		return
+	}
+	if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
+		mrs := h.resolve(p.Namespace, ref)
+		if mrs == nil {
+			return
+		}
+		nn := client.ObjectKeyFromObject(mrs)
+		h.w.o.Store.CreationObserved(h.key(nn), p.Name)
+		h.w.queue.Add(nn)
+		return
+	}
+	for _, nn := range h.matching(p) {
+		h.w.queue.Add(nn)
+	}
+}
+
+func (h *handlers) updatePod(oldObj, newObj any) {
+	cur, old := newObj.(*corev1.Pod), oldObj.(*corev1.Pod)
+	if cur.ResourceVersion == old.ResourceVersion {
+		return // periodic resync
+	}
+	labelsChanged := !labels.Equals(cur.Labels, old.Labels)
+	if cur.DeletionTimestamp != nil {
+		// Graceful deletion: count it now so a replacement starts at once.
+		h.deletePod(cur)
+		if labelsChanged {
+			h.deletePod(old)
+		}
+		return
+	}
+	curRef, oldRef := metav1.GetControllerOfNoCopy(cur), metav1.GetControllerOfNoCopy(old)
+	refChanged := !equalRefs(curRef, oldRef)
+	if refChanged && oldRef != nil {
+		if mrs := h.resolve(old.Namespace, oldRef); mrs != nil {
+			h.w.queue.Add(client.ObjectKeyFromObject(mrs))
+		}
+	}
+	if curRef != nil {
+		mrs := h.resolve(cur.Namespace, curRef)
+		if mrs == nil {
+			return
+		}
+		nn := client.ObjectKeyFromObject(mrs)
+		h.w.queue.Add(nn)
+		if !podstate.IsReady(old) && podstate.IsReady(cur) && mrs.Spec.MinReadySeconds > 0 {
+			h.w.queue.AddAfter(nn, time.Duration(mrs.Spec.MinReadySeconds)*time.Second)
+		}
+		return
+	}
+	if labelsChanged || refChanged {
+		for _, nn := range h.matching(cur) {
+			h.w.queue.Add(nn)
+		}
+	}
+}
+
+func equalRefs(a, b *metav1.OwnerReference) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.UID == b.UID && a.Kind == b.Kind && a.Name == b.Name && a.APIVersion == b.APIVersion &&
+		ptrEq(a.Controller, b.Controller) && ptrEq(a.BlockOwnerDeletion, b.BlockOwnerDeletion)
+}
+
+func ptrEq(a, b *bool) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func (h *handlers) deletePod(obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		tomb, ok := obj.(toolscache.DeletedFinalStateUnknown)
+		if !ok {
+			return
+		}
+		if p, ok = tomb.Obj.(*corev1.Pod); !ok {
+			return
+		}
+	}
+	ref := metav1.GetControllerOfNoCopy(p)
+	if ref == nil {
+		return
+	}
+	mrs := h.resolve(p.Namespace, ref)
+	if mrs == nil {
+		return
+	}
+	nn := client.ObjectKeyFromObject(mrs)
+	h.w.o.Store.DeletionObserved(h.key(nn), p.Name)
+	h.w.queue.Add(nn)
+}
+
+func (h *handlers) addOwner(obj any) {
+	h.w.queue.Add(client.ObjectKeyFromObject(obj.(*v1alpha1.MemberReplicaSet)))
+}
+
+func (h *handlers) updateOwner(oldObj, newObj any) {
+	cur, old := newObj.(*v1alpha1.MemberReplicaSet), oldObj.(*v1alpha1.MemberReplicaSet)
+	if cur.UID != old.UID {
+		// Deleted and recreated between two watch events.
+		h.deleteOwner(toolscache.DeletedFinalStateUnknown{Key: old.Namespace + "/" + old.Name, Obj: old})
+	}
+	h.w.queue.Add(client.ObjectKeyFromObject(cur))
+}
+
+func (h *handlers) deleteOwner(obj any) {
+	mrs, ok := obj.(*v1alpha1.MemberReplicaSet)
+	if !ok {
+		tomb, ok := obj.(toolscache.DeletedFinalStateUnknown)
+		if !ok {
+			return
+		}
+		if mrs, ok = tomb.Obj.(*v1alpha1.MemberReplicaSet); !ok {
+			return
+		}
+	}
+	nn := client.ObjectKeyFromObject(mrs)
+	// A recreated owner starts without expectations.
+	h.w.o.Store.Delete(h.key(nn))
+	h.w.queue.Add(nn)
+}
