@@ -133,6 +133,15 @@ type Raft struct {
 	ObservationFlushInterval time.Duration `mapstructure:"observationFlushInterval"`
 	// AdminAddress is the host:port of the join/leave endpoint.
 	AdminAddress string `mapstructure:"adminAddress"`
+	// AdminToken authenticates calls to the admin endpoint (Bearer token);
+	// prefer setting it through REPLICAFED_RAFT_ADMIN_TOKEN from a Secret.
+	AdminToken string `mapstructure:"adminToken"`
+	// ClusterID names the raft cluster; a data dir written for another
+	// cluster is refused at start.
+	ClusterID string `mapstructure:"clusterID"`
+	// DeadServerTimeout removes a voter the leader could not reach for this
+	// long, never going below three voters.
+	DeadServerTimeout time.Duration `mapstructure:"deadServerTimeout"`
 }
 
 // Peer is one raft server in the static peer list.

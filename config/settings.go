@@ -63,6 +63,9 @@ var settings = []setting{
 	{key: "raft.observationBatchSize", def: 256, usage: "informer observations per raft apply"},
 	{key: "raft.observationFlushInterval", def: 25 * time.Millisecond, usage: "longest wait before a partial observation batch is applied"},
 	{key: "raft.adminAddress", def: "0.0.0.0:7001", usage: "join/leave endpoint host:port"},
+	{key: "raft.adminToken", def: "", usage: "bearer token for the admin endpoint; empty allows only mTLS clients"},
+	{key: "raft.clusterID", def: "replicafed", usage: "raft cluster name; a data dir of another cluster is refused"},
+	{key: "raft.deadServerTimeout", def: 10 * time.Minute, usage: "remove a voter unreachable this long (never below 3 voters)"},
 
 	{key: "controller.workers", def: 5, usage: "reconcile workers per member cluster"},
 	{key: "controller.burstReplicas", def: 500, usage: "most pod creates or deletes per reconcile"},

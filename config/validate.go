@@ -300,6 +300,10 @@ func (c *Config) validateRaft(p *problems) {
 		p.add("raft.maxAppendEntries", "must be 1-%d, got %d", maxAppendLimit, r.MaxAppendEntries)
 	}
 	p.positive("raft.applyTimeout", r.ApplyTimeout)
+	p.positive("raft.deadServerTimeout", r.DeadServerTimeout)
+	if r.ClusterID == "" {
+		p.add("raft.clusterID", "must not be empty")
+	}
 	p.minInt("raft.observationBatchSize", r.ObservationBatchSize, 1)
 	p.positive("raft.observationFlushInterval", r.ObservationFlushInterval)
 }
