@@ -16,6 +16,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/replicafed/replicafed/config"
+	"github.com/replicafed/replicafed/internal/server"
 	"github.com/replicafed/replicafed/internal/logging"
 )
 
@@ -72,7 +73,5 @@ func run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		"peers", len(cfg.Raft.Peers),
 		"staticClusters", len(cfg.Clusters.Static),
 		"hubNamespace", cfg.Hub.Namespace)
-	<-ctx.Done()
-	log.Info("shutting down")
-	return nil
+	return server.Run(ctx, cfg, log)
 }

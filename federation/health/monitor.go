@@ -98,15 +98,23 @@ func (m *Monitor) probeOnce(ctx context.Context, log logr.Logger, cluster string
 	before := m.states[cluster]
 	after := before.Observe(err, now, m.opts.Thresholds)
 	m.states[cluster] = after
+	onChange := m.opts.OnChange
 	m.mu.Unlock()
 	if after.Health != before.Health {
 		log.V(1).Info("member health changed", "from", before.Health, "to", after.Health, "error", after.LastError)
-		if m.opts.OnChange != nil {
-			m.opts.OnChange(cluster, after)
+		if onChange != nil {
+			onChange(cluster, after)
 		}
 	} else if err != nil {
 		log.V(2).Info("member probe failed", "error", err.Error())
 	}
+}
+
+// SetOnChange replaces the health-change callback; call it before Watch.
+func (m *Monitor) SetOnChange(fn func(cluster string, st State)) {
+	m.mu.Lock()
+	m.opts.OnChange = fn
+	m.mu.Unlock()
 }
 
 // Forget stops probing cluster and drops its state.

@@ -1,0 +1,289 @@
+// Package server assembles one replicafed replica from its configuration: the
+// raft node and replicated expectations, the hub manager with the
+// FederatedReplicaSet reconciler, the member registry and health monitor, and
+// one ReplicaSet worker per member. cmd/replicafed only loads configuration
+// and calls Run; tests and the demo run the same binary.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+
+	"github.com/replicafed/replicafed/api/crds"
+	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/config"
+	"github.com/replicafed/replicafed/controller/worker"
+	"github.com/replicafed/replicafed/federation/health"
+	"github.com/replicafed/replicafed/federation/hub"
+	"github.com/replicafed/replicafed/federation/membersetup"
+	"github.com/replicafed/replicafed/federation/registry"
+	raftexp "github.com/replicafed/replicafed/raftstore/expectations"
+	"github.com/replicafed/replicafed/raftstore/node"
+)
+
+// Scheme returns the scheme for hub and member clients.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("building scheme: %w", err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("building scheme: %w", err)
+	}
+	return s, nil
+}
+
+// Run runs one replica until ctx ends. On the way out it hands raft
+// leadership to a peer (when leading) so failover does not wait for a timeout.
+func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
+	ctx = logr.NewContext(ctx, log)
+	scheme, err := Scheme()
+	if err != nil {
+		return err
+	}
+	hubCfg, err := hubConfig(cfg)
+	if err != nil {
+		return err
+	}
+
+	n, err := node.New(nodeConfig(cfg), log.WithName("raft"))
+	if err != nil {
+		return fmt.Errorf("starting raft node: %w", err)
+	}
+	defer shutdownRaft(n, log)
+	store := raftexp.New(n, log.WithName("expectations"))
+
+	monitor := health.NewMonitor(health.Options{
+		Interval: cfg.Failover.HealthProbe.Interval,
+		Timeout:  cfg.Failover.HealthProbe.Timeout,
+		Thresholds: health.Thresholds{
+			Failure: cfg.Failover.HealthProbe.FailureThreshold,
+			Success: cfg.Failover.HealthProbe.SuccessThreshold,
+		},
+	})
+	regOpts := registry.Options{
+		SecretNamespace: cfg.Clusters.SecretNamespace,
+		SecretSelector:  cfg.Clusters.SecretSelector,
+		SecretKey:       cfg.Clusters.SecretKey,
+		Scheme:          scheme,
+		RESTOptions:     []func(*rest.Config) error{memberLimits(cfg.Controller)},
+		Health:          monitor,
+	}
+	for _, s := range cfg.Clusters.Static {
+		regOpts.Static = append(regOpts.Static, registry.Static{Name: s.Name, Kubeconfig: s.Kubeconfig, Labels: s.Labels})
+	}
+	provider, err := registry.NewProvider(regOpts)
+	if err != nil {
+		return fmt.Errorf("clusters.secretSelector: %w", err)
+	}
+
+	mgr, err := mcmanager.New(hubCfg, provider, manager.Options{
+		Scheme:                 scheme,
+		Logger:                 log,
+		Metrics:                metricsserver.Options{BindAddress: cfg.Metrics.BindAddress},
+		HealthProbeBindAddress: cfg.Health.ProbeAddress,
+		// Leadership comes from raft, not a Lease: every replica runs the
+		// informers, only the raft leader writes.
+		LeaderElection: false,
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	local := mgr.GetLocalManager()
+	if err := mgr.AddHealthzCheck("raft", func(*http.Request) error { return n.Live() }); err != nil {
+		return fmt.Errorf("adding liveness check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("raft", func(*http.Request) error { return n.Ready() }); err != nil {
+		return fmt.Errorf("adding readiness check: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding liveness check: %w", err)
+	}
+
+	targets := &targetStore{n: n}
+	frsEvents := make(chan event.TypedGenericEvent[*v1alpha1.FederatedReplicaSet], 1024)
+	trigger := func(namespace, name string) {
+		obj := &v1alpha1.FederatedReplicaSet{}
+		obj.Namespace, obj.Name = namespace, name
+		select {
+		case frsEvents <- event.TypedGenericEvent[*v1alpha1.FederatedReplicaSet]{Object: obj}:
+		default: // a full channel means a flood of triggers is already queued
+		}
+	}
+	reports := hub.NewReports(trigger)
+
+	workers := worker.NewManager(worker.Options{
+		Workers:       cfg.Controller.Workers,
+		BurstReplicas: cfg.Controller.BurstReplicas,
+		Store:         store,
+		Source:        &hub.Workloads{Hub: local.GetClient(), Targets: targets},
+		Sink:          reports,
+		Gate:          n,
+	})
+	memberCRDs, err := crds.Member()
+	if err != nil {
+		return err
+	}
+	reg := registry.New(regOpts, provider)
+	if err := reg.Setup(ctx, mgr); err != nil {
+		return err
+	}
+	prep := &membersetup.Preparer{
+		CRDs: memberCRDs,
+		Next: nil,
+		OnError: func(cluster string, err error) {
+			log.Error(err, "member cluster not prepared", "cluster", cluster)
+		},
+	}
+	prep.Next = append(prep.Next, workers)
+	if err := mgr.Add(&awareRunnable{Aware: prep}); err != nil {
+		return fmt.Errorf("adding member preparation: %w", err)
+	}
+	reg.OnChange(func(cluster string, joined bool) {
+		if !joined {
+			reports.ForgetCluster(cluster)
+		}
+		enqueueAll(ctx, local, trigger)
+	})
+
+	rec := &hub.Reconciler{
+		Hub:            local.GetClient(),
+		Registry:       reg,
+		Health:         monitor,
+		Targets:        targets,
+		Reports:        reports,
+		Gate:           n,
+		Poker:          workers,
+		Expectations:   store,
+		Recorder:       local.GetEventRecorder("replicafed"),
+		StatusInterval: cfg.Controller.StatusUpdateInterval,
+		Clock:          clock.RealClock{},
+	}
+	err = ctrl.NewControllerManagedBy(local).
+		For(&v1alpha1.FederatedReplicaSet{}).
+		WatchesRawSource(source.Channel(frsEvents, &handler.TypedEnqueueRequestForObject[*v1alpha1.FederatedReplicaSet]{})).
+		Named("federatedreplicaset").
+		Complete(rec)
+	if err != nil {
+		return fmt.Errorf("creating FederatedReplicaSet controller: %w", err)
+	}
+	monitorChanges(monitor, func() { enqueueAll(ctx, local, trigger) })
+
+	if err := local.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		store.Run(ctx)
+		return nil
+	})); err != nil {
+		return fmt.Errorf("adding expectations flusher: %w", err)
+	}
+	if err := local.Add(&takeover{node: n, store: store, registry: reg, workers: workers, trigger: func() { enqueueAll(ctx, local, trigger) }}); err != nil {
+		return fmt.Errorf("adding leadership handler: %w", err)
+	}
+	if cfg.Raft.AdminAddress != "" && cfg.Raft.AdminAddress != "0" {
+		if err := local.Add(adminServer(cfg.Raft.AdminAddress, n)); err != nil {
+			return fmt.Errorf("adding admin server: %w", err)
+		}
+	}
+
+	log.Info("starting replicafed", "raftID", n.ServerID(), "raftAddress", n.Address())
+	if err := mgr.Start(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("running manager: %w", err)
+	}
+	return nil
+}
+
+func shutdownRaft(n *node.Node, log logr.Logger) {
+	if n.IsLeader() {
+		if err := n.TransferLeadership(); err != nil {
+			log.V(1).Info("leadership transfer on shutdown failed", "error", err.Error())
+		}
+	}
+	if err := n.Shutdown(); err != nil {
+		log.Error(err, "raft shutdown")
+	}
+}
+
+func hubConfig(cfg *config.Config) (*rest.Config, error) {
+	var rc *rest.Config
+	var err error
+	if cfg.Hub.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Hub.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hub.kubeconfig: loading hub client configuration: %w", err)
+	}
+	rc.QPS, rc.Burst = cfg.Hub.QPS, cfg.Hub.Burst
+	rc.UserAgent = "replicafed"
+	return rc, nil
+}
+
+// memberLimits applies the member client rate limit, or removes it.
+func memberLimits(c config.Controller) func(*rest.Config) error {
+	return func(rc *rest.Config) error {
+		if c.MemberRateLimit {
+			rc.QPS, rc.Burst = c.MemberQPS, c.MemberBurst
+		} else {
+			rc.QPS, rc.Burst = -1, 0
+		}
+		rc.UserAgent = "replicafed"
+		return nil
+	}
+}
+
+func nodeConfig(cfg *config.Config) node.NodeConfig {
+	r := cfg.Raft
+	nc := node.NodeConfig{
+		ID:                       r.ID,
+		ClusterID:                r.ClusterID,
+		BindAddr:                 r.BindAddress,
+		AdvertiseAddr:            r.AdvertiseAddress,
+		DataDir:                  r.DataDir,
+		HeartbeatTimeout:         r.HeartbeatTimeout,
+		ElectionTimeout:          r.ElectionTimeout,
+		LeaderLeaseTimeout:       r.LeaderLeaseTimeout,
+		CommitTimeout:            r.CommitTimeout,
+		MaxAppendEntries:         r.MaxAppendEntries,
+		SnapshotInterval:         r.SnapshotInterval,
+		SnapshotThreshold:        uint64(r.SnapshotThreshold),
+		TrailingLogs:             uint64(r.TrailingLogs),
+		ApplyTimeout:             r.ApplyTimeout,
+		ObservationBatchSize:     r.ObservationBatchSize,
+		ObservationFlushInterval: r.ObservationFlushInterval,
+		ExpectationsTTL:          cfg.Controller.ExpectationsTTL,
+		AdminToken:               r.AdminToken,
+		DeadServerTimeout:        r.DeadServerTimeout,
+	}
+	if r.TLS.Enabled() {
+		nc.TLS = node.TLSFiles{CertFile: r.TLS.CertFile, KeyFile: r.TLS.KeyFile, CAFile: r.TLS.CAFile, Mutual: true}
+	}
+	for _, p := range r.Peers {
+		nc.Peers = append(nc.Peers, node.Peer{ID: p.ID, Address: p.Address})
+	}
+	return nc
+}
+
+// monitorChanges re-plans everything when a member's health flips.
+func monitorChanges(m *health.Monitor, fn func()) {
+	m.SetOnChange(func(string, health.State) { fn() })
+}
+
+var _ = time.Second
