@@ -126,12 +126,13 @@ func engine(ctx context.Context, r *replica, api *memberAPI, keys []ctrlexp.Key,
 			}
 			var wg sync.WaitGroup
 			for _, name := range names {
+				retry := rng.IntN(4) == 0
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					fence := func() bool { _, ok := r.node.Allowed(); return ok }
 					err := api.create(lctx, fence, k, name)
-					if err == nil && rng.IntN(4) == 0 {
+					if err == nil && retry {
 						err = api.create(lctx, fence, k, name) // a retry after a lost response
 					}
 					switch {
