@@ -181,8 +181,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, frs *v1alpha1.FederatedRep
 		in.Selector = sel.String()
 	}
 	notes := map[string]string{}
-	for _, t := range res.Targets {
-		notes[t.Cluster] = t.Note
+	for _, n := range res.MemberNotes {
+		notes[n.Cluster] = n.Message
 	}
 	for name, target := range targets {
 		m := aggregate.Member{Name: name, Target: target, Message: notes[name]}
