@@ -68,25 +68,30 @@ func (c *countingStore) ExpectCreations(ctx context.Context, k expectations.Key,
 
 // writeCounter counts mutating requests through a rest.Config.
 type writeCounter struct {
-	rt     http.RoundTripper
-	writes *atomic.Int64
+	rt                 http.RoundTripper
+	writes, podCreates *atomic.Int64
 }
 
 func (w writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Method != http.MethodGet {
 		w.writes.Add(1)
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/pods") {
+			w.podCreates.Add(1)
+		}
 	}
 	return w.rt.RoundTrip(r)
 }
 
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	c      *testcluster.Cluster
 	cl     client.Client // direct, for the test's own reads and writes
 	src    *source
 	store  *countingStore
 	mgr    *worker.Manager
 	writes *atomic.Int64
+	// podCreates counts POSTs to pods.
+	podCreates *atomic.Int64
 }
 
 type envOpts struct {
@@ -106,7 +111,7 @@ func scheme() *runtime.Scheme {
 	return s
 }
 
-func startEnv(t *testing.T, o envOpts) *env {
+func startEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs a real control plane")
@@ -127,7 +132,7 @@ func startEnv(t *testing.T, o envOpts) *env {
 		}
 		c = testcluster.Start(t, opts)
 	}
-	e := &env{t: t, c: c, src: &source{m: map[expectations.Key]*engine.Workload{}}, writes: &atomic.Int64{}}
+	e := &env{t: t, c: c, src: &source{m: map[expectations.Key]*engine.Workload{}}, writes: &atomic.Int64{}, podCreates: &atomic.Int64{}}
 	e.store = &countingStore{Memory: expectations.NewMemory(0, nil)}
 	var err2 error
 	if e.cl, err2 = client.New(c.Config, client.Options{Scheme: scheme()}); err2 != nil {
@@ -141,7 +146,9 @@ func startEnv(t *testing.T, o envOpts) *env {
 	if o.unlimited {
 		cfg.QPS, cfg.Burst = -1, 0
 	}
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return writeCounter{rt: rt, writes: e.writes} }
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return writeCounter{rt: rt, writes: e.writes, podCreates: e.podCreates}
+	}
 	mc, err := cluster.New(cfg, func(co *cluster.Options) { co.Scheme = scheme() })
 	if err != nil {
 		t.Fatal(err)

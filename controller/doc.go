@@ -1,0 +1,61 @@
+// Package controller is the member side of replicafed: per member cluster, the
+// Kubernetes ReplicaSet reconcile, with a MemberReplicaSet standing in for the
+// ReplicaSet.
+//
+// # Design
+//
+// For each FederatedReplicaSet the hub wants in a member, the member holds a
+// MemberReplicaSet (api/v1alpha1) with the same namespace and name. Its spec
+// records the member's target (spec.replicas), the selector, minReadySeconds
+// and the hub reference; its status carries the ReplicaSet status fields and
+// the ReplicaFailure condition. Pods carry a controller owner reference to it
+// (replicafed.io/v1alpha1 MemberReplicaSet, controller and blockOwnerDeletion
+// true), so no other controller adopts them, the member's garbage collector
+// removes them with it, and an operator in the member sees who owns them.
+//
+// Packages, one job each:
+//   - expectations: the Store interface (fixed; raftstore implements it) and
+//     Memory, the in-process store with upstream's counting semantics.
+//   - podstate: active/terminating/ready/available predicates.
+//   - ranking: upstream's deletion order and the pods-to-delete choice.
+//   - replicastatus: status counts, the ReplicaFailure condition, the
+//     next-availability requeue, unschedulable counts.
+//   - slowstart: 1, 2, 4, … batches stopping at the first failing batch.
+//   - claim: adoption and release with upstream's rules and patches.
+//   - engine: one sync of one key (syncReplicaSet + manageReplicas).
+//   - worker: informers, event rules, workqueue and goroutines per member, and
+//     Manager, the multicluster.Aware that runs one worker per member.
+//
+// Inputs arrive through engine.WorkloadSource (what the hub wants) and results
+// leave through engine.StatusSink; engine.Gate decides whether this process
+// may write at all (the raft leader fence), so followers keep warm caches but
+// never write.
+//
+// # Deliberate differences from upstream
+//
+//   - The engine creates and updates the MemberReplicaSet from the Workload.
+//     After creating it, pods are created on the next sync, once the owner is
+//     in the cache, so pod add events resolve to it and settle expectations.
+//     A key the WorkloadSource does not know is left alone (no pod writes, no
+//     owner deletion): removing owners is the federation's decision.
+//   - Pod names come from Store.ExpectCreations: a name-reserving store gives
+//     exact names and AlreadyExists then counts as success; the in-memory store
+//     gives empty names and pods use generateName "<name>-".
+//   - Deletes carry a UID precondition (the raft fence: a deposed leader cannot
+//     delete a replacement pod of the same name); a precondition conflict is
+//     treated like NotFound.
+//   - A template without labels or with labels the selector does not match is
+//     refused before any call, with a FailedCreate event and the ReplicaFailure
+//     condition (upstream's API validation would refuse such a ReplicaSet).
+//   - An empty selector is refused like an invalid one (upstream validation
+//     forbids it), so an owner never adopts every pod of a namespace.
+//   - Colocation ranks count the pods the MemberReplicaSet's selector matches
+//     (as for a Deployment-owned ReplicaSet without siblings); a bare upstream
+//     ReplicaSet has no controller and ranks every pod 0.
+//   - Conditions are metav1.Condition: a failure with no replica difference
+//     gets reason "Failed" instead of upstream's empty reason.
+//   - terminatingReplicas is always set (upstream 1.35+ default).
+//   - No consistency store (1.36 StaleControllerConsistencyReplicaSet) and no
+//     deletion-age metric yet.
+//   - Events use the events.k8s.io API with reporting controller "replicafed".
+package controller
