@@ -48,10 +48,10 @@ type Selection struct {
 // unless also listed); every member when both are empty. Members need not be
 // sorted.
 func Select(p *v1alpha1.Placement, members []Member) Selection {
-	order := sortedOrder(members)
+	var sc planner
 	var sel Selection
 	sel.Candidates = make([]Candidate, 0, len(members))
-	forEachCandidate(p, members, order, &sel, func(c Candidate) {
+	forEachCandidate(p, members, sc.sortedOrder(members), &sel, nil, func(c Candidate) {
 		sel.Candidates = append(sel.Candidates, c)
 	})
 	return sel
@@ -59,10 +59,11 @@ func Select(p *v1alpha1.Placement, members []Member) Selection {
 
 // sortedOrder returns member indexes in name order, or nil when the members
 // are already sorted (the common case, checked in linear time).
-func sortedOrder(members []Member) []int {
+func (sc *planner) sortedOrder(members []Member) []int {
 	for i := 1; i < len(members); i++ {
 		if members[i].Name < members[i-1].Name {
-			order := make([]int, len(members))
+			order := slices.Grow(sc.order[:0], len(members))[:len(members)]
+			sc.order = order
 			for j := range order {
 				order[j] = j
 			}
@@ -76,8 +77,9 @@ func sortedOrder(members []Member) []int {
 }
 
 // forEachCandidate calls emit for every candidate in name order and fills the
-// bookkeeping fields of sel. It allocates only for problems.
-func forEachCandidate(p *v1alpha1.Placement, members []Member, order []int, sel *Selection, emit func(Candidate)) {
+// bookkeeping fields of sel. prefOf is scratch space, returned for reuse; it
+// allocates otherwise only for problems.
+func forEachCandidate(p *v1alpha1.Placement, members []Member, order []int, sel *Selection, prefOf []int32, emit func(Candidate)) []int32 {
 	at := func(i int) *Member {
 		if order != nil {
 			return &members[order[i]]
@@ -96,9 +98,8 @@ func forEachCandidate(p *v1alpha1.Placement, members []Member, order []int, sel 
 	}
 	// prefOf[i] is the index in p.Clusters of member i's preference, or -1.
 	// Binary search over the sorted members keeps this O(N log M).
-	var prefOf []int32
 	if len(p.Clusters) > 0 {
-		prefOf = make([]int32, n)
+		prefOf = slices.Grow(prefOf[:0], n)[:n]
 		for i := range prefOf {
 			prefOf[i] = -1
 		}
@@ -129,7 +130,7 @@ func forEachCandidate(p *v1alpha1.Placement, members []Member, order []int, sel 
 			continue
 		}
 		c := Candidate{Member: m, Weight: 1, MaxReplicas: unbounded}
-		if prefOf != nil && prefOf[i] >= 0 {
+		if len(p.Clusters) > 0 && prefOf[i] >= 0 {
 			pref := &p.Clusters[prefOf[i]]
 			c.Listed = true
 			if pref.Weight != nil {
@@ -150,6 +151,7 @@ func forEachCandidate(p *v1alpha1.Placement, members []Member, order []int, sel 
 			emit(c)
 		}
 	}
+	return prefOf
 }
 
 // validateSelector refuses operators and value lists a LabelSelector does not

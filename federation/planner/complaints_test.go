@@ -81,8 +81,8 @@ func TestFleetShortReportsShortfall(t *testing.T) {
 		t.Fatalf("shortfall %d unplaced %d, want 6 and 0", r.Shortfall, r.Unplaced)
 	}
 	for _, tg := range r.Targets {
-		if tg.OverCapacity != 2 || tg.Note == "" {
-			t.Fatalf("%s: over capacity %d note %q, want 2 and a note", tg.Cluster, tg.OverCapacity, tg.Note)
+		if tg.OverCapacity != 2 || r.Note(tg.Cluster) == "" {
+			t.Fatalf("%s: over capacity %d note %q, want 2 and a note", tg.Cluster, tg.OverCapacity, r.Note(tg.Cluster))
 		}
 	}
 }
@@ -242,8 +242,8 @@ func TestFailover(t *testing.T) {
 	r = Plan(held)
 	checkInvariants(t, held, r)
 	wantTargets(t, r, map[string]int32{"a": 4, "b": 5, "c": 3})
-	if r.Targets[2].State != StateHeld || r.Targets[2].Note == "" {
-		t.Fatalf("c: state %v note %q, want Held with a note", r.Targets[2].State, r.Targets[2].Note)
+	if r.Targets[2].State != StateHeld || r.Note("c") == "" {
+		t.Fatalf("c: state %v note %q, want Held with a note", r.Targets[2].State, r.Note("c"))
 	}
 
 	// Past the grace period: c goes to 0; a is capped at 4, b takes the rest.

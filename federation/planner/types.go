@@ -140,9 +140,15 @@ type Target struct {
 	// OverCapacity is how many of Replicas exceed the member's known capacity
 	// (they will stay Pending until room appears).
 	OverCapacity int32
-	// Note explains anything unusual about the member, for status and events;
-	// empty when nothing is.
-	Note string
+}
+
+// MemberNote explains something unusual about one member (held, failed over,
+// capped by unschedulable pods, over capacity), for status and events.
+type MemberNote struct {
+	// Cluster is the member name.
+	Cluster string
+	// Message is a sentence for a status row or an event.
+	Message string
 }
 
 // Reason says why a member's target changed.
@@ -206,6 +212,9 @@ type Result struct {
 	// SelectorError is set when placement.clusterSelector is invalid; the
 	// selector then matches nothing.
 	SelectorError error
+	// MemberNotes explain unusual members, sorted by cluster name; members
+	// with nothing to say have no entry.
+	MemberNotes []MemberNote
 	// Notes are plan-wide remarks for conditions and events (invalid budget
 	// values that fell back to defaults, duplicate member names, ...).
 	Notes []string
@@ -227,6 +236,16 @@ func (r Result) TargetMap() map[string]int32 {
 		m[t.Cluster] = t.Replicas
 	}
 	return m
+}
+
+// Note returns the note about the named member, or "".
+func (r Result) Note(cluster string) string {
+	for _, n := range r.MemberNotes {
+		if n.Cluster == cluster {
+			return n.Message
+		}
+	}
+	return ""
 }
 
 // Total is the sum of all targets.
