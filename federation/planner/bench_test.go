@@ -77,12 +77,15 @@ func benchmarkFleet(b *testing.B, settled bool) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	var placed int64
+	cpu0 := processCPU()
 	for b.Loop() {
 		for k := range ins {
 			r := Plan(ins[k])
 			placed += r.Total()
 		}
 	}
+	// CPU time (incl. GC) per op: comparable across runs on a shared machine.
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 	if placed == 0 {
 		b.Fatal("nothing placed")
 	}
