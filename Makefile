@@ -26,13 +26,14 @@ tools: ## Build pinned tools (etcd, kube-apiserver, kube-scheduler, kube-control
 generate: ## Regenerate deepcopy code and CRDs (api/crds, charts/replicafed/crds).
 	hack/tools/build.sh controller-gen
 	$(BIN)/controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
-	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=api/crds
+	$(BIN)/controller-gen crd:generateEmbeddedObjectMeta=true paths=./api/... output:crd:artifacts:config=api/crds
 	mkdir -p charts/replicafed/crds
 	cp api/crds/*.yaml charts/replicafed/crds/
+	cp api/policy/federatedreplicaset-selector.yaml charts/replicafed/templates/validatingadmissionpolicy.yaml
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail if generated files are not committed.
-	@git diff --exit-code -- api charts/replicafed/crds || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code -- api charts/replicafed/crds charts/replicafed/templates/validatingadmissionpolicy.yaml || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- api charts/replicafed/crds)" || { git status --porcelain -- api charts/replicafed/crds; echo "untracked generated files: run 'make generate' and commit"; exit 1; }
 
 .PHONY: fmt

@@ -67,10 +67,11 @@ type ClusterPreference struct {
 }
 
 // Placement chooses the member clusters and how replicas are divided.
-// +kubebuilder:validation:XValidation:rule="!has(self.clusters) || self.clusters.all(c, self.clusters.exists_one(d, d.name == c.name))",message="placement.clusters names must be unique"
 type Placement struct {
 	// Clusters lists member clusters by name, with per-cluster preferences.
-	// +listType=atomic
+	// Names are unique (the list is a map keyed by name).
+	// +listType=map
+	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=1000
 	// +optional
 	Clusters []ClusterPreference `json:"clusters,omitempty"`
@@ -126,8 +127,9 @@ type MoveBudget struct {
 }
 
 // FederatedReplicaSetSpec is the desired state of a FederatedReplicaSet.
-// +kubebuilder:validation:XValidation:rule="self.selector.matchLabels.all(k, has(self.template.metadata.labels) && k in self.template.metadata.labels && self.template.metadata.labels[k] == self.selector.matchLabels[k]) || !has(self.selector.matchLabels)",message="selector.matchLabels must match template.metadata.labels"
-// +kubebuilder:validation:XValidation:rule="!has(self.selector.matchExpressions) || self.selector.matchExpressions.all(e, (e.operator == 'In' && has(self.template.metadata.labels) && e.key in self.template.metadata.labels && e.values.exists(v, v == self.template.metadata.labels[e.key])) || (e.operator == 'NotIn' && (!has(self.template.metadata.labels) || !(e.key in self.template.metadata.labels) || !e.values.exists(v, v == self.template.metadata.labels[e.key]))) || (e.operator == 'Exists' && has(self.template.metadata.labels) && e.key in self.template.metadata.labels) || (e.operator == 'DoesNotExist' && (!has(self.template.metadata.labels) || !(e.key in self.template.metadata.labels))))",message="selector.matchExpressions must match template.metadata.labels"
+// The selector must match the template's labels; that rule iterates over
+// unbounded lists and maps, which the CRD's static CEL cost budget refuses, so
+// it lives in the ValidatingAdmissionPolicy in api/policy instead.
 // +kubebuilder:validation:XValidation:rule="(has(self.selector.matchLabels) && size(self.selector.matchLabels) > 0) || (has(self.selector.matchExpressions) && size(self.selector.matchExpressions) > 0)",message="selector must not be empty"
 type FederatedReplicaSetSpec struct {
 	// Replicas is the number of pods wanted across the whole fleet.

@@ -6,14 +6,17 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/api/crds"
+	"github.com/replicafed/replicafed/api/policy"
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/internal/testcluster"
 )
@@ -37,6 +40,35 @@ func validFRS(name string) *v1alpha1.FederatedReplicaSet {
 	}
 }
 
+// installSelectorPolicy installs the admission policy and waits until the API
+// server enforces it (policies reach the admission plugin through an informer).
+func installSelectorPolicy(ctx context.Context, t *testing.T, c client.Client) {
+	t.Helper()
+	pol, bind, err := policy.Selector()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, pol); err != nil {
+		t.Fatalf("creating admission policy: %v", err)
+	}
+	if err := c.Create(ctx, bind); err != nil {
+		t.Fatalf("creating admission policy binding: %v", err)
+	}
+	probe := validFRS("policy-probe")
+	probe.Spec.Template.Labels["app"] = "other"
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := c.Create(ctx, probe.DeepCopy())
+		if err == nil {
+			// Not enforced yet: remove the object and try again.
+			return false, c.Delete(ctx, probe.DeepCopy())
+		}
+		return strings.Contains(err.Error(), "must match"), nil
+	})
+	if err != nil {
+		t.Fatalf("admission policy never enforced: %v", err)
+	}
+}
+
 func TestFederatedReplicaSetValidation(t *testing.T) {
 	hubCRDs, err := crds.Hub()
 	if err != nil {
@@ -45,6 +77,9 @@ func TestFederatedReplicaSetValidation(t *testing.T) {
 	hub := testcluster.Start(t, testcluster.Options{Name: "crd-hub", CRDs: hubCRDs})
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := admissionregistrationv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
 	if err := autoscalingv1.AddToScheme(scheme); err != nil {
@@ -56,6 +91,7 @@ func TestFederatedReplicaSetValidation(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	installSelectorPolicy(ctx, t, c)
 
 	t.Run("defaults", func(t *testing.T) {
 		frs := validFRS("defaults")
@@ -101,20 +137,20 @@ func TestFederatedReplicaSetValidation(t *testing.T) {
 	}{
 		{"labels do not match matchLabels", func(f *v1alpha1.FederatedReplicaSet) {
 			f.Spec.Template.Labels["app"] = "db"
-		}, "selector.matchLabels must match template.metadata.labels"},
+		}, "spec.selector.matchLabels must match spec.template.metadata.labels"},
 		{"template without labels", func(f *v1alpha1.FederatedReplicaSet) {
 			f.Spec.Template.Labels = nil
-		}, "must match template.metadata.labels"},
+		}, "must match spec.template.metadata.labels"},
 		{"In expression not satisfied", func(f *v1alpha1.FederatedReplicaSet) {
 			f.Spec.Template.Labels["tier"] = "backend"
-		}, "selector.matchExpressions must match template.metadata.labels"},
+		}, "spec.selector.matchExpressions must match spec.template.metadata.labels"},
 		{"DoesNotExist expression violated", func(f *v1alpha1.FederatedReplicaSet) {
 			f.Spec.Template.Labels["canary"] = "true"
-		}, "selector.matchExpressions must match template.metadata.labels"},
+		}, "spec.selector.matchExpressions must match spec.template.metadata.labels"},
 		{"NotIn expression violated", func(f *v1alpha1.FederatedReplicaSet) {
 			f.Spec.Selector.MatchExpressions = append(f.Spec.Selector.MatchExpressions,
 				metav1.LabelSelectorRequirement{Key: "app", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"web"}})
-		}, "selector.matchExpressions must match template.metadata.labels"},
+		}, "spec.selector.matchExpressions must match spec.template.metadata.labels"},
 		{"empty selector", func(f *v1alpha1.FederatedReplicaSet) {
 			f.Spec.Selector = &metav1.LabelSelector{}
 		}, "selector must not be empty"},
@@ -132,7 +168,7 @@ func TestFederatedReplicaSetValidation(t *testing.T) {
 		}, "minReplicas must not exceed maxReplicas"},
 		{"duplicate cluster names", func(f *v1alpha1.FederatedReplicaSet) {
 			f.Spec.Placement.Clusters = []v1alpha1.ClusterPreference{{Name: "a"}, {Name: "b"}, {Name: "a"}}
-		}, "placement.clusters names must be unique"},
+		}, "Duplicate value"},
 		{"unknown strategy", func(f *v1alpha1.FederatedReplicaSet) {
 			f.Spec.Placement.Strategy = "Random"
 		}, "Unsupported value"},
