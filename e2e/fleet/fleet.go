@@ -1,0 +1,370 @@
+package fleet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/replicafed/replicafed/api/crds"
+	"github.com/replicafed/replicafed/api/policy"
+	"github.com/replicafed/replicafed/internal/server"
+	"github.com/replicafed/replicafed/internal/testcluster"
+)
+
+// Namespace is where replicafed runs in the hub.
+const Namespace = "replicafed-system"
+
+// Options describe a fleet.
+type Options struct {
+	// Members are the member names; default member-a, member-b.
+	Members []string
+	// MemberLabels are each member's labels, by name.
+	MemberLabels map[string]map[string]string
+	// Replicas is the number of replicafed processes; default 3.
+	Replicas int
+	// Nodes per member (default 2), each with NodeCPU/NodeMem/NodePods.
+	Nodes            int
+	NodeCPU, NodeMem string
+	NodePods         int
+	// Binary is the replicafed binary; empty builds it from this checkout.
+	Binary string
+	// Dir holds replica data, configs and logs; empty makes a temp dir.
+	Dir string
+	// Config overrides merged into every replica's configuration, as a nested map
+	// (for example {"controller": {"memberRateLimit": false}}).
+	Config map[string]any
+	// Provider starts clusters; nil means ProviderFromEnv.
+	Provider Provider
+	// Log receives progress lines; nil discards them.
+	Log func(format string, args ...any)
+}
+
+// Fleet is a running installation.
+type Fleet struct {
+	Hub      Cluster
+	Members  []Cluster
+	Replicas []*Replica
+	// HubClient talks to the hub.
+	HubClient client.Client
+	// MemberClients talk to each member, by name.
+	MemberClients map[string]client.Client
+	Dir           string
+
+	keepDir bool
+}
+
+// New starts everything and returns once every replica is running and a raft
+// leader is elected. Call Stop in every case after a successful New.
+func New(ctx context.Context, o Options) (*Fleet, error) {
+	if len(o.Members) == 0 {
+		o.Members = []string{"member-a", "member-b"}
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 3
+	}
+	if o.Nodes == 0 {
+		o.Nodes = 2
+	}
+	if o.Log == nil {
+		o.Log = func(string, ...any) {}
+	}
+	if o.Provider == nil {
+		p, err := ProviderFromEnv()
+		if err != nil {
+			return nil, err
+		}
+		o.Provider = p
+	}
+	f := &Fleet{MemberClients: map[string]client.Client{}, Dir: o.Dir}
+	if f.Dir == "" {
+		d, err := os.MkdirTemp("", "replicafed-fleet-")
+		if err != nil {
+			return nil, fmt.Errorf("creating fleet directory: %w", err)
+		}
+		f.Dir = d
+	} else {
+		f.keepDir = true
+	}
+	if os.Getenv("REPLICAFED_KEEP_CLUSTERS") == "1" {
+		f.keepDir = true
+	}
+	if err := f.start(ctx, o); err != nil {
+		f.Stop()
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *Fleet) start(ctx context.Context, o Options) error {
+	binary := o.Binary
+	if binary == "" {
+		o.Log("building replicafed")
+		var err error
+		if binary, err = buildBinary(ctx, f.Dir); err != nil {
+			return err
+		}
+	}
+	o.Log("starting hub and %d members", len(o.Members))
+	specs := []ClusterSpec{{Name: "hub"}}
+	for _, m := range o.Members {
+		specs = append(specs, ClusterSpec{Name: m, Member: true, Nodes: o.Nodes, NodeCPU: o.NodeCPU, NodeMem: o.NodeMem, NodePods: o.NodePods})
+	}
+	clusters := make([]Cluster, len(specs))
+	errs := make([]error, len(specs))
+	var wg sync.WaitGroup
+	for i, s := range specs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			clusters[i], errs[i] = o.Provider.Start(ctx, s)
+		}()
+	}
+	wg.Wait()
+	f.Hub = clusters[0]
+	for _, c := range clusters[1:] {
+		if c != nil {
+			f.Members = append(f.Members, c)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	scheme, err := server.Scheme()
+	if err != nil {
+		return err
+	}
+	if f.HubClient, err = client.New(f.Hub.Config(), client.Options{Scheme: scheme}); err != nil {
+		return fmt.Errorf("hub client: %w", err)
+	}
+	for _, m := range f.Members {
+		c, err := client.New(m.Config(), client.Options{Scheme: scheme})
+		if err != nil {
+			return fmt.Errorf("member %s client: %w", m.Name(), err)
+		}
+		f.MemberClients[m.Name()] = c
+	}
+	if err := f.installHub(ctx); err != nil {
+		return err
+	}
+	o.Log("starting %d replicafed replicas", o.Replicas)
+	if err := f.startReplicas(o, binary); err != nil {
+		return err
+	}
+	_, err = f.WaitLeader(ctx, 2*time.Minute)
+	return err
+}
+
+// installHub installs the CRDs, the admission policy and the namespace.
+func (f *Fleet) installHub(ctx context.Context) error {
+	hubCRDs, err := crds.Hub()
+	if err != nil {
+		return err
+	}
+	if err := testcluster.InstallCRDs(ctx, f.Hub.Config(), hubCRDs); err != nil {
+		return err
+	}
+	pol, bind, err := policy.Selector()
+	if err != nil {
+		return err
+	}
+	for _, obj := range []client.Object{pol, bind, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}} {
+		if err := f.HubClient.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %T in hub: %w", obj, err)
+		}
+	}
+	return nil
+}
+
+func (f *Fleet) startReplicas(o Options, binary string) error {
+	token, err := randomHex(16)
+	if err != nil {
+		return err
+	}
+	type ports struct{ raft, admin, health int }
+	ps := make([]ports, o.Replicas)
+	var peers []map[string]any
+	for i := range ps {
+		for _, p := range []*int{&ps[i].raft, &ps[i].admin, &ps[i].health} {
+			if *p, err = freePort(); err != nil {
+				return err
+			}
+		}
+		peers = append(peers, map[string]any{"id": replicaID(i), "address": loopback(ps[i].raft)})
+	}
+	var static []map[string]any
+	for _, m := range f.Members {
+		static = append(static, map[string]any{"name": m.Name(), "kubeconfig": m.Kubeconfig(), "labels": o.MemberLabels[m.Name()]})
+	}
+	for i := range ps {
+		id := replicaID(i)
+		dir := replicaDir(f.Dir, id)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("creating replica directory: %w", err)
+		}
+		cfg := map[string]any{
+			"logging": map[string]any{"level": "2", "format": "json"},
+			"hub":     map[string]any{"kubeconfig": f.Hub.Kubeconfig(), "namespace": Namespace},
+			"clusters": map[string]any{
+				"secretNamespace": Namespace,
+				"static":          static,
+			},
+			"raft": map[string]any{
+				"id": id, "bindAddress": loopback(ps[i].raft), "advertiseAddress": loopback(ps[i].raft),
+				"peers": peers, "dataDir": filepath.Join(dir, "raft"),
+				"adminAddress": loopback(ps[i].admin), "adminToken": token,
+			},
+			"failover": map[string]any{
+				"healthProbe": map[string]any{"interval": "1s", "timeout": "1s", "failureThreshold": 2, "successThreshold": 1},
+			},
+			"metrics": map[string]any{"bindAddress": "0"},
+			"health":  map[string]any{"probeAddress": loopback(ps[i].health)},
+		}
+		merge(cfg, o.Config)
+		raw, err := yaml.Marshal(cfg)
+		if err != nil {
+			return fmt.Errorf("encoding replica config: %w", err)
+		}
+		r := &Replica{
+			ID: id, AdminAddress: loopback(ps[i].admin), binary: binary,
+			ConfigPath: filepath.Join(dir, "config.yaml"), LogPath: filepath.Join(dir, "replicafed.log"),
+		}
+		if err := os.WriteFile(r.ConfigPath, raw, 0o600); err != nil {
+			return fmt.Errorf("writing replica config: %w", err)
+		}
+		if err := r.Start(); err != nil {
+			return err
+		}
+		f.Replicas = append(f.Replicas, r)
+	}
+	return nil
+}
+
+// merge copies src into dst, descending into nested maps.
+func merge(dst, src map[string]any) {
+	for k, v := range src {
+		if sv, ok := v.(map[string]any); ok {
+			if dv, ok := dst[k].(map[string]any); ok {
+				merge(dv, sv)
+				continue
+			}
+		}
+		dst[k] = v
+	}
+}
+
+// Leader returns the replica that reports leading, or nil.
+func (f *Fleet) Leader(ctx context.Context) *Replica {
+	for _, r := range f.Replicas {
+		if !r.Running() {
+			continue
+		}
+		if st, err := r.Status(ctx); err == nil && st.Leading {
+			return r
+		}
+	}
+	return nil
+}
+
+// WaitLeader waits until some running replica leads.
+func (f *Fleet) WaitLeader(ctx context.Context, timeout time.Duration) (*Replica, error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if r := f.Leader(ctx); r != nil {
+			return r, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	msg := ""
+	for _, r := range f.Replicas {
+		msg += fmt.Sprintf("\n--- %s ---\n%s", r.ID, r.LogTail(2000))
+	}
+	return nil, fmt.Errorf("no raft leader within %s%s", timeout, msg)
+}
+
+// Member returns a member cluster by name.
+func (f *Fleet) Member(name string) Cluster {
+	for _, m := range f.Members {
+		if m.Name() == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// Stop ends every replica and cluster and removes the fleet directory.
+func (f *Fleet) Stop() {
+	var wg sync.WaitGroup
+	for _, r := range f.Replicas {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.Stop() }()
+	}
+	wg.Wait()
+	clusters := append([]Cluster{}, f.Members...)
+	if f.Hub != nil {
+		clusters = append(clusters, f.Hub)
+	}
+	for _, c := range clusters {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.Stop() }()
+	}
+	wg.Wait()
+	if !f.keepDir && f.Dir != "" {
+		_ = os.RemoveAll(f.Dir)
+	}
+}
+
+func replicaID(i int) string { return "replicafed-" + strconv.Itoa(i) }
+
+func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generating token: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// buildBinary compiles cmd/replicafed of this checkout into dir.
+func buildBinary(ctx context.Context, dir string) (string, error) {
+	bin, err := testcluster.FindBinDir()
+	if err != nil {
+		return "", err
+	}
+	root := filepath.Dir(bin)
+	out := filepath.Join(dir, "replicafed")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/replicafed")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building replicafed: %w\n%s", err, b)
+	}
+	return out, nil
+}
