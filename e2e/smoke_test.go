@@ -48,4 +48,3 @@ func TestSmoke(t *testing.T) {
 	}
 	t.Fatal("not ready")
 }
-

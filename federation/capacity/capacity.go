@@ -170,4 +170,3 @@ func podRequests(spec *corev1.PodSpec) corev1.ResourceList {
 	add(sum, spec.Overhead)
 	return sum
 }
-

@@ -28,7 +28,9 @@ import (
 // targetStore adapts the raft node to hub.TargetStore.
 type targetStore struct{ n *node.Node }
 
-func toFSM(r hub.FRSRef) fsm.FRSRef { return fsm.FRSRef{Namespace: r.Namespace, Name: r.Name, UID: r.UID} }
+func toFSM(r hub.FRSRef) fsm.FRSRef {
+	return fsm.FRSRef{Namespace: r.Namespace, Name: r.Name, UID: r.UID}
+}
 
 func (t *targetStore) Targets(frs hub.FRSRef) (map[string]int32, int64, bool) {
 	return t.n.Targets(toFSM(frs))
