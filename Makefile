@@ -70,7 +70,7 @@ helm-lint: ## Lint and render the Helm chart.
 
 .PHONY: demo
 demo: tools build ## Start a hub and three members on real control planes, three replicafed replicas, and the example FRS.
-	$(GO) run ./hack/demo --bin-dir $(BIN)
+	$(GO) run ./hack/demo --bin-dir $(BIN) --example examples/frontend.yaml
 
 .PHONY: e2e
 e2e: tools ## End-to-end tests on local control planes.
