@@ -1,0 +1,130 @@
+{{/*
+Chart name, truncated for label values.
+*/}}
+{{- define "replicafed.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Full name. It names the StatefulSet, so it is cut to 52 characters: the
+StatefulSet controller adds a revision hash label to pod names.
+*/}}
+{{- define "replicafed.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Headless Service that gives every raft peer a stable DNS name.
+*/}}
+{{- define "replicafed.headlessName" -}}
+{{- printf "%s-peers" (include "replicafed.fullname" .) }}
+{{- end }}
+
+{{- define "replicafed.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "replicafed.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "replicafed.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "replicafed.labels" -}}
+helm.sh/chart: {{ include "replicafed.chart" . }}
+{{ include "replicafed.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: replicafed
+{{- end }}
+
+{{- define "replicafed.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "replicafed.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "replicafed.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Namespace of member kubeconfig Secrets.
+*/}}
+{{- define "replicafed.secretNamespace" -}}
+{{- default .Release.Namespace .Values.clusters.secretNamespace }}
+{{- end }}
+
+{{/*
+Where the config file, raft TLS files and static member kubeconfigs are mounted.
+*/}}
+{{- define "replicafed.configDir" -}}/etc/replicafed{{- end }}
+{{- define "replicafed.tlsDir" -}}/etc/replicafed/raft-tls{{- end }}
+{{- define "replicafed.clustersDir" -}}/etc/replicafed/clusters{{- end }}
+
+{{/*
+The replicafed config file as a dict: generated from values, then
+.Values.config merged over it. raft.id and raft.advertiseAddress stay empty:
+the binary resolves them from $POD_NAME and this pod's raft.peers entry.
+*/}}
+{{- define "replicafed.config" -}}
+{{- $fullname := include "replicafed.fullname" . }}
+{{- $headless := include "replicafed.headlessName" . }}
+{{- $peers := list }}
+{{- range $i := until (int .Values.replicas) }}
+{{- $id := printf "%s-%d" $fullname $i }}
+{{- $peers = append $peers (dict "id" $id "address" (printf "%s.%s.%s.svc:%d" $id $headless $.Release.Namespace (int $.Values.raft.port))) }}
+{{- end }}
+{{- $tls := dict }}
+{{- if .Values.raft.tls.secretName }}
+{{- $dir := include "replicafed.tlsDir" . }}
+{{- $tls = dict "certFile" (printf "%s/%s" $dir .Values.raft.tls.certKey) "keyFile" (printf "%s/%s" $dir .Values.raft.tls.keyKey) "caFile" (printf "%s/%s" $dir .Values.raft.tls.caKey) }}
+{{- end }}
+{{- $static := list }}
+{{- range .Values.clusters.static }}
+{{- $entry := dict "name" .name "kubeconfig" (printf "%s/%s/%s" (include "replicafed.clustersDir" $) .name (default "kubeconfig" .secretKey)) }}
+{{- if .labels }}
+{{- $_ := set $entry "labels" .labels }}
+{{- end }}
+{{- $static = append $static $entry }}
+{{- end }}
+{{- $cfg := dict
+  "logging" (dict "level" .Values.logging.level "format" .Values.logging.format)
+  "hub" (dict "namespace" .Release.Namespace "qps" .Values.hub.qps "burst" .Values.hub.burst)
+  "clusters" (dict
+    "secretNamespace" (include "replicafed.secretNamespace" .)
+    "secretSelector" .Values.clusters.secretSelector
+    "secretKey" .Values.clusters.secretKey
+    "static" $static)
+  "raft" (dict
+    "bindAddress" (printf "0.0.0.0:%d" (int .Values.raft.port))
+    "adminAddress" (printf "0.0.0.0:%d" (int .Values.raft.adminPort))
+    "peers" $peers
+    "bootstrap" .Values.raft.bootstrap
+    "dataDir" .Values.raft.dataDir
+    "heartbeatTimeout" .Values.raft.heartbeatTimeout
+    "electionTimeout" .Values.raft.electionTimeout
+    "leaderLeaseTimeout" .Values.raft.leaderLeaseTimeout
+    "tls" $tls)
+  "controller" (deepCopy .Values.controller)
+  "failover" (deepCopy .Values.failover)
+  "metrics" (dict "bindAddress" (printf ":%d" (int .Values.metrics.port)))
+  "health" (dict "probeAddress" (printf ":%d" (int .Values.health.port)))
+}}
+{{- $cfg = mergeOverwrite $cfg (deepCopy .Values.config) }}
+{{- toYaml $cfg }}
+{{- end }}
