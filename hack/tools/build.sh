@@ -48,16 +48,23 @@ build_etcd() {
 
 build_kwok() {
   local v; v=$(module_version kwok sigs.k8s.io/kwok)
-  local want="sigs.k8s.io/kwok@$v $gover"
+  # The stamp names the stage set, so changing it regenerates the stages.
+  local want="sigs.k8s.io/kwok@$v $gover stages=fast+heartbeat-with-lease"
   if up_to_date kwok "$want" kwok kwok-stages.yaml; then echo "kwok $v: up to date"; return; fi
-  echo "kwok $v: building"
-  (cd "$root/hack/tools/kwok" && go build -trimpath -ldflags "-s -w" -o "$bin/kwok" sigs.k8s.io/kwok/cmd/kwok)
+  if [ -x "$bin/kwok" ] && [ "$("$bin/kwok" --version 2>/dev/null | grep -o 'v[0-9][0-9.]*' | head -1)" = "$v" ]; then
+    echo "kwok $v: binary current, regenerating stages"
+  else
+    echo "kwok $v: building"
+    (cd "$root/hack/tools/kwok" && go build -trimpath -ldflags "-s -w" -o "$bin/kwok" sigs.k8s.io/kwok/cmd/kwok)
+  fi
   local dir; dir=$(cd "$root/hack/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
-  # kwok needs its stage definitions; the "fast" stages move nodes to Ready
-  # and pods to Running at once.
+  # kwok needs its stage definitions: the "fast" stages move nodes to Ready
+  # and pods to Running at once; the lease heartbeat keeps nodes Ready, or
+  # kube-controller-manager's node lifecycle controller marks them NotReady
+  # (and their pods not ready) after its grace period.
   : > "$bin/kwok-stages.yaml"
   local f
-  for f in "$dir"/kustomize/stage/node/fast/*.yaml "$dir"/kustomize/stage/pod/fast/*.yaml; do
+  for f in "$dir"/kustomize/stage/node/fast/*.yaml "$dir"/kustomize/stage/node/heartbeat-with-lease/*.yaml "$dir"/kustomize/stage/pod/fast/*.yaml; do
     case "$f" in */kustomization.yaml) continue ;; esac
     printf -- '---\n' >> "$bin/kwok-stages.yaml"
     cat "$f" >> "$bin/kwok-stages.yaml"

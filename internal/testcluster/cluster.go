@@ -185,6 +185,8 @@ func (c *Cluster) start(ctx context.Context) error {
 			"--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector="+KwokNodeKey+"="+KwokNodeValue,
 			"--server-address=",
+			// Leases keep fake nodes alive for the node lifecycle controller.
+			"--node-lease-duration-seconds=40",
 		); err != nil {
 			return err
 		}
