@@ -222,6 +222,8 @@ func (m *manifests) loadConfig(t *testing.T, pod string) (*config.Config, error)
 			env[e.Name] = pod
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
 			env[e.Name] = namespace
+		case e.ValueFrom.SecretKeyRef != nil:
+			env[e.Name] = "secret:" + e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
 		default:
 			t.Fatalf("env %s: cannot resolve %+v", e.Name, e.ValueFrom)
 		}
@@ -476,8 +478,11 @@ func checkConfig(t *testing.T, m *manifests, replicas int) {
 		if cfg.Hub.Namespace != namespace || cfg.Clusters.SecretNamespace != namespace {
 			t.Errorf("hub.namespace = %q, clusters.secretNamespace = %q, want %q", cfg.Hub.Namespace, cfg.Clusters.SecretNamespace, namespace)
 		}
-		if cfg.Raft.TLS.Enabled() {
-			t.Error("raft TLS is on by default")
+		if cfg.Raft.TLS.Enabled() || cfg.Raft.AdminToken != "" {
+			t.Errorf("raft TLS (%+v) or admin token (%q) set by default", cfg.Raft.TLS, cfg.Raft.AdminToken)
+		}
+		if cfg.Raft.ClusterID != fullname {
+			t.Errorf("raft.clusterID = %q, want %q", cfg.Raft.ClusterID, fullname)
 		}
 		// The chart lists the binary's defaults in values.yaml; catch drift.
 		if !reflect.DeepEqual(cfg.Controller, def.Controller) {
@@ -518,6 +523,48 @@ func checkListeners(t *testing.T, m *manifests, cfg *config.Config) {
 	}
 }
 
+func TestScheduling(t *testing.T) {
+	for _, tc := range []struct {
+		name, antiAffinity, storageClass string
+		wantClass                        *string
+	}{
+		{"hard anti-affinity, no storage class", "hard", "-", ptr("")},
+		{"no anti-affinity, named storage class", "none", "fast-ssd", ptr("fast-ssd")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := template(t,
+				"--set", "podAntiAffinity="+tc.antiAffinity,
+				"--set", "persistence.storageClassName="+tc.storageClass,
+				"--set-json", `topologySpreadConstraints=[{"maxSkew":1,"topologyKey":"topology.kubernetes.io/zone","whenUnsatisfiable":"ScheduleAnyway"}]`,
+			)
+			pod := m.statefulSet.Spec.Template.Spec
+			switch tc.antiAffinity {
+			case "hard":
+				if a := pod.Affinity; a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
+					t.Errorf("want one required anti-affinity term, got %+v", pod.Affinity)
+				}
+			case "none":
+				if pod.Affinity != nil {
+					t.Errorf("want no affinity, got %+v", pod.Affinity)
+				}
+			}
+			if len(pod.TopologySpreadConstraints) != 1 {
+				t.Fatalf("topologySpreadConstraints = %+v", pod.TopologySpreadConstraints)
+			}
+			sel := pod.TopologySpreadConstraints[0].LabelSelector
+			if sel == nil || !reflect.DeepEqual(sel.MatchLabels, m.statefulSet.Spec.Selector.MatchLabels) {
+				t.Errorf("spread constraint selector = %+v, want the pod selector", sel)
+			}
+			got := m.statefulSet.Spec.VolumeClaimTemplates[0].Spec.StorageClassName
+			if (got == nil) != (tc.wantClass == nil) || got != nil && *got != *tc.wantClass {
+				t.Errorf("storageClassName = %v, want %v", got, *tc.wantClass)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
 func TestCRDs(t *testing.T) {
 	out, err := runHelm(t, "template", release, chartDir, "--namespace", namespace, "--include-crds")
 	if err != nil {
@@ -549,6 +596,34 @@ func TestConfigOverrides(t *testing.T) {
 	}
 	if len(cfg.Raft.Peers) != 3 {
 		t.Errorf("config override dropped the generated peers: %+v", cfg.Raft.Peers)
+	}
+
+	// Keys the pod spec depends on cannot be overridden behind its back.
+	for _, set := range []string{
+		"config.raft.dataDir=/data", "config.raft.bindAddress=0.0.0.0:9000", "config.raft.peers=null",
+		"config.metrics.bindAddress=:9090", "config.health.probeAddress=:9091", "config.raft.adminToken=s3cret",
+	} {
+		args := []string{"template", release, chartDir, "--namespace", namespace, "--set", set}
+		if _, err := runHelm(t, args...); err == nil || !strings.Contains(err.Error(), "derived by the chart") && !strings.Contains(err.Error(), "secret in a ConfigMap") {
+			t.Errorf("--set %s: want a refusal, got %v", set, err)
+		}
+	}
+}
+
+func TestAdminToken(t *testing.T) {
+	m := template(t, "--set", "raft.adminToken.secretName=raft-admin", "--set", "raft.clusterID=prod-eu")
+	cfg, err := m.loadConfig(t, fullname+"-2")
+	if err != nil {
+		t.Fatalf("config does not load: %v", err)
+	}
+	if want := "secret:raft-admin/token"; cfg.Raft.AdminToken != want {
+		t.Errorf("raft.adminToken = %q, want it from env %q", cfg.Raft.AdminToken, want)
+	}
+	if cfg.Raft.ClusterID != "prod-eu" {
+		t.Errorf("raft.clusterID = %q, want prod-eu", cfg.Raft.ClusterID)
+	}
+	if strings.Contains(m.configMap.Data[configKey], "adminToken") {
+		t.Error("the ConfigMap mentions the admin token")
 	}
 }
 

@@ -115,6 +115,8 @@ the binary resolves them from $POD_NAME and this pod's raft.peers entry.
     "adminAddress" (printf "0.0.0.0:%d" (int .Values.raft.adminPort))
     "peers" $peers
     "bootstrap" .Values.raft.bootstrap
+    "clusterID" (default $fullname .Values.raft.clusterID)
+    "deadServerTimeout" .Values.raft.deadServerTimeout
     "dataDir" .Values.raft.dataDir
     "heartbeatTimeout" .Values.raft.heartbeatTimeout
     "electionTimeout" .Values.raft.electionTimeout
@@ -125,6 +127,22 @@ the binary resolves them from $POD_NAME and this pod's raft.peers entry.
   "metrics" (dict "bindAddress" (printf ":%d" (int .Values.metrics.port)))
   "health" (dict "probeAddress" (printf ":%d" (int .Values.health.port)))
 }}
-{{- $cfg = mergeOverwrite $cfg (deepCopy .Values.config) }}
-{{- toYaml $cfg }}
+{{- $merged := mergeOverwrite (deepCopy $cfg) (deepCopy .Values.config) }}
+{{- /* Ports, mounts and peers are derived from values; an override here would
+       leave the pod spec and the config disagreeing. */}}
+{{- range $key := list "bindAddress" "adminAddress" "dataDir" "tls" "peers" "id" "advertiseAddress" }}
+{{- if hasKey ($.Values.config.raft | default dict) $key }}
+{{- fail (printf "config.raft.%s is derived by the chart; set the raft.* values instead" $key) }}
+{{- end }}
+{{- end }}
+{{- if hasKey (.Values.config.metrics | default dict) "bindAddress" }}
+{{- fail "config.metrics.bindAddress is derived by the chart; set metrics.port instead" }}
+{{- end }}
+{{- if hasKey (.Values.config.health | default dict) "probeAddress" }}
+{{- fail "config.health.probeAddress is derived by the chart; set health.port instead" }}
+{{- end }}
+{{- if hasKey (.Values.config.raft | default dict) "adminToken" }}
+{{- fail "config.raft.adminToken would put a secret in a ConfigMap; set raft.adminToken.secretName instead" }}
+{{- end }}
+{{- toYaml $merged }}
 {{- end }}
