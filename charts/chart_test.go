@@ -581,7 +581,7 @@ func TestConfigOverrides(t *testing.T) {
 	m := template(t,
 		"--set", "controller.workers=7",
 		"--set", "failover.moveBack=OnRecovery",
-		"--set", "logging.level=debug",
+		"--set", "logging.level=4",
 		"--set-json", `config={"raft":{"snapshotThreshold":4096},"controller":{"burstReplicas":50}}`,
 	)
 	cfg, err := m.loadConfig(t, fullname+"-1")
@@ -591,7 +591,7 @@ func TestConfigOverrides(t *testing.T) {
 	if cfg.Controller.Workers != 7 || cfg.Controller.BurstReplicas != 50 {
 		t.Errorf("controller = %+v, want workers 7 and burstReplicas 50", cfg.Controller)
 	}
-	if cfg.Failover.MoveBack != "OnRecovery" || cfg.Logging.Level != "debug" || cfg.Raft.SnapshotThreshold != 4096 {
+	if cfg.Failover.MoveBack != "OnRecovery" || cfg.Logging.Level != "4" || cfg.Raft.SnapshotThreshold != 4096 {
 		t.Errorf("overrides lost: moveBack=%q level=%q snapshotThreshold=%d", cfg.Failover.MoveBack, cfg.Logging.Level, cfg.Raft.SnapshotThreshold)
 	}
 	if len(cfg.Raft.Peers) != 3 {
@@ -698,6 +698,8 @@ func TestSchema(t *testing.T) {
 	}{
 		{"one replica", []string{"--set", "replicas=1"}, true},
 		{"five replicas", []string{"--set", "replicas=5"}, true},
+		{"numeric log level", []string{"--set", "logging.level=4"}, true},
+		{"bad log level", []string{"--set", "logging.level=verbose"}, false},
 		{"two replicas", []string{"--set", "replicas=2"}, false},
 		{"four replicas", []string{"--set", "replicas=4"}, false},
 		{"zero replicas", []string{"--set", "replicas=0"}, false},
