@@ -88,22 +88,21 @@ type Placement struct {
 	Strategy PlacementStrategy `json:"strategy,omitempty"`
 }
 
-// Failover says when replicas leave a member that cannot run them.
+// Failover says when replicas leave a member that cannot run them. Unset
+// fields take the controller's configured defaults (failover.* in its config
+// file: 60s, 60s and Never unless changed).
 type Failover struct {
 	// UnreachableGracePeriod is how long a member may be unreachable before its
 	// replicas are planned elsewhere. Nothing is deleted in an unreachable member.
-	// +kubebuilder:default="60s"
 	// +optional
 	UnreachableGracePeriod *metav1.Duration `json:"unreachableGracePeriod,omitempty"`
 
 	// UnschedulableThreshold is how long a pod may stay unschedulable before it
 	// counts as missing capacity in its member and its replica is planned elsewhere.
-	// +kubebuilder:default="60s"
 	// +optional
 	UnschedulableThreshold *metav1.Duration `json:"unschedulableThreshold,omitempty"`
 
 	// MoveBack says whether replicas return to a member after it recovers.
-	// +kubebuilder:default=Never
 	// +optional
 	MoveBack MoveBackPolicy `json:"moveBack,omitempty"`
 }

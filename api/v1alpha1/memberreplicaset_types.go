@@ -109,4 +109,3 @@ type MemberReplicaSetList struct {
 func init() {
 	SchemeBuilder.Register(&MemberReplicaSet{}, &MemberReplicaSetList{})
 }
-

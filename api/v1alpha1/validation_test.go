@@ -116,11 +116,12 @@ func TestFederatedReplicaSetValidation(t *testing.T) {
 		if w := s.Placement.Clusters[1].Weight; w == nil || *w != 3 {
 			t.Errorf("explicit weight = %v, want 3", w)
 		}
-		if d := s.Failover.UnreachableGracePeriod; d == nil || d.Duration != time.Minute {
-			t.Errorf("unreachableGracePeriod default = %v, want 1m", d)
+		// Failover fields stay unset: the controller's configuration supplies them.
+		if d := s.Failover.UnreachableGracePeriod; d != nil {
+			t.Errorf("unreachableGracePeriod defaulted to %v, want unset", d)
 		}
-		if s.Failover.MoveBack != v1alpha1.MoveBackNever {
-			t.Errorf("moveBack default = %q, want Never", s.Failover.MoveBack)
+		if s.Failover.MoveBack != "" {
+			t.Errorf("moveBack defaulted to %q, want unset", s.Failover.MoveBack)
 		}
 		if m := s.MoveBudget.MaxSurge; m == nil || m.String() != "25%" {
 			t.Errorf("maxSurge default = %v, want 25%%", m)

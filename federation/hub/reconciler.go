@@ -49,6 +49,8 @@ type Reconciler struct {
 	StatusInterval time.Duration
 	// Clock is injected for tests.
 	Clock clock.PassiveClock
+	// Defaults fill the failover fields a FederatedReplicaSet leaves unset.
+	Defaults v1alpha1.Failover
 
 	lastWrite syncMap[string, time.Time]
 }
@@ -89,7 +91,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	now := r.Clock.Now()
 	ref := refOf(frs)
 	prev, prevGen, _ := r.Targets.Targets(ref)
-	res := planner.Plan(planner.NewInput(frs, prev, now, r.plannerMembers(ctx, frs)))
+	in := planner.NewInput(frs, prev, now, r.plannerMembers(ctx, frs))
+	in.Failover = withDefaults(in.Failover, r.Defaults)
+	res := planner.Plan(in)
 	targets := res.TargetMap()
 	// Members that left the placement keep an explicit 0 until they have
 	// reported no pods, so their workers scale them down (also a member that is
@@ -229,6 +233,20 @@ func (r *Reconciler) event(frs *v1alpha1.FederatedReplicaSet, typ, reason, actio
 	if r.Recorder != nil {
 		r.Recorder.Eventf(frs, nil, typ, reason, action, format, args...)
 	}
+}
+
+// withDefaults fills unset failover fields from the configured defaults.
+func withDefaults(f, def v1alpha1.Failover) v1alpha1.Failover {
+	if f.UnreachableGracePeriod == nil {
+		f.UnreachableGracePeriod = def.UnreachableGracePeriod
+	}
+	if f.UnschedulableThreshold == nil {
+		f.UnschedulableThreshold = def.UnschedulableThreshold
+	}
+	if f.MoveBack == "" {
+		f.MoveBack = def.MoveBack
+	}
+	return f
 }
 
 func ptrOr(p *int32, def int32) int32 {

@@ -13,12 +13,17 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -95,8 +100,20 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		return fmt.Errorf("clusters.secretSelector: %w", err)
 	}
 
+	secretSel, err := labels.Parse(cfg.Clusters.SecretSelector)
+	if err != nil {
+		return fmt.Errorf("clusters.secretSelector: %w", err)
+	}
 	mgr, err := mcmanager.New(hubCfg, provider, manager.Options{
-		Scheme:                 scheme,
+		Scheme: scheme,
+		// Only member kubeconfig Secrets are cached, and only in their
+		// namespace: the chart grants Secret access there and nowhere else.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {
+				Namespaces: map[string]cache.Config{cfg.Clusters.SecretNamespace: {}},
+				Label:      secretSel,
+			},
+		}},
 		Logger:                 log,
 		Metrics:                metricsserver.Options{BindAddress: cfg.Metrics.BindAddress},
 		HealthProbeBindAddress: cfg.Health.ProbeAddress,
@@ -175,7 +192,12 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		Expectations:   store,
 		Recorder:       local.GetEventRecorder("replicafed"),
 		StatusInterval: cfg.Controller.StatusUpdateInterval,
-		Clock:          clock.RealClock{},
+		Defaults: v1alpha1.Failover{
+			UnreachableGracePeriod: &metav1.Duration{Duration: cfg.Failover.UnreachableGracePeriod},
+			UnschedulableThreshold: &metav1.Duration{Duration: cfg.Failover.UnschedulableThreshold},
+			MoveBack:               cfg.Failover.MoveBack,
+		},
+		Clock: clock.RealClock{},
 	}
 	err = ctrl.NewControllerManagedBy(local).
 		For(&v1alpha1.FederatedReplicaSet{}).
