@@ -472,9 +472,6 @@ func checkConfig(t *testing.T, m *manifests, replicas int) {
 		if want := cfg.Raft.Peers[i].Address; cfg.Raft.AdvertiseAddress != want {
 			t.Errorf("raft.advertiseAddress = %q, want %q", cfg.Raft.AdvertiseAddress, want)
 		}
-		if !cfg.Raft.Bootstrap {
-			t.Error("raft.bootstrap is false")
-		}
 		if cfg.Hub.Namespace != namespace || cfg.Clusters.SecretNamespace != namespace {
 			t.Errorf("hub.namespace = %q, clusters.secretNamespace = %q, want %q", cfg.Hub.Namespace, cfg.Clusters.SecretNamespace, namespace)
 		}

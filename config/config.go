@@ -99,9 +99,6 @@ type Raft struct {
 	// Peers is the static server list (including this server) used to
 	// bootstrap; empty means a single server or joining through the admin API.
 	Peers []Peer `mapstructure:"peers"`
-	// Bootstrap lets this server bootstrap the cluster from Peers (or alone)
-	// when no server has state yet.
-	Bootstrap bool `mapstructure:"bootstrap"`
 	// DataDir holds the raft log, stable store and snapshots.
 	DataDir string `mapstructure:"dataDir"`
 	// TLS enables mutual TLS on the raft transport when set.

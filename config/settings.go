@@ -46,7 +46,6 @@ var settings = []setting{
 	{key: "raft.bindAddress", def: "0.0.0.0:7000", usage: "raft transport listen host:port"},
 	{key: "raft.advertiseAddress", def: "", usage: "raft host:port peers dial; empty means this server's peers entry, else the bind address"},
 	{key: "raft.peers", def: []Peer{}, usage: "static raft peers, as id=host:port,id=host:port"},
-	{key: "raft.bootstrap", def: false, usage: "bootstrap the raft cluster from raft.peers when no server has state"},
 	{key: "raft.dataDir", def: "/var/lib/replicafed/raft", usage: "directory for the raft log and snapshots"},
 	{key: "raft.tls.certFile", def: "", usage: "raft mTLS certificate file"},
 	{key: "raft.tls.keyFile", def: "", usage: "raft mTLS private key file"},

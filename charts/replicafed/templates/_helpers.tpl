@@ -114,7 +114,6 @@ the binary resolves them from $POD_NAME and this pod's raft.peers entry.
     "bindAddress" (printf "0.0.0.0:%d" (int .Values.raft.port))
     "adminAddress" (printf "0.0.0.0:%d" (int .Values.raft.adminPort))
     "peers" $peers
-    "bootstrap" .Values.raft.bootstrap
     "clusterID" (default $fullname .Values.raft.clusterID)
     "deadServerTimeout" .Values.raft.deadServerTimeout
     "dataDir" .Values.raft.dataDir
