@@ -27,6 +27,7 @@ import (
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/claim"
 	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/metrics"
 	"github.com/replicafed/replicafed/controller/podstate"
 	"github.com/replicafed/replicafed/controller/ranking"
 	"github.com/replicafed/replicafed/controller/replicastatus"
@@ -279,6 +280,18 @@ func (e *Engine) manage(ctx context.Context, key expectations.Key, mrs *v1alpha1
 }
 
 func (e *Engine) event(mrs *v1alpha1.MemberReplicaSet, typ, reason, action, note string, args ...any) {
+	// Every pod create and delete outcome passes here once, so the counters
+	// follow the events an operator sees in the member.
+	switch reason {
+	case ReasonSuccessfulCreate:
+		metrics.PodOperations.WithLabelValues(e.o.Cluster, "create", "success").Inc()
+	case ReasonFailedCreate:
+		metrics.PodOperations.WithLabelValues(e.o.Cluster, "create", "failure").Inc()
+	case ReasonSuccessfulDelete:
+		metrics.PodOperations.WithLabelValues(e.o.Cluster, "delete", "success").Inc()
+	case ReasonFailedDelete:
+		metrics.PodOperations.WithLabelValues(e.o.Cluster, "delete", "failure").Inc()
+	}
 	if e.o.Recorder != nil {
 		e.o.Recorder.Eventf(mrs, nil, typ, reason, action, note, args...)
 	}

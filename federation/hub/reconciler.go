@@ -23,6 +23,7 @@ import (
 	"github.com/replicafed/replicafed/federation/health"
 	"github.com/replicafed/replicafed/federation/planner"
 	"github.com/replicafed/replicafed/federation/registry"
+	"github.com/replicafed/replicafed/internal/metrics"
 )
 
 // Reconciler plans and reports FederatedReplicaSets on the leader.
@@ -109,8 +110,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if !maps.Equal(prev, targets) || prevGen != frs.Generation {
 		if err := r.Targets.SetTargets(ctx, ref, frs.Generation, targets); err != nil {
+			metrics.Plans.WithLabelValues("error").Inc()
 			return ctrl.Result{}, fmt.Errorf("committing targets of %s: %w", req, err)
 		}
+		metrics.Plans.WithLabelValues("committed").Inc()
 		log.V(1).Info("targets committed", "frs", klog.KObj(frs), "targets", targets, "shortfall", res.Shortfall)
 		for _, ch := range res.Changes {
 			r.event(frs, corev1.EventTypeNormal, string(ch.Reason), "Plan",
@@ -119,7 +122,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		for name := range targets {
 			r.Poker.Enqueue(expectations.Key{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
 		}
+	} else {
+		metrics.Plans.WithLabelValues("unchanged").Inc()
 	}
+	metrics.Shortfall.WithLabelValues(frs.Namespace, frs.Name).Set(float64(res.Shortfall))
 	if res.Shortfall > 0 {
 		r.event(frs, corev1.EventTypeWarning, "InsufficientCapacity", "Plan", "the fleet lacks room for %d replicas", res.Shortfall)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/replicafed/replicafed/controller/worker"
 	"github.com/replicafed/replicafed/federation/hub"
 	"github.com/replicafed/replicafed/federation/registry"
+	"github.com/replicafed/replicafed/internal/metrics"
 	raftexp "github.com/replicafed/replicafed/raftstore/expectations"
 	"github.com/replicafed/replicafed/raftstore/fsm"
 	"github.com/replicafed/replicafed/raftstore/node"
@@ -37,11 +38,17 @@ func (t *targetStore) Targets(frs hub.FRSRef) (map[string]int32, int64, bool) {
 }
 
 func (t *targetStore) SetTargets(ctx context.Context, frs hub.FRSRef, generation int64, targets map[string]int32) error {
+	defer observe("set-targets", time.Now())
 	return t.n.SetTargets(ctx, toFSM(frs), generation, targets)
 }
 
 func (t *targetStore) DeleteTargets(ctx context.Context, frs hub.FRSRef) error {
+	defer observe("delete-targets", time.Now())
 	return t.n.DeleteTargets(ctx, toFSM(frs))
+}
+
+func observe(op string, start time.Time) {
+	metrics.RaftApplyDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
 }
 
 // awareRunnable lets a multicluster.Aware join the manager: it is engaged with
@@ -88,6 +95,7 @@ func (t *takeover) Start(ctx context.Context) error {
 			return nil
 		case leading := <-changes:
 			if !leading {
+				metrics.RaftLeader.Set(0)
 				log.V(1).Info("raft leadership lost; member writes stop")
 				continue
 			}
@@ -95,6 +103,8 @@ func (t *takeover) Start(ctx context.Context) error {
 			if !ok {
 				continue
 			}
+			metrics.RaftLeader.Set(1)
+			metrics.RaftTerm.Set(float64(term))
 			log.Info("raft leadership gained", "term", term)
 			t.settle(lctx, log)
 			t.trigger()

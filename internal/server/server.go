@@ -40,6 +40,7 @@ import (
 	"github.com/replicafed/replicafed/federation/hub"
 	"github.com/replicafed/replicafed/federation/membersetup"
 	"github.com/replicafed/replicafed/federation/registry"
+	"github.com/replicafed/replicafed/internal/metrics"
 	raftexp "github.com/replicafed/replicafed/raftstore/expectations"
 	"github.com/replicafed/replicafed/raftstore/node"
 )
@@ -305,7 +306,14 @@ func nodeConfig(cfg *config.Config) node.NodeConfig {
 
 // monitorChanges re-plans everything when a member's health flips.
 func monitorChanges(m *health.Monitor, fn func()) {
-	m.SetOnChange(func(string, health.State) { fn() })
+	m.SetOnChange(func(cluster string, st health.State) {
+		healthy := 0.0
+		if st.Health == v1alpha1.ClusterHealthy {
+			healthy = 1
+		}
+		metrics.MemberHealthy.WithLabelValues(cluster).Set(healthy)
+		fn()
+	})
 }
 
 var _ = time.Second

@@ -1,0 +1,58 @@
+// Package metrics defines replicafed's own Prometheus metrics, registered with
+// controller-runtime's registry so they are served on the manager's metrics
+// endpoint next to the workqueue and client metrics.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	// PodOperations counts pod creates and deletes in members by result.
+	PodOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "replicafed_member_pod_operations_total",
+		Help: "Pod creates and deletes replicafed made in member clusters, by cluster, operation (create, delete) and result (success, failure).",
+	}, []string{"cluster", "operation", "result"})
+
+	// Plans counts hub planning passes by outcome.
+	Plans = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "replicafed_plans_total",
+		Help: "FederatedReplicaSet planning passes on the leader, by result (committed: targets changed; unchanged; error).",
+	}, []string{"result"})
+
+	// Shortfall is the replicas the fleet lacks room for, per FederatedReplicaSet.
+	Shortfall = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "replicafed_shortfall_replicas",
+		Help: "Replicas of a FederatedReplicaSet that do not fit the fleet's known capacity.",
+	}, []string{"namespace", "name"})
+
+	// MemberHealthy is 1 for a reachable member, 0 for an unreachable one.
+	MemberHealthy = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "replicafed_member_healthy",
+		Help: "Whether a member cluster answers its health probe (1) or is unreachable (0).",
+	}, []string{"cluster"})
+
+	// RaftLeader is 1 on the replica that holds raft leadership.
+	RaftLeader = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "replicafed_raft_leader",
+		Help: "1 when this replica is the raft leader with write permission, else 0.",
+	})
+
+	// RaftTerm is the raft term this replica last led.
+	RaftTerm = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "replicafed_raft_leader_term",
+		Help: "Raft term of this replica's latest leadership.",
+	})
+
+	// RaftApplyDuration measures replicated writes made by the hub side.
+	RaftApplyDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "replicafed_raft_apply_duration_seconds",
+		Help:    "Time to commit a replicated write through raft, by operation.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+	}, []string{"operation"})
+)
+
+func init() {
+	crmetrics.Registry.MustRegister(PodOperations, Plans, Shortfall, MemberHealthy, RaftLeader, RaftTerm, RaftApplyDuration)
+}
