@@ -176,6 +176,9 @@ type Controller struct {
 	MemberQPS float32 `mapstructure:"memberQPS"`
 	// MemberBurst is the client-side burst per member cluster.
 	MemberBurst int `mapstructure:"memberBurst"`
+	// CreateNamespaces creates a FederatedReplicaSet's namespace in a member
+	// that lacks it; when false the member reports NamespaceMissing.
+	CreateNamespaces bool `mapstructure:"createNamespaces"`
 	// ExpectationsTTL is how long an unobserved create/delete expectation
 	// holds a reconcile back.
 	ExpectationsTTL time.Duration `mapstructure:"expectationsTTL"`

@@ -27,11 +27,11 @@ import (
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/claim"
 	"github.com/replicafed/replicafed/controller/expectations"
-	"github.com/replicafed/replicafed/internal/metrics"
 	"github.com/replicafed/replicafed/controller/podstate"
 	"github.com/replicafed/replicafed/controller/ranking"
 	"github.com/replicafed/replicafed/controller/replicastatus"
 	"github.com/replicafed/replicafed/controller/slowstart"
+	"github.com/replicafed/replicafed/internal/metrics"
 )
 
 // DefaultBurstReplicas caps creations or deletions per sync, as upstream.
@@ -65,6 +65,10 @@ type Options struct {
 	Gate Gate
 	// Recorder emits events in the member; optional.
 	Recorder events.EventRecorder
+	// CreateNamespaces creates a missing namespace in the member (labelled
+	// as managed by replicafed); when false, the member reports a
+	// ReplicaFailure with reason NamespaceMissing instead.
+	CreateNamespaces bool
 	// BurstReplicas caps creations or deletions per sync; 0 means 500.
 	BurstReplicas int
 	// Clock is injected for tests; nil means the real clock.
@@ -229,7 +233,11 @@ func (e *Engine) createOwner(ctx context.Context, nn types.NamespacedName, w *Wo
 		},
 		Spec: ownerSpec(w),
 	}
-	if err := e.o.Client.Create(ctx, mrs); err != nil {
+	err := e.o.Client.Create(ctx, mrs)
+	if apierrors.IsNotFound(err) {
+		err = e.namespaceMissing(ctx, nn, w, mrs)
+	}
+	if err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			// The cache is behind; its add event will requeue the key.
 			return nil
@@ -238,6 +246,30 @@ func (e *Engine) createOwner(ctx context.Context, nn types.NamespacedName, w *Wo
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Created MemberReplicaSet", "target", w.Target)
 	return nil
+}
+
+// namespaceMissing handles a create refused because the namespace does not
+// exist in the member: create it and retry, or report the failure to the hub.
+func (e *Engine) namespaceMissing(ctx context.Context, nn types.NamespacedName, w *Workload, mrs *v1alpha1.MemberReplicaSet) error {
+	if !e.o.CreateNamespaces {
+		err := fmt.Errorf("namespace %s does not exist in member %s and controller.createNamespaces is false", nn.Namespace, e.o.Cluster)
+		if e.o.Sink != nil {
+			e.o.Sink.Report(ctx, w.Key, MemberStatus{
+				Target: w.Target, Hub: w.Hub, ReportedAt: e.o.Clock.Now(),
+				ReplicaFailure: &metav1.Condition{Type: "ReplicaFailure", Status: metav1.ConditionTrue, Reason: "NamespaceMissing", Message: err.Error()},
+			})
+		}
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   nn.Namespace,
+		Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue},
+	}}
+	if err := e.o.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", nn.Namespace, err)
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Created missing namespace", "namespace", nn.Namespace)
+	return e.o.Client.Create(ctx, mrs)
 }
 
 func (e *Engine) updateOwner(ctx context.Context, mrs *v1alpha1.MemberReplicaSet, w *Workload) (*v1alpha1.MemberReplicaSet, error) {

@@ -46,6 +46,8 @@ type Options struct {
 	Workers int
 	// BurstReplicas caps creations or deletions per sync; 0 means 500.
 	BurstReplicas int
+	// CreateNamespaces creates namespaces missing in the member.
+	CreateNamespaces bool
 	// Store holds expectations (shared by all members; keys carry the cluster).
 	Store expectations.Store
 	// Source says what the hub wants.
@@ -88,7 +90,7 @@ func New(name string, cl cluster.Cluster, o Options) (*Worker, error) {
 	w.eng = engine.New(engine.Options{
 		Cluster: name, Client: cl.GetClient(), APIReader: cl.GetAPIReader(), Store: o.Store,
 		Source: o.Source, Sink: o.Sink, Gate: o.Gate, Recorder: cl.GetEventRecorder(Component),
-		BurstReplicas: o.BurstReplicas, Clock: o.Clock,
+		BurstReplicas: o.BurstReplicas, Clock: o.Clock, CreateNamespaces: o.CreateNamespaces,
 	})
 	return w, nil
 }

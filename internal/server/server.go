@@ -149,12 +149,13 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 	reports := hub.NewReports(trigger)
 
 	workers := worker.NewManager(worker.Options{
-		Workers:       cfg.Controller.Workers,
-		BurstReplicas: cfg.Controller.BurstReplicas,
-		Store:         store,
-		Source:        &hub.Workloads{Hub: local.GetClient(), Targets: targets},
-		Sink:          reports,
-		Gate:          n,
+		Workers:          cfg.Controller.Workers,
+		BurstReplicas:    cfg.Controller.BurstReplicas,
+		CreateNamespaces: cfg.Controller.CreateNamespaces,
+		Store:            store,
+		Source:           &hub.Workloads{Hub: local.GetClient(), Targets: targets},
+		Sink:             reports,
+		Gate:             n,
 	})
 	memberCRDs, err := crds.Member()
 	if err != nil {
