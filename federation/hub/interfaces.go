@@ -4,7 +4,20 @@ import (
 	"context"
 
 	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/federation/health"
+	"github.com/replicafed/replicafed/federation/registry"
 )
+
+// Members lists the engaged member clusters (registry.Registry).
+type Members interface {
+	Members() []*registry.Member
+	Get(name string) (*registry.Member, bool)
+}
+
+// HealthSource gives each member's reachability (health.Monitor).
+type HealthSource interface {
+	State(cluster string) (health.State, bool)
+}
 
 // FRSRef names a FederatedReplicaSet in the hub.
 type FRSRef struct {

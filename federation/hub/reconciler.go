@@ -20,7 +20,6 @@ import (
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/federation/aggregate"
 	"github.com/replicafed/replicafed/federation/capacity"
-	"github.com/replicafed/replicafed/federation/health"
 	"github.com/replicafed/replicafed/federation/planner"
 	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/internal/metrics"
@@ -31,9 +30,9 @@ type Reconciler struct {
 	// Hub is the hub client (cached reads, writes).
 	Hub client.Client
 	// Registry lists engaged members.
-	Registry *registry.Registry
+	Registry Members
 	// Health gives each member's reachability.
-	Health *health.Monitor
+	Health HealthSource
 	// Targets holds committed targets.
 	Targets TargetStore
 	// Reports holds member statuses.

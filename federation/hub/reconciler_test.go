@@ -1,0 +1,425 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+
+	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/engine"
+	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/federation/health"
+	"github.com/replicafed/replicafed/federation/registry"
+)
+
+var now = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// fakeCluster is a member whose client and cache are one fake client.
+type fakeCluster struct {
+	cluster.Cluster
+	c client.Client
+}
+
+func (f fakeCluster) GetClient() client.Client    { return f.c }
+func (f fakeCluster) GetAPIReader() client.Reader { return f.c }
+func (f fakeCluster) GetCache() cache.Cache       { return fakeCache{c: f.c} }
+
+type fakeCache struct {
+	cache.Cache
+	c client.Client
+}
+
+func (f fakeCache) List(ctx context.Context, l client.ObjectList, o ...client.ListOption) error {
+	return f.c.List(ctx, l, o...)
+}
+
+type fakeMembers map[string]*registry.Member
+
+func (f fakeMembers) Members() []*registry.Member {
+	var out []*registry.Member
+	for _, n := range []string{"a", "b", "c"} {
+		if m, ok := f[n]; ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (f fakeMembers) Get(name string) (*registry.Member, bool) { m, ok := f[name]; return m, ok }
+
+type fakeHealth map[string]v1alpha1.ClusterHealth
+
+func (f fakeHealth) State(c string) (health.State, bool) {
+	h, ok := f[c]
+	return health.State{Health: h, Since: now.Add(-time.Hour)}, ok
+}
+
+type memTargets struct {
+	mu      sync.Mutex
+	targets map[string]map[string]int32
+	gens    map[string]int64
+	err     error
+	deleted []string
+}
+
+func (m *memTargets) Targets(frs FRSRef) (map[string]int32, int64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.targets[frs.Namespace+"/"+frs.Name]
+	return t, m.gens[frs.Namespace+"/"+frs.Name], ok
+}
+
+func (m *memTargets) SetTargets(_ context.Context, frs FRSRef, gen int64, t map[string]int32) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err != nil {
+		return m.err
+	}
+	m.targets[frs.Namespace+"/"+frs.Name] = t
+	m.gens[frs.Namespace+"/"+frs.Name] = gen
+	return nil
+}
+
+func (m *memTargets) DeleteTargets(_ context.Context, frs FRSRef) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.targets, frs.Namespace+"/"+frs.Name)
+	m.deleted = append(m.deleted, frs.Namespace+"/"+frs.Name)
+	return nil
+}
+
+type gate struct{ open bool }
+
+func (g gate) Allowed() (context.Context, bool) { return context.Background(), g.open }
+
+type pokes struct {
+	mu   sync.Mutex
+	keys []expectations.Key
+}
+
+func (p *pokes) Enqueue(k expectations.Key) { p.mu.Lock(); p.keys = append(p.keys, k); p.mu.Unlock() }
+
+type forgotten struct{ keys []expectations.Key }
+
+func (f *forgotten) Delete(k expectations.Key) { f.keys = append(f.keys, k) }
+
+func frs(replicas int32, mods ...func(*v1alpha1.FederatedReplicaSet)) *v1alpha1.FederatedReplicaSet {
+	f := &v1alpha1.FederatedReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-1", Generation: 3},
+		Spec: v1alpha1.FederatedReplicaSetSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}},
+		},
+	}
+	for _, m := range mods {
+		m(f)
+	}
+	return f
+}
+
+func node(name string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: corev1.NodeStatus{
+			Allocatable: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("100"), corev1.ResourceCPU: resource.MustParse("8")},
+			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+		},
+	}
+}
+
+type env struct {
+	r       *Reconciler
+	hub     client.Client
+	members map[string]client.Client
+	targets *memTargets
+	pokes   *pokes
+	forgot  *forgotten
+}
+
+func newEnv(t *testing.T, open bool, hubObj *v1alpha1.FederatedReplicaSet, health fakeHealth, memberObjs map[string][]client.Object, funcs map[string]interceptor.Funcs) *env {
+	t.Helper()
+	s := testScheme(t)
+	hb := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&v1alpha1.FederatedReplicaSet{})
+	if hubObj != nil {
+		hb = hb.WithObjects(hubObj)
+	}
+	e := &env{hub: hb.Build(), members: map[string]client.Client{}, targets: &memTargets{targets: map[string]map[string]int32{}, gens: map[string]int64{}}, pokes: &pokes{}, forgot: &forgotten{}}
+	ms := fakeMembers{}
+	for name := range health {
+		b := fake.NewClientBuilder().WithScheme(s).WithObjects(node(name + "-n1")).WithObjects(memberObjs[name]...)
+		if f, ok := funcs[name]; ok {
+			b = b.WithInterceptorFuncs(f)
+		}
+		c := b.Build()
+		e.members[name] = c
+		ms[name] = &registry.Member{Name: name, Cluster: fakeCluster{c: c}}
+	}
+	e.r = &Reconciler{
+		Hub: e.hub, Registry: ms, Health: health, Targets: e.targets, Reports: NewReports(nil),
+		Gate: gate{open: open}, Poker: e.pokes, Expectations: e.forgot, Clock: clocktesting.NewFakePassiveClock(now),
+	}
+	return e
+}
+
+func req() ctrl.Request {
+	return ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "web"}}
+}
+
+func get(t *testing.T, c client.Client) *v1alpha1.FederatedReplicaSet {
+	t.Helper()
+	f := &v1alpha1.FederatedReplicaSet{}
+	if err := c.Get(context.Background(), req().NamespacedName, f); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func healthy(names ...string) fakeHealth {
+	h := fakeHealth{}
+	for _, n := range names {
+		h[n] = v1alpha1.ClusterHealthy
+	}
+	return h
+}
+
+func TestFollowerWritesNothing(t *testing.T) {
+	e := newEnv(t, false, frs(4), healthy("a", "b"), nil, nil)
+	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, e.hub); len(got.Finalizers) != 0 || len(got.Status.Clusters) != 0 {
+		t.Fatalf("follower wrote to the hub: finalizers %v, status %+v", got.Finalizers, got.Status)
+	}
+	if len(e.targets.targets) != 0 || len(e.pokes.keys) != 0 {
+		t.Fatalf("follower committed targets %v or poked %v", e.targets.targets, e.pokes.keys)
+	}
+}
+
+func TestLeaderPlansCommitsAndReports(t *testing.T) {
+	e := newEnv(t, true, frs(4), healthy("a", "b"), nil, nil)
+	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+		t.Fatal(err)
+	}
+	tg, gen, ok := e.targets.Targets(FRSRef{Namespace: "default", Name: "web"})
+	if !ok || gen != 3 || tg["a"] != 2 || tg["b"] != 2 {
+		t.Fatalf("targets = %v gen %d, want a:2 b:2 gen 3", tg, gen)
+	}
+	if len(e.pokes.keys) != 2 {
+		t.Fatalf("poked %v, want both members", e.pokes.keys)
+	}
+	got := get(t, e.hub)
+	if len(got.Finalizers) != 1 || got.Finalizers[0] != v1alpha1.FinalizerCascade {
+		t.Fatalf("finalizers = %v", got.Finalizers)
+	}
+	st := got.Status
+	if st.ObservedGeneration != 3 || st.ClusterCount != 2 || len(st.Clusters) != 2 || st.Selector != "app=web" {
+		t.Fatalf("status = %+v", st)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionProgressing); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("Progressing = %+v", c)
+	}
+
+	// Reports arrive: the status sums them and the FRS becomes Ready.
+	for _, m := range []string{"a", "b"} {
+		e.r.Reports.Report(context.Background(), expectations.Key{Cluster: m, Namespace: "default", Name: "web"},
+			engine.MemberStatus{Target: 2, Replicas: 2, FullyLabeledReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, ReportedAt: now})
+	}
+	e.pokes.keys = nil
+	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+		t.Fatal(err)
+	}
+	st = get(t, e.hub).Status
+	if st.Replicas != 4 || st.ReadyReplicas != 4 || st.AvailableReplicas != 4 {
+		t.Fatalf("summed status = %+v", st)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("Ready = %+v", c)
+	}
+	if len(e.pokes.keys) != 0 {
+		t.Fatalf("unchanged plan poked workers: %v", e.pokes.keys)
+	}
+}
+
+func TestUnhealthyMemberPastGraceIsFailedOver(t *testing.T) {
+	h := healthy("a", "b")
+	h["b"] = v1alpha1.ClusterUnreachable // since an hour ago, past the 60s default
+	e := newEnv(t, true, frs(4), h, nil, nil)
+	e.r.Defaults = v1alpha1.Failover{UnreachableGracePeriod: &metav1.Duration{Duration: time.Minute}}
+	_ = e.targets.SetTargets(context.Background(), FRSRef{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 2, "b": 2})
+	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+		t.Fatal(err)
+	}
+	tg, _, _ := e.targets.Targets(FRSRef{Namespace: "default", Name: "web"})
+	if tg["a"] != 4 || tg["b"] != 0 {
+		t.Fatalf("targets = %v, want a:4 b:0", tg)
+	}
+	st := get(t, e.hub).Status
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionClusterUnavailable); c == nil || !strings.Contains(c.Message, "b") {
+		t.Fatalf("ClusterUnavailable = %+v", c)
+	}
+}
+
+func TestCommitFailureIsReturned(t *testing.T) {
+	e := newEnv(t, true, frs(4), healthy("a"), nil, nil)
+	e.targets.err = errors.New("leadership lost")
+	_, err := e.r.Reconcile(context.Background(), req())
+	if err == nil || !strings.Contains(err.Error(), "leadership lost") {
+		t.Fatalf("Reconcile error = %v, want the commit failure", err)
+	}
+	if len(e.pokes.keys) != 0 {
+		t.Fatalf("workers poked after a failed commit: %v", e.pokes.keys)
+	}
+}
+
+func deleting(extraFinalizers ...string) func(*v1alpha1.FederatedReplicaSet) {
+	return func(f *v1alpha1.FederatedReplicaSet) {
+		ts := metav1.NewTime(now)
+		f.DeletionTimestamp = &ts
+		f.Finalizers = append([]string{v1alpha1.FinalizerCascade}, extraFinalizers...)
+	}
+}
+
+func mrs(uid types.UID) *v1alpha1.MemberReplicaSet {
+	return &v1alpha1.MemberReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "mrs-" + uid},
+		Spec:       v1alpha1.MemberReplicaSetSpec{Replicas: 2, Hub: v1alpha1.HubReference{Namespace: "default", Name: "web", UID: uid}},
+	}
+}
+
+// recordDeletes captures the propagation policy of member deletes.
+func recordDeletes(got *[]metav1.DeletionPropagation) interceptor.Funcs {
+	return interceptor.Funcs{Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+		o := &client.DeleteOptions{}
+		o.ApplyOptions(opts)
+		if o.PropagationPolicy != nil {
+			*got = append(*got, *o.PropagationPolicy)
+		}
+		return c.Delete(ctx, obj, opts...)
+	}}
+}
+
+func TestDeletion(t *testing.T) {
+	tests := []struct {
+		name        string
+		extra       []string
+		health      fakeHealth
+		memberUID   types.UID
+		wantPolicy  metav1.DeletionPropagation
+		wantDeleted bool // MemberReplicaSet removed from member a
+		wantDone    bool // finalizer released
+		wantMessage string
+	}{
+		{"background cascades with foreground member deletes", nil, healthy("a"), "uid-1", metav1.DeletePropagationForeground, true, true, ""},
+		{"orphan keeps pods", []string{metav1.FinalizerOrphanDependents}, healthy("a"), "uid-1", metav1.DeletePropagationOrphan, true, true, ""},
+		{"unreachable member holds the finalizer", nil, fakeHealth{"a": v1alpha1.ClusterUnreachable}, "uid-1", "", false, false, "waiting for unreachable members: a"},
+		{"another object's MemberReplicaSet is left alone", nil, healthy("a"), "uid-other", "", false, true, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var policies []metav1.DeletionPropagation
+			e := newEnv(t, true, frs(2, deleting(tc.extra...)), tc.health,
+				map[string][]client.Object{"a": {mrs(tc.memberUID)}},
+				map[string]interceptor.Funcs{"a": recordDeletes(&policies)})
+			_ = e.targets.SetTargets(context.Background(), FRSRef{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 2})
+			var err error
+			for i := 0; i < 3 && err == nil; i++ { // delete, then observe it gone
+				_, err = e.r.Reconcile(context.Background(), req())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantPolicy != "" && (len(policies) != 1 || policies[0] != tc.wantPolicy) {
+				t.Fatalf("member delete policies = %v, want [%s]", policies, tc.wantPolicy)
+			}
+			if tc.wantPolicy == "" && len(policies) != 0 {
+				t.Fatalf("member deleted with %v, want no delete", policies)
+			}
+			err = e.members["a"].Get(context.Background(), req().NamespacedName, &v1alpha1.MemberReplicaSet{})
+			if gone := apierrors.IsNotFound(err); gone != tc.wantDeleted {
+				t.Fatalf("MemberReplicaSet gone = %v, want %v", gone, tc.wantDeleted)
+			}
+			hubObj := &v1alpha1.FederatedReplicaSet{}
+			err = e.hub.Get(context.Background(), req().NamespacedName, hubObj)
+			released := apierrors.IsNotFound(err) || (err == nil && !contains(hubObj.Finalizers, v1alpha1.FinalizerCascade))
+			if released != tc.wantDone {
+				t.Fatalf("finalizer released = %v, want %v (err %v, finalizers %v)", released, tc.wantDone, err, hubObj.Finalizers)
+			}
+			if tc.wantDone {
+				if len(e.targets.deleted) != 1 || len(e.forgot.keys) == 0 {
+					t.Fatalf("targets deleted %v, expectations forgotten %v", e.targets.deleted, e.forgot.keys)
+				}
+			}
+			if tc.wantMessage != "" {
+				c := meta.FindStatusCondition(hubObj.Status.Conditions, ConditionDeleting)
+				if c == nil || !strings.Contains(c.Message, tc.wantMessage) {
+					t.Fatalf("Deleting condition = %+v, want %q", c, tc.wantMessage)
+				}
+			}
+		})
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestWorkloadsHandsOff(t *testing.T) {
+	s := testScheme(t)
+	live := frs(3)
+	gone := frs(3, deleting())
+	gone.Name = "gone"
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(live, gone).Build()
+	tg := &memTargets{targets: map[string]map[string]int32{"default/web": {"a": 2}, "default/gone": {"a": 1}}, gens: map[string]int64{"default/web": 3}}
+	w := &Workloads{Hub: c, Targets: tg}
+	got, ok := w.Workload(expectations.Key{Cluster: "a", Namespace: "default", Name: "web"})
+	if !ok || got.Target != 2 || got.Hub.UID != "uid-1" || got.Hub.Generation != 3 {
+		t.Fatalf("Workload = %+v, %v", got, ok)
+	}
+	for _, k := range []expectations.Key{
+		{Cluster: "b", Namespace: "default", Name: "web"},  // no target for the member
+		{Cluster: "a", Namespace: "default", Name: "gone"}, // being deleted
+		{Cluster: "a", Namespace: "default", Name: "nope"}, // not in the hub
+	} {
+		if _, ok := w.Workload(k); ok {
+			t.Errorf("Workload(%v) should be hands off", k)
+		}
+	}
+}
