@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,9 +29,10 @@ const waitTimeout = 2 * time.Minute
 // env is one test's view of the shared fleet: its namespace, created in the
 // hub and every member, and failure diagnostics.
 type env struct {
-	t  *testing.T
-	f  *fleet.Fleet
-	ns string
+	t      *testing.T
+	f      *fleet.Fleet
+	ns     string
+	dumped sync.Once
 }
 
 // newEnv creates namespace ns in the hub and every member (replicafed does not
@@ -46,12 +48,16 @@ func newEnv(t *testing.T, ns string) *env {
 			t.Fatalf("creating namespace %s: %v", ns, err)
 		}
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			e.dump()
-		}
-	})
+	t.Cleanup(e.dumpIfFailed)
 	return e
+}
+
+// dumpIfFailed prints diagnostics once, if the test has failed. Cleanups that
+// change the fleet call it first, so the dump shows the state that failed.
+func (e *env) dumpIfFailed() {
+	if e.t.Failed() {
+		e.dumped.Do(e.dump)
+	}
 }
 
 func (e *env) members() []client.Client {
@@ -114,7 +120,7 @@ func (e *env) create(s frsSpec) *v1alpha1.FederatedReplicaSet {
 	if err := e.f.HubClient.Create(ctx, frs); err != nil {
 		e.t.Fatalf("creating FederatedReplicaSet %s/%s: %v", e.ns, s.name, err)
 	}
-	e.t.Cleanup(func() { e.deleteAndWait(frs.Name) })
+	e.t.Cleanup(func() { e.dumpIfFailed(); e.deleteAndWait(frs.Name) })
 	return frs
 }
 
@@ -282,6 +288,25 @@ func (e *env) poll(what string, cond func(ctx context.Context) (bool, error)) {
 	defer cancel()
 	if err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, cond); err != nil {
 		e.t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// tryPoll waits up to timeout for cond and reports whether it held.
+func tryPoll(timeout time.Duration, cond func(ctx context.Context) (bool, error)) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, cond) == nil
+}
+
+// poke changes an annotation of a FederatedReplicaSet, which makes the leader
+// reconcile it.
+func (e *env) poke(name string) {
+	e.t.Helper()
+	frs := e.getFRS(name)
+	patch := client.MergeFrom(frs.DeepCopy())
+	metav1.SetMetaDataAnnotation(&frs.ObjectMeta, "e2e.replicafed.io/poke", time.Now().Format(time.RFC3339Nano))
+	if err := e.f.HubClient.Patch(context.Background(), frs, patch); err != nil {
+		e.t.Fatalf("poking %s: %v", name, err)
 	}
 }
 
