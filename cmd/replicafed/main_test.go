@@ -44,16 +44,19 @@ func TestBadConfigExitsWithOneLine(t *testing.T) {
 	}
 }
 
-func TestGoodConfigRunsUntilCancelled(t *testing.T) {
+// A valid configuration gets past validation into the run; without a
+// reachable hub (no kubeconfig, not in a cluster) the run fails with exit code
+// 1, not the configuration code 2. The full run is exercised by the e2e suite.
+func TestValidConfigWithoutHubFailsToRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
+	defer cancel()
 	var stderr bytes.Buffer
-	code := execute(ctx, []string{"--log-level=error"}, env(map[string]string{"POD_NAME": "replicafed-0"}), &stderr)
-	if code != exitOK {
-		t.Fatalf("exit code %d, want 0; stderr: %s", code, stderr.String())
+	code := execute(ctx, []string{"--log-level=error", "--raft-data-dir=" + t.TempDir()}, env(map[string]string{"POD_NAME": "replicafed-0"}), &stderr)
+	if code != exitFailed {
+		t.Fatalf("exit code %d, want %d; stderr: %s", code, exitFailed, stderr.String())
 	}
 	if stderr.Len() != 0 {
-		t.Errorf("unexpected stderr: %s", stderr.String())
+		t.Errorf("configuration error printed for a valid configuration: %s", stderr.String())
 	}
 }
 
