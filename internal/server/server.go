@@ -186,7 +186,7 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 	rec := &hub.Reconciler{
 		Hub:            local.GetClient(),
 		Registry:       reg,
-		Health:         monitor,
+		Health:         &replicatedHealth{monitor: monitor, node: n},
 		Targets:        targets,
 		Reports:        reports,
 		Gate:           n,
@@ -209,7 +209,7 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 	if err != nil {
 		return fmt.Errorf("creating FederatedReplicaSet controller: %w", err)
 	}
-	monitorChanges(monitor, func() { enqueueAll(ctx, local, trigger) })
+	monitorChanges(ctx, monitor, n, func() { enqueueAll(ctx, local, trigger) })
 
 	if err := local.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		store.Run(ctx)
@@ -305,16 +305,40 @@ func nodeConfig(cfg *config.Config) node.NodeConfig {
 	return nc
 }
 
-// monitorChanges re-plans everything when a member's health flips.
-func monitorChanges(m *health.Monitor, fn func()) {
+// monitorChanges re-plans everything when a member's health flips, and on the
+// leader records the flip in raft, so a new leader measures the grace period
+// from the original time instead of starting it again.
+func monitorChanges(ctx context.Context, m *health.Monitor, n *node.Node, fn func()) {
 	m.SetOnChange(func(cluster string, st health.State) {
-		healthy := 0.0
-		if st.Health == v1alpha1.ClusterHealthy {
-			healthy = 1
+		healthy := st.Health == v1alpha1.ClusterHealthy
+		metrics.MemberHealthy.WithLabelValues(cluster).Set(map[bool]float64{true: 1, false: 0}[healthy])
+		if _, _, leading := n.Leading(); leading && st.Health != v1alpha1.ClusterHealthUnknown {
+			go func() {
+				if err := n.SetMemberHealth(ctx, cluster, healthy, st.Since); err != nil {
+					logr.FromContextOrDiscard(ctx).V(1).Info("recording member health in raft failed", "cluster", cluster, "error", err.Error())
+				}
+			}()
 		}
-		metrics.MemberHealthy.WithLabelValues(cluster).Set(healthy)
 		fn()
 	})
+}
+
+// replicatedHealth is this replica's probe results, with an unreachable
+// member's start time taken from raft when an earlier leader saw it first.
+type replicatedHealth struct {
+	monitor *health.Monitor
+	node    *node.Node
+}
+
+func (h *replicatedHealth) State(cluster string) (health.State, bool) {
+	st, ok := h.monitor.State(cluster)
+	if !ok || st.Health != v1alpha1.ClusterUnreachable {
+		return st, ok
+	}
+	if healthy, since, known := h.node.MemberHealth(cluster); known && !healthy && since.Before(st.Since) {
+		st.Since = since
+	}
+	return st, true
 }
 
 var _ = time.Second
