@@ -39,6 +39,9 @@ type Member struct {
 	Report *Report
 	// Message explains the member's target, for example a planner reason.
 	Message string
+	// Problem says why replicafed cannot work in the member at all (for
+	// example, the MemberReplicaSet CRD could not be installed); empty when none.
+	Problem string
 }
 
 // Input is everything Compute needs.
@@ -77,6 +80,12 @@ func Compute(in Input) v1alpha1.FederatedReplicaSetStatus {
 		}
 		if m.Health == v1alpha1.ClusterUnreachable {
 			unreachable = append(unreachable, m.Name)
+		}
+		if m.Problem != "" {
+			failed = append(failed, fmt.Sprintf("%s: %s", m.Name, m.Problem))
+			if row.Message == "" {
+				row.Message = m.Problem
+			}
 		}
 		if r := m.Report; r != nil {
 			row.Replicas, row.ReadyReplicas, row.AvailableReplicas = r.Replicas, r.Ready, r.Available

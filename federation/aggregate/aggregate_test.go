@@ -92,6 +92,15 @@ func TestCompute(t *testing.T) {
 				t.Fatalf("row a = %+v", st.Clusters[0])
 			}
 		}},
+		{"member problem is a replica failure", Input{Desired: 1, Now: t0, Members: []Member{{Name: "a", Target: 1, Problem: "cannot install CRD: forbidden"}}},
+			func(t *testing.T, st v1alpha1.FederatedReplicaSetStatus) {
+				if c := cond(st, v1alpha1.ConditionReplicaFailure); c == nil || !strings.Contains(c.Message, "a: cannot install CRD: forbidden") {
+					t.Fatalf("ReplicaFailure = %+v", c)
+				}
+				if st.Clusters[0].Message != "cannot install CRD: forbidden" {
+					t.Fatalf("row message = %q", st.Clusters[0].Message)
+				}
+			}},
 		{"shortfall reported", Input{Desired: 10, Shortfall: 4, Now: t0, Members: []Member{{Name: "a", Target: 6, Report: rep(6, 6, 6)}}},
 			func(t *testing.T, st v1alpha1.FederatedReplicaSetStatus) {
 				if c := cond(st, v1alpha1.ConditionUnschedulable); c == nil || c.Reason != "InsufficientCapacity" || !strings.Contains(c.Message, "4") {

@@ -49,6 +49,9 @@ type Reconciler struct {
 	StatusInterval time.Duration
 	// Clock is injected for tests.
 	Clock clock.PassiveClock
+	// MemberProblems says why a member cannot be worked in (empty when it can);
+	// optional.
+	MemberProblems func(cluster string) string
 	// Defaults fill the failover fields a FederatedReplicaSet leaves unset.
 	Defaults v1alpha1.Failover
 
@@ -195,6 +198,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, frs *v1alpha1.FederatedRep
 	}
 	for name, target := range targets {
 		m := aggregate.Member{Name: name, Target: target, Message: notes[name]}
+		if r.MemberProblems != nil {
+			m.Problem = r.MemberProblems(name)
+		}
 		if st, ok := r.Health.State(name); ok {
 			m.Health = st.Health
 		} else if _, engaged := r.Registry.Get(name); !engaged {

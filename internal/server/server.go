@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -165,11 +166,17 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 	if err := reg.Setup(ctx, mgr); err != nil {
 		return err
 	}
+	var problems sync.Map // cluster -> why it is not prepared
 	prep := &membersetup.Preparer{
 		CRDs: memberCRDs,
-		Next: nil,
 		OnError: func(cluster string, err error) {
-			log.Error(err, "member cluster not prepared", "cluster", cluster)
+			problems.Store(cluster, "member not prepared: "+err.Error())
+			enqueueAll(ctx, local, trigger)
+		},
+		OnReady: func(cluster string) {
+			if _, had := problems.LoadAndDelete(cluster); had {
+				enqueueAll(ctx, local, trigger)
+			}
 		},
 	}
 	prep.Next = append(prep.Next, workers)
@@ -194,6 +201,12 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		Expectations:   store,
 		Recorder:       local.GetEventRecorder("replicafed"),
 		StatusInterval: cfg.Controller.StatusUpdateInterval,
+		MemberProblems: func(cluster string) string {
+			if p, ok := problems.Load(cluster); ok {
+				return p.(string)
+			}
+			return ""
+		},
 		Defaults: v1alpha1.Failover{
 			UnreachableGracePeriod: &metav1.Duration{Duration: cfg.Failover.UnreachableGracePeriod},
 			UnschedulableThreshold: &metav1.Duration{Duration: cfg.Failover.UnschedulableThreshold},
