@@ -131,6 +131,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if res.Shortfall > 0 {
 		r.event(frs, corev1.EventTypeWarning, "InsufficientCapacity", "Plan", "the fleet lacks room for %d replicas", res.Shortfall)
 	}
+	if r.MemberProblems != nil {
+		for name := range targets {
+			if p := r.MemberProblems(name); p != "" {
+				r.event(frs, corev1.EventTypeWarning, "MemberNotPrepared", "Plan", "cluster %s: %s", name, p)
+			}
+		}
+	}
 	if len(res.Unregistered) > 0 {
 		r.event(frs, corev1.EventTypeWarning, "UnknownCluster", "Plan", "placement names unregistered clusters: %v", res.Unregistered)
 	}
