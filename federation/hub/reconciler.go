@@ -56,7 +56,14 @@ type Reconciler struct {
 	Defaults v1alpha1.Failover
 
 	lastWrite syncMap[string, time.Time]
+	// awaiting records since when a plan waits for member reports.
+	awaiting syncMap[string, time.Time]
 }
+
+// reportGrace bounds how long a plan waits for reports from members that hold
+// replicas. A new leader starts with no reports; planning blind could move
+// running replicas, so it waits for the workers' first syncs.
+const reportGrace = 10 * time.Second
 
 // requeueWhileDeleting is how often a blocked deletion is retried.
 const requeueWhileDeleting = 5 * time.Second
@@ -94,6 +101,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	now := r.Clock.Now()
 	ref := refOf(frs)
 	prev, prevGen, _ := r.Targets.Targets(ref)
+	if wait := r.awaitReports(frs, prev, now); wait > 0 {
+		log.V(2).Info("waiting for member reports before planning", "frs", klog.KObj(frs))
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	in := planner.NewInput(frs, prev, now, r.plannerMembers(ctx, frs))
 	in.Failover = withDefaults(in.Failover, r.Defaults)
 	res := planner.Plan(in)
@@ -142,6 +153,41 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.event(frs, corev1.EventTypeWarning, "UnknownCluster", "Plan", "placement names unregistered clusters: %v", res.Unregistered)
 	}
 	return r.writeStatus(ctx, frs, targets, res, now)
+}
+
+// awaitReports returns how long to wait before planning, because a healthy
+// member that holds replicas has not reported yet (bounded by reportGrace).
+func (r *Reconciler) awaitReports(frs *v1alpha1.FederatedReplicaSet, prev map[string]int32, now time.Time) time.Duration {
+	key := frs.Namespace + "/" + frs.Name
+	missing := false
+	for name, target := range prev {
+		if target == 0 {
+			continue
+		}
+		if _, engaged := r.Registry.Get(name); !engaged {
+			continue
+		}
+		if st, ok := r.Health.State(name); !ok || st.Health != v1alpha1.ClusterHealthy {
+			continue
+		}
+		if _, ok := r.Reports.Get(expectations.Key{Cluster: name, Namespace: frs.Namespace, Name: frs.Name}); !ok {
+			missing = true
+			break
+		}
+	}
+	if !missing {
+		r.awaiting.Delete(key)
+		return 0
+	}
+	since, ok := r.awaiting.Load(key)
+	if !ok {
+		r.awaiting.Store(key, now)
+		since = now
+	}
+	if left := reportGrace - now.Sub(since); left > 0 {
+		return min(left, time.Second)
+	}
+	return 0
 }
 
 // plannerMembers describes every engaged member for the planner.

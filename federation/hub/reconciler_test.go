@@ -279,6 +279,8 @@ func TestUnhealthyMemberPastGraceIsFailedOver(t *testing.T) {
 	e := newEnv(t, true, frs(4), h, nil, nil)
 	e.r.Defaults = v1alpha1.Failover{UnreachableGracePeriod: &metav1.Duration{Duration: time.Minute}}
 	_ = e.targets.SetTargets(context.Background(), FRSRef{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 2, "b": 2})
+	e.r.Reports.Report(context.Background(), expectations.Key{Cluster: "a", Namespace: "default", Name: "web"},
+		engine.MemberStatus{Target: 2, Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, ReportedAt: now})
 	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
 		t.Fatal(err)
 	}
@@ -289,6 +291,53 @@ func TestUnhealthyMemberPastGraceIsFailedOver(t *testing.T) {
 	st := get(t, e.hub).Status
 	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionClusterUnavailable); c == nil || !strings.Contains(c.Message, "b") {
 		t.Fatalf("ClusterUnavailable = %+v", c)
+	}
+}
+
+// A new leader has no member reports yet: it waits for them (bounded) rather
+// than plan blind and move running replicas.
+func TestPlanWaitsForReportsAfterTakeover(t *testing.T) {
+	e := newEnv(t, true, frs(6), healthy("a", "b"), nil, nil)
+	// The previous leader placed 4:2 (say, capacity-bound); a fresh plan from
+	// weights alone would say 3:3.
+	_ = e.targets.SetTargets(context.Background(), FRSRef{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 4, "b": 2})
+	res, err := e.r.Reconcile(context.Background(), req())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter <= 0 {
+		t.Fatalf("no requeue while reports are missing: %+v", res)
+	}
+	if tg, _, _ := e.targets.Targets(FRSRef{Namespace: "default", Name: "web"}); tg["a"] != 4 || tg["b"] != 2 {
+		t.Fatalf("targets changed before reports arrived: %v", tg)
+	}
+	// Reports arrive: ready pods stay where they are.
+	for m, n := range map[string]int32{"a": 4, "b": 2} {
+		e.r.Reports.Report(context.Background(), expectations.Key{Cluster: m, Namespace: "default", Name: "web"},
+			engine.MemberStatus{Target: n, Replicas: n, ReadyReplicas: n, AvailableReplicas: n, ReportedAt: now})
+	}
+	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+		t.Fatal(err)
+	}
+	if tg, _, _ := e.targets.Targets(FRSRef{Namespace: "default", Name: "web"}); tg["a"] != 4 || tg["b"] != 2 {
+		t.Fatalf("ready replicas moved after takeover: %v", tg)
+	}
+}
+
+func TestPlanWaitForReportsIsBounded(t *testing.T) {
+	e := newEnv(t, true, frs(4), healthy("a", "b"), nil, nil)
+	clk := clocktesting.NewFakePassiveClock(now)
+	e.r.Clock = clk
+	_ = e.targets.SetTargets(context.Background(), FRSRef{Namespace: "default", Name: "web"}, 2, map[string]int32{"a": 2, "b": 2})
+	if res, _ := e.r.Reconcile(context.Background(), req()); res.RequeueAfter <= 0 {
+		t.Fatalf("expected a wait for reports")
+	}
+	clk.SetTime(now.Add(reportGrace + time.Second))
+	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+		t.Fatal(err)
+	}
+	if _, gen, _ := e.targets.Targets(FRSRef{Namespace: "default", Name: "web"}); gen != 3 {
+		t.Fatalf("no plan committed after the grace: generation %d", gen)
 	}
 }
 
