@@ -86,9 +86,11 @@ func TestMemberOutage(t *testing.T) {
 			return true, nil
 		}
 	}
+	// Probes every 1s, 2 failures, then 10s of grace: well within 40s of the
+	// API server going down (stopping it takes up to 10s of its own).
+	deadline := time.Now().Add(40 * time.Second)
 	for _, name := range []string{"never", "recover"} {
-		// Probes every 1s, 2 failures, then 10s of grace: well within 40s.
-		if !tryPoll(40*time.Second, moved(name)) {
+		if !tryPoll(time.Until(deadline), moved(name)) {
 			t.Errorf("%s: share of %s not moved %s after its API server stopped (grace %s): nothing re-plans when the grace period ends; poking the object to go on",
 				name, memberC, time.Since(stopped).Round(time.Second), grace.Duration)
 			e.poke(name)

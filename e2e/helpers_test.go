@@ -418,7 +418,11 @@ func (s *sampler) finish(t *testing.T) {
 	t.Helper()
 	close(s.stop)
 	<-s.done
-	logf(t, "sampled %d times: max per member %s, max total %d (bounds per member %s, total %d)", s.samples, s.max, s.maxTotal, s.perLimit, s.total)
+	per := "none"
+	if len(s.perLimit) > 0 {
+		per = s.perLimit.String()
+	}
+	logf(t, "sampled %d times: max per member %s, max total %d (bounds per member %s, total %d)", s.samples, s.max, s.maxTotal, per, s.total)
 	for i, v := range s.violations {
 		if i == 20 {
 			t.Errorf("... %d more violations", len(s.violations)-20)

@@ -25,6 +25,7 @@ func TestLifecycle(t *testing.T) {
 	t.Run("ReplaceDeletedPods", func(t *testing.T) { t.Parallel(); testReplaceDeletedPods(t) })
 	t.Run("DeleteBackground", func(t *testing.T) { t.Parallel(); testDeleteBackground(t) })
 	t.Run("DeleteOrphan", func(t *testing.T) { t.Parallel(); testDeleteOrphan(t) })
+	t.Run("DeleteOrphanMany", func(t *testing.T) { t.Parallel(); testDeleteOrphanMany(t) })
 }
 
 // testCreate: 6 replicas at weights 3:2:1 are exactly 3/2/1 (Webster), Ready,
@@ -352,5 +353,60 @@ func testDeleteOrphan(t *testing.T) {
 	}
 	if c.active != len(before[memberA])-1 {
 		t.Errorf("%s has %d active pods 10s after deleting one orphan, want %d (orphans are not managed)", memberA, c.active, len(before[memberA])-1)
+	}
+}
+
+// testDeleteOrphanMany deletes several FederatedReplicaSets with orphan
+// propagation at once. The hub's garbage collector removes the "orphan"
+// finalizer as soon as it sees it (a FederatedReplicaSet has no dependents in
+// the hub), so replicafed must not depend on still seeing that finalizer when
+// it gets round to each object: every pod must survive.
+func testDeleteOrphanMany(t *testing.T) {
+	e := newEnv(t, "e2e-delete-orphan-many")
+	ctx := context.Background()
+	names := []string{"o1", "o2", "o3", "o4", "o5"}
+	var objs []*v1alpha1.FederatedReplicaSet
+	for _, n := range names {
+		objs = append(objs, e.create(frsSpec{name: n, replicas: 2, clusters: []v1alpha1.ClusterPreference{
+			pref(memberA, 1, -1), pref(memberB, 1, -1),
+		}}))
+	}
+	for _, n := range names {
+		e.waitSplit(n, split{memberA: 1, memberB: 1})
+	}
+	t.Cleanup(func() {
+		for _, m := range allMembers {
+			_ = e.f.MemberClients[m].DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(e.ns))
+		}
+	})
+	for _, frs := range objs {
+		if err := e.f.HubClient.Delete(ctx, frs, client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
+			t.Fatalf("deleting %s with orphan propagation: %v", frs.Name, err)
+		}
+	}
+	e.poll("FederatedReplicaSets and MemberReplicaSets gone", func(ctx context.Context) (bool, error) {
+		l := &v1alpha1.FederatedReplicaSetList{}
+		if err := e.f.HubClient.List(ctx, l, client.InNamespace(e.ns)); err != nil || len(l.Items) != 0 {
+			return false, nil
+		}
+		for _, m := range allMembers {
+			ml := &v1alpha1.MemberReplicaSetList{}
+			if err := e.f.MemberClients[m].List(ctx, ml, client.InNamespace(e.ns)); err != nil || len(ml.Items) != 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	time.Sleep(2 * time.Second) // let any wrongly cascaded pod deletion show
+	for _, n := range names {
+		for _, m := range []string{memberA, memberB} {
+			c, err := e.count(ctx, m, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.active != 1 {
+				t.Errorf("%s: %s has %d running pods after orphan deletion, want 1 (pods were cascaded)", n, m, c.active)
+			}
+		}
 	}
 }
