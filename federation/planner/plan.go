@@ -61,6 +61,8 @@ type planner struct {
 	slots     []slot
 	room      []int32
 	ids       []int32
+	entries   []entry
+	heap      []int32
 	prefOf    []int32
 	order     []int
 	remaining int64

@@ -169,42 +169,225 @@ func (p *planner) band(limit func(*slot) int32, o order) {
 	}
 }
 
-// award hands out p.remaining seats (less than the room of ids) one at a time
-// to the highest-priority slot, using a binary max-heap over ids.
+// entry is one slot while award ranks it: the priority v/d of the seat in
+// question and the tie-break keys, copied out of the slot so that a
+// comparison reads one small struct instead of chasing slots and orders.
+type entry struct {
+	v   uint64 // votes
+	d   uint64 // 2*seats+1 for the ranked seat
+	sec uint64 // secondary key, higher first: the static weight under byFloors, else 0
+	h   uint64 // tie-break hash, lower first
+	id  int32  // slot index
+	n   int32  // seats left to give (adding) or given in this award (removing)
+}
+
+// before reports whether entry a's seat comes before entry b's: the same
+// order as outranks (exact 128-bit cross products, then sec, hash, name).
+func (p *planner) before(a, b *entry) bool {
+	h1, l1 := bits.Mul64(a.v, b.d)
+	h2, l2 := bits.Mul64(b.v, a.d)
+	if h1 != h2 {
+		return h1 > h2
+	}
+	if l1 != l2 {
+		return l1 > l2
+	}
+	if a.sec != b.sec {
+		return a.sec > b.sec
+	}
+	if a.h != b.h {
+		return a.h < b.h
+	}
+	return p.slots[a.id].name < p.slots[b.id].name
+}
+
+// award hands out p.remaining seats (less than the room of ids) in the order
+// of the band: the result is the first p.remaining seats of the sequence in
+// which the highest-priority slot always takes the next seat.
+//
+// Handing them out one by one costs O(log M) per seat, so award first jumps
+// close to the end of that sequence: every seat whose Webster priority is
+// above a threshold a/b comes before every seat at or below it, so the seats
+// above the threshold are exactly a prefix of the sequence. A max-heap then
+// extends that prefix seat by seat, or a min-heap over the last seats given
+// cuts it back, until it holds exactly p.remaining seats. The threshold only
+// decides how many seats the heaps handle, never which seats are given.
 func (p *planner) award(ids []int32, o order) {
-	h := ids
-	less := func(i, j int) bool { return p.outranks(h[i], h[j], o) }
-	down := func(i int) {
-		n := len(h)
-		for {
-			l := 2*i + 1
-			if l >= n {
-				return
+	want := uint64(p.remaining)
+	es := p.entries[:0]
+	var votes, held uint64
+	exact := true
+	for _, i := range ids {
+		s := &p.slots[i]
+		e := entry{v: s.votes(o), d: 2*uint64(s.seats) + 1, h: p.hashOf(i), id: i, n: p.room[i]}
+		if o == byFloors {
+			e.sec = s.ws
+		}
+		es = append(es, e)
+		var c uint64
+		votes, c = bits.Add64(votes, e.v, 0)
+		held += uint64(s.seats)
+		exact = exact && c == 0
+	}
+	p.entries = es
+
+	var given uint64
+	if exact && votes > 0 && held < 1<<62 && want < 1<<62 {
+		given = p.jump(es, votes, held, want)
+	}
+	if given < want {
+		p.extend(es, want-given)
+	} else if given > want {
+		p.cut(es, given-want)
+	}
+	for k := range es {
+		p.slots[es[k].id].seats = int32((es[k].d - 1) / 2)
+	}
+	p.remaining = 0
+}
+
+// jump gives every entry the seats whose priority is above a threshold chosen
+// so that about want seats qualify, and returns how many it gave. Entries end
+// with d at their next seat and n = room left; given seats are recorded in
+// p.room. The threshold starts at Sainte-Laguë's votes/(2*(held+want)) and is
+// refined once over the entries that did not reach their room.
+func (p *planner) jump(es []entry, votes, held, want uint64) uint64 {
+	a, b := votes, 2*(held+want)
+	best, bestA, bestB := uint64(0), uint64(0), uint64(0)
+	bestDist := want
+	for iter := 0; iter < 3; iter++ {
+		var n, fullRoom, freeVotes, freeHeld uint64
+		var carry uint64
+		for k := range es {
+			e := &es[k]
+			c := seatsAbove(e.v, e.d, e.n, a, b)
+			n += c
+			if c == uint64(e.n) {
+				fullRoom += c
+			} else {
+				freeVotes, carry = bits.Add64(freeVotes, e.v, carry)
+				freeHeld += (e.d - 1) / 2
 			}
-			best := l
-			if r := l + 1; r < n && less(r, l) {
-				best = r
-			}
-			if !less(best, i) {
-				return
-			}
-			h[i], h[best] = h[best], h[i]
-			i = best
+		}
+		dist := max(n, want) - min(n, want)
+		if dist < bestDist {
+			best, bestA, bestB, bestDist = n, a, b, dist
+		}
+		if dist == 0 || carry != 0 || freeVotes == 0 || fullRoom >= want {
+			break
+		}
+		a, b = freeVotes, 2*(freeHeld+want-fullRoom)
+	}
+	if best == 0 {
+		return 0
+	}
+	for k := range es {
+		e := &es[k]
+		c := seatsAbove(e.v, e.d, e.n, bestA, bestB)
+		e.d += 2 * c
+		e.n -= int32(c)
+		p.room[e.id] = int32(c)
+	}
+	return best
+}
+
+// seatsAbove counts the seats j >= s, where d = 2*s+1, whose priority
+// v/(2*j+1) is above a/b, capped at room. v*(2j+1)... compared exactly: the
+// odd numbers o with o*a < v*b are those up to f = floor((v*b-1)/a).
+func seatsAbove(v, d uint64, room int32, a, b uint64) uint64 {
+	if v == 0 || room <= 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(v, b)
+	lo, borrow := bits.Sub64(lo, 1, 0)
+	hi -= borrow
+	if hi >= a {
+		return uint64(room) // f >= 2^64: every seat in the room qualifies
+	}
+	f, _ := bits.Div64(hi, lo, a)
+	odd := f/2 + f&1 // odd numbers in [1, f]
+	s := (d - 1) / 2
+	if odd <= s {
+		return 0
+	}
+	return min(odd-s, uint64(room))
+}
+
+// extend gives count more seats one at a time to the entry ranked first,
+// using a binary max-heap.
+func (p *planner) extend(es []entry, count uint64) {
+	h := p.heap[:0]
+	for k := range es {
+		if es[k].n > 0 {
+			h = append(h, int32(k))
 		}
 	}
+	p.heap = h
+	first := func(i, j int) bool { return p.before(&es[h[i]], &es[h[j]]) }
+	heapify(h, first)
+	for ; count > 0 && len(h) > 0; count-- {
+		e := &es[h[0]]
+		e.d += 2
+		e.n--
+		if e.n == 0 {
+			h[0] = h[len(h)-1]
+			h = h[:len(h)-1]
+		}
+		siftDown(h, 0, first)
+	}
+}
+
+// cut takes back count seats given by jump, always the one ranked last
+// among the last seats given, using a binary min-heap.
+func (p *planner) cut(es []entry, count uint64) {
+	h := p.heap[:0]
+	for k := range es {
+		e := &es[k]
+		if e.n = p.room[e.id]; e.n > 0 {
+			e.d -= 2 // rank the last seat given
+			h = append(h, int32(k))
+		}
+	}
+	p.heap = h
+	last := func(i, j int) bool { return p.before(&es[h[j]], &es[h[i]]) }
+	heapify(h, last)
+	for ; count > 0 && len(h) > 0; count-- {
+		e := &es[h[0]]
+		e.n--
+		if e.n == 0 {
+			h[0] = h[len(h)-1]
+			h = h[:len(h)-1]
+		} else {
+			e.d -= 2
+		}
+		siftDown(h, 0, last)
+	}
+	for _, k := range h {
+		es[k].d += 2 // back to the next seat
+	}
+}
+
+func heapify(h []int32, less func(i, j int) bool) {
 	for i := len(h)/2 - 1; i >= 0; i-- {
-		down(i)
+		siftDown(h, i, less)
 	}
-	for p.remaining > 0 && len(h) > 0 {
-		top := h[0]
-		p.slots[top].seats++
-		p.room[top]--
-		p.remaining--
-		if p.room[top] == 0 {
-			last := len(h) - 1
-			h[0] = h[last]
-			h = h[:last]
+}
+
+func siftDown(h []int32, i int, less func(i, j int) bool) {
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
 		}
-		down(0)
+		best := l
+		if r := l + 1; r < n && less(r, l) {
+			best = r
+		}
+		if !less(best, i) {
+			return
+		}
+		h[i], h[best] = h[best], h[i]
+		i = best
 	}
 }
