@@ -51,7 +51,7 @@ func Select(p *v1alpha1.Placement, members []Member) Selection {
 	var sc planner
 	var sel Selection
 	sel.Candidates = make([]Candidate, 0, len(members))
-	forEachCandidate(p, members, sc.sortedOrder(members), &sel, nil, func(c Candidate) {
+	forEachCandidate(p, members, sc.sortedOrder(members), &sel, nil, func(c Candidate, _ int) {
 		sel.Candidates = append(sel.Candidates, c)
 	})
 	return sel
@@ -76,16 +76,18 @@ func (sc *planner) sortedOrder(members []Member) []int {
 	return nil
 }
 
-// forEachCandidate calls emit for every candidate in name order and fills the
-// bookkeeping fields of sel. prefOf is scratch space, returned for reuse; it
+// forEachCandidate calls emit for every candidate in name order, with its
+// index in members, and fills the bookkeeping fields of sel. prefOf is
+// scratch space, returned for reuse; it
 // allocates otherwise only for problems.
-func forEachCandidate(p *v1alpha1.Placement, members []Member, order []int, sel *Selection, prefOf []int32, emit func(Candidate)) []int32 {
-	at := func(i int) *Member {
+func forEachCandidate(p *v1alpha1.Placement, members []Member, order []int, sel *Selection, prefOf []int32, emit func(c Candidate, index int)) []int32 {
+	idx := func(i int) int {
 		if order != nil {
-			return &members[order[i]]
+			return order[i]
 		}
-		return &members[i]
+		return i
 	}
+	at := func(i int) *Member { return &members[idx(i)] }
 	n := len(members)
 	all := len(p.Clusters) == 0 && p.ClusterSelector == nil
 	var selector *metav1.LabelSelector
@@ -148,7 +150,7 @@ func forEachCandidate(p *v1alpha1.Placement, members []Member, order []int, sel 
 		}
 		c.MinReplicas = min(c.MinReplicas, c.MaxReplicas)
 		if all || c.Listed || (selector != nil && matchSelector(selector, m.Labels)) {
-			emit(c)
+			emit(c, idx(i))
 		}
 	}
 	return prefOf

@@ -33,9 +33,11 @@ const (
 )
 
 // slot is one candidate member while planning.
+//
+// It holds no pointers (the member is an index into planner.members), so
+// filling thousands of them costs no write barriers and no GC scanning.
 type slot struct {
-	name string
-	m    *Member
+	mi   int32 // index of the member in planner.members
 	kind memberKind
 	prev int32
 	lo   int32
@@ -58,11 +60,12 @@ type slot struct {
 }
 
 type planner struct {
+	members   []Member // Input.Members of the plan in progress
 	slots     []slot
 	room      []int32
 	ids       []int32
 	entries   []entry
-	heap      []int32
+	heap      []entry
 	prefOf    []int32
 	order     []int
 	remaining int64
@@ -74,7 +77,7 @@ type planner struct {
 var plannerPool = sync.Pool{New: func() any { return new(planner) }}
 
 func (p *planner) release() {
-	clear(p.slots) // drop member pointers so the pool holds no input alive
+	p.members = nil // the pool must hold no input alive
 	p.slots = p.slots[:0]
 	p.remaining = 0
 	plannerPool.Put(p)
@@ -93,15 +96,16 @@ func Plan(in Input) Result {
 	p := plannerPool.Get().(*planner)
 	defer p.release()
 	p.seed = uidSeed(in.UID)
+	p.members = in.Members
 	var sel Selection
 	prevFound := 0
-	p.prefOf = forEachCandidate(&in.Placement, in.Members, p.sortedOrder(in.Members), &sel, p.prefOf, func(c Candidate) {
+	p.prefOf = forEachCandidate(&in.Placement, in.Members, p.sortedOrder(in.Members), &sel, p.prefOf, func(c Candidate, mi int) {
 		prev, ok := in.Previous[c.Member.Name]
 		if ok {
 			prevFound++
 		}
 		p.slots = append(p.slots, slot{})
-		initSlot(&p.slots[len(p.slots)-1], &c, max(prev, 0), in.Now, grace, threshold)
+		initSlot(&p.slots[len(p.slots)-1], &c, int32(mi), max(prev, 0), in.Now, grace, threshold)
 	})
 	res.Unregistered = sel.Unregistered
 	res.SelectorError = sel.SelectorError
@@ -142,10 +146,10 @@ func Plan(in Input) Result {
 	return res
 }
 
-func initSlot(s *slot, c *Candidate, prev int32, now time.Time, grace, threshold time.Duration) {
+func initSlot(s *slot, c *Candidate, mi, prev int32, now time.Time, grace, threshold time.Duration) {
 	m := c.Member
 	*s = slot{
-		name: m.Name, m: m, prev: prev,
+		mi: mi, prev: prev,
 		lo: c.MinReplicas, hi: c.MaxReplicas, cost: c.DeletionCost,
 		ws: uint64(c.Weight), capacity: unbounded,
 	}
@@ -431,7 +435,8 @@ func (p *planner) result(res *Result, in *Input, replicas int64, prevFound int, 
 	}
 	for i := range p.slots {
 		s := &p.slots[i]
-		t := Target{Cluster: s.name, Replicas: s.seats, Previous: s.prev}
+		name := p.members[s.mi].Name
+		t := Target{Cluster: name, Replicas: s.seats, Previous: s.prev}
 		total += int64(s.seats)
 		switch s.kind {
 		case kindHeld:
@@ -444,11 +449,11 @@ func (p *planner) result(res *Result, in *Input, replicas int64, prevFound int, 
 			over += int64(t.OverCapacity)
 		}
 		if s.kind != kindHealthy || s.stale || t.OverCapacity > 0 {
-			res.MemberNotes = append(res.MemberNotes, MemberNote{Cluster: s.name, Message: p.note(s, &t, in.Now, grace, threshold)})
+			res.MemberNotes = append(res.MemberNotes, MemberNote{Cluster: name, Message: p.note(s, &t, in.Now, grace, threshold)})
 		}
 		res.Targets[i] = t
 		if s.seats != s.prev {
-			res.Changes = append(res.Changes, Change{Cluster: s.name, From: s.prev, To: s.seats, Reason: reasonFor(s)})
+			res.Changes = append(res.Changes, Change{Cluster: name, From: s.prev, To: s.seats, Reason: reasonFor(s)})
 		}
 	}
 	res.Shortfall = sat32(over + int64(res.Unplaced))
@@ -486,22 +491,23 @@ func reasonFor(s *slot) Reason {
 }
 
 func (p *planner) note(s *slot, t *Target, now time.Time, grace, threshold time.Duration) string {
+	m := &p.members[s.mi]
 	var parts []string
 	switch {
 	case s.kind == kindFailed:
 		parts = append(parts, fmt.Sprintf("unreachable for %s, longer than the %s grace period: replicas planned elsewhere",
-			now.Sub(s.m.UnhealthySince).Round(time.Second), grace))
-	case s.kind == kindHeld && s.m.Health == Unhealthy && !s.m.UnhealthySince.IsZero():
+			now.Sub(m.UnhealthySince).Round(time.Second), grace))
+	case s.kind == kindHeld && m.Health == Unhealthy && !m.UnhealthySince.IsZero():
 		parts = append(parts, fmt.Sprintf("unreachable for %s, within the %s grace period: target held",
-			now.Sub(s.m.UnhealthySince).Round(time.Second), grace))
-	case s.kind == kindHeld && s.m.Health == Unhealthy:
+			now.Sub(m.UnhealthySince).Round(time.Second), grace))
+	case s.kind == kindHeld && m.Health == Unhealthy:
 		parts = append(parts, "unreachable (since unknown): target held")
 	case s.kind == kindHeld:
 		parts = append(parts, "health unknown: target held")
 	}
 	if s.stale {
 		parts = append(parts, fmt.Sprintf("%d pods unschedulable for over %s: capped at %d schedulable pods",
-			s.m.Unschedulable, threshold, s.capacity))
+			m.Unschedulable, threshold, s.capacity))
 	}
 	if t.OverCapacity > 0 {
 		parts = append(parts, fmt.Sprintf("%d replicas exceed the free capacity and will stay Pending", t.OverCapacity))

@@ -42,8 +42,9 @@ func (p *planner) hashOf(i int32) uint64 {
 	s := &p.slots[i]
 	if !s.hashed {
 		h := p.seed
-		for j := 0; j < len(s.name); j++ {
-			h ^= uint64(s.name[j])
+		name := p.members[s.mi].Name
+		for j := 0; j < len(name); j++ {
+			h ^= uint64(name[j])
 			h *= fnvPrime
 		}
 		h ^= h >> 33
@@ -94,7 +95,7 @@ func (p *planner) outranks(a, b int32, o order) bool {
 	if ha != hb {
 		return ha < hb
 	}
-	return sa.name < sb.name
+	return p.members[sa.mi].Name < p.members[sb.mi].Name
 }
 
 // band gives up to p.remaining seats, raising each slot towards limit(slot).
@@ -198,7 +199,7 @@ func (p *planner) before(a, b *entry) bool {
 	if a.h != b.h {
 		return a.h < b.h
 	}
-	return p.slots[a.id].name < p.slots[b.id].name
+	return p.members[p.slots[a.id].mi].Name < p.members[p.slots[b.id].mi].Name
 }
 
 // award hands out p.remaining seats (less than the room of ids) in the order
@@ -235,13 +236,13 @@ func (p *planner) award(ids []int32, o order) {
 	if exact && votes > 0 && held < 1<<62 && want < 1<<62 {
 		given = p.jump(es, votes, held, want)
 	}
+	for k := range es {
+		p.slots[es[k].id].seats = int32((es[k].d - 1) / 2)
+	}
 	if given < want {
 		p.extend(es, want-given)
 	} else if given > want {
 		p.cut(es, given-want)
-	}
-	for k := range es {
-		p.slots[es[k].id].seats = int32((es[k].d - 1) / 2)
 	}
 	p.remaining = 0
 }
@@ -314,66 +315,36 @@ func seatsAbove(v, d uint64, room int32, a, b uint64) uint64 {
 }
 
 // extend gives count more seats one at a time to the entry ranked first,
-// using a binary max-heap.
+// using a binary max-heap of the entries themselves.
 func (p *planner) extend(es []entry, count uint64) {
 	h := p.heap[:0]
 	for k := range es {
 		if es[k].n > 0 {
-			h = append(h, int32(k))
+			h = append(h, es[k])
 		}
 	}
-	p.heap = h
-	first := func(i, j int) bool { return p.before(&es[h[i]], &es[h[j]]) }
-	heapify(h, first)
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		p.siftFirst(h, i)
+	}
 	for ; count > 0 && len(h) > 0; count-- {
-		e := &es[h[0]]
+		e := &h[0]
 		e.d += 2
 		e.n--
 		if e.n == 0 {
+			p.slots[e.id].seats = int32((e.d - 1) / 2)
 			h[0] = h[len(h)-1]
 			h = h[:len(h)-1]
 		}
-		siftDown(h, 0, first)
+		p.siftFirst(h, 0)
 	}
-}
-
-// cut takes back count seats given by jump, always the one ranked last
-// among the last seats given, using a binary min-heap.
-func (p *planner) cut(es []entry, count uint64) {
-	h := p.heap[:0]
-	for k := range es {
-		e := &es[k]
-		if e.n = p.room[e.id]; e.n > 0 {
-			e.d -= 2 // rank the last seat given
-			h = append(h, int32(k))
-		}
+	for k := range h {
+		p.slots[h[k].id].seats = int32((h[k].d - 1) / 2)
 	}
 	p.heap = h
-	last := func(i, j int) bool { return p.before(&es[h[j]], &es[h[i]]) }
-	heapify(h, last)
-	for ; count > 0 && len(h) > 0; count-- {
-		e := &es[h[0]]
-		e.n--
-		if e.n == 0 {
-			h[0] = h[len(h)-1]
-			h = h[:len(h)-1]
-		} else {
-			e.d -= 2
-		}
-		siftDown(h, 0, last)
-	}
-	for _, k := range h {
-		es[k].d += 2 // back to the next seat
-	}
 }
 
-func heapify(h []int32, less func(i, j int) bool) {
-	for i := len(h)/2 - 1; i >= 0; i-- {
-		siftDown(h, i, less)
-	}
-}
-
-func siftDown(h []int32, i int, less func(i, j int) bool) {
+// siftFirst restores the max-heap order (by before) below index i.
+func (p *planner) siftFirst(h []entry, i int) {
 	n := len(h)
 	for {
 		l := 2*i + 1
@@ -381,13 +352,66 @@ func siftDown(h []int32, i int, less func(i, j int) bool) {
 			return
 		}
 		best := l
-		if r := l + 1; r < n && less(r, l) {
+		if r := l + 1; r < n && p.before(&h[r], &h[l]) {
 			best = r
 		}
-		if !less(best, i) {
+		if !p.before(&h[best], &h[i]) {
 			return
 		}
 		h[i], h[best] = h[best], h[i]
 		i = best
+	}
+}
+
+// cut takes back count seats given by jump, always the one ranked last
+// among the last seats given, using a binary min-heap of the entries.
+func (p *planner) cut(es []entry, count uint64) {
+	h := p.heap[:0]
+	for k := range es {
+		e := es[k]
+		if e.n = p.room[e.id]; e.n > 0 {
+			e.d -= 2 // rank the last seat given
+			h = append(h, e)
+		}
+	}
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		p.siftLast(h, i)
+	}
+	for ; count > 0 && len(h) > 0; count-- {
+		e := &h[0]
+		e.n--
+		if e.n == 0 {
+			// e.d is the seat just taken back, now its next seat.
+			p.slots[e.id].seats = int32((e.d - 1) / 2)
+			h[0] = h[len(h)-1]
+			h = h[:len(h)-1]
+		} else {
+			e.d -= 2
+		}
+		p.siftLast(h, 0)
+	}
+	for k := range h {
+		p.slots[h[k].id].seats = int32((h[k].d + 1) / 2) // d ranks the last seat held
+	}
+	p.heap = h
+}
+
+// siftLast restores the min-heap order (by before) below index i.
+func (p *planner) siftLast(h []entry, i int) {
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		worst := l
+		if r := l + 1; r < n && p.before(&h[l], &h[r]) {
+			worst = r
+		}
+		if !p.before(&h[i], &h[worst]) {
+			return
+		}
+		h[i], h[worst] = h[worst], h[i]
+		i = worst
 	}
 }
