@@ -136,7 +136,13 @@ func TestMemberOutage(t *testing.T) {
 	logf(t, "started %s's API server after %s away", memberC, restarted.Sub(stopped).Round(10*time.Millisecond))
 
 	e.waitSplit("never", split{memberA: 3, memberB: 3})
-	logf(t, "figure: never: stale pods in %s reconciled to 0 %s after its API server returned", memberC, time.Since(restarted).Round(10*time.Millisecond))
+	took := time.Since(restarted)
+	logf(t, "figure: never: stale pods in %s reconciled to 0 %s after its API server returned", memberC, took.Round(10*time.Millisecond))
+	// Probes run every second; a returning member should be reconciled within
+	// seconds, not after its informers' reconnect backoff.
+	if took > 30*time.Second {
+		t.Errorf("never: %s was reconciled %s after its API server returned, want under 30s", memberC, took.Round(time.Second))
+	}
 	e.waitSplit("recover", split{memberA: 2, memberB: 2, memberC: 2})
 	logf(t, "figure: recover: back to 2/2/2 %s after the API server returned", time.Since(restarted).Round(10*time.Millisecond))
 	s.finish(t)
