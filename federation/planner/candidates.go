@@ -51,7 +51,7 @@ func Select(p *v1alpha1.Placement, members []Member) Selection {
 	var sc planner
 	var sel Selection
 	sel.Candidates = make([]Candidate, 0, len(members))
-	forEachCandidate(p, members, sc.sortedOrder(members), &sel, nil, func(c Candidate, _ int) {
+	sc.forEachCandidate(p, members, &sel, func(c Candidate, _ int) {
 		sel.Candidates = append(sel.Candidates, c)
 	})
 	return sel
@@ -77,10 +77,10 @@ func (sc *planner) sortedOrder(members []Member) []int {
 }
 
 // forEachCandidate calls emit for every candidate in name order, with its
-// index in members, and fills the bookkeeping fields of sel. prefOf is
-// scratch space, returned for reuse; it
-// allocates otherwise only for problems.
-func forEachCandidate(p *v1alpha1.Placement, members []Member, order []int, sel *Selection, prefOf []int32, emit func(c Candidate, index int)) []int32 {
+// index in members, and fills the bookkeeping fields of sel. Its scratch
+// space lives in sc; it allocates otherwise only for problems.
+func (sc *planner) forEachCandidate(p *v1alpha1.Placement, members []Member, sel *Selection, emit func(c Candidate, index int)) {
+	order := sc.sortedOrder(members)
 	idx := func(i int) int {
 		if order != nil {
 			return order[i]
@@ -96,12 +96,15 @@ func forEachCandidate(p *v1alpha1.Placement, members []Member, order []int, sel 
 			sel.SelectorError = err
 		} else {
 			selector = p.ClusterSelector
+			sc.pairs = labelPairs(sc.pairs[:0], selector)
 		}
 	}
 	// prefOf[i] is the index in p.Clusters of member i's preference, or -1.
 	// Binary search over the sorted members keeps this O(N log M).
+	var prefOf []int32
 	if len(p.Clusters) > 0 {
-		prefOf = slices.Grow(prefOf[:0], n)[:n]
+		prefOf = slices.Grow(sc.prefOf[:0], n)[:n]
+		sc.prefOf = prefOf
 		for i := range prefOf {
 			prefOf[i] = -1
 		}
@@ -149,11 +152,10 @@ func forEachCandidate(p *v1alpha1.Placement, members []Member, order []int, sel 
 			}
 		}
 		c.MinReplicas = min(c.MinReplicas, c.MaxReplicas)
-		if all || c.Listed || (selector != nil && matchSelector(selector, m.Labels)) {
+		if all || c.Listed || (selector != nil && matchCompiled(sc.pairs, selector.MatchExpressions, m.Labels)) {
 			emit(c, idx(i))
 		}
 	}
-	return prefOf
 }
 
 // validateSelector refuses operators and value lists a LabelSelector does not
@@ -176,17 +178,35 @@ func validateSelector(s *metav1.LabelSelector) error {
 	return nil
 }
 
+// labelPair is one matchLabels entry of a selector.
+type labelPair struct{ key, value string }
+
+// labelPairs appends the matchLabels of s to dst, so that matching a selector
+// against every member ranges over a slice instead of starting a map
+// iteration per member.
+func labelPairs(dst []labelPair, s *metav1.LabelSelector) []labelPair {
+	for k, v := range s.MatchLabels {
+		dst = append(dst, labelPair{k, v})
+	}
+	return dst
+}
+
 // matchSelector evaluates a validated LabelSelector against labels with the
 // same meaning as metav1.LabelSelectorAsSelector, without building a
 // labels.Selector per call (that dominated the benchmark). An empty selector
 // matches everything.
 func matchSelector(s *metav1.LabelSelector, lbls map[string]string) bool {
-	for k, v := range s.MatchLabels {
-		if got, ok := lbls[k]; !ok || got != v {
+	return matchCompiled(labelPairs(nil, s), s.MatchExpressions, lbls)
+}
+
+// matchCompiled is matchSelector with the matchLabels already in a slice.
+func matchCompiled(pairs []labelPair, exprs []metav1.LabelSelectorRequirement, lbls map[string]string) bool {
+	for _, l := range pairs {
+		if got, ok := lbls[l.key]; !ok || got != l.value {
 			return false
 		}
 	}
-	for _, e := range s.MatchExpressions {
+	for _, e := range exprs {
 		got, ok := lbls[e.Key]
 		switch e.Operator {
 		case metav1.LabelSelectorOpIn:

@@ -67,9 +67,13 @@ type planner struct {
 	entries   []entry
 	heap      []entry
 	prefOf    []int32
+	pairs     []labelPair
 	order     []int
 	remaining int64
 	seed      uint64
+	// floors and kept are the sums of lo and keepAll over the slots: when one
+	// is 0, the bands it bounds are empty and are skipped.
+	floors, kept int64
 }
 
 // plannerPool recycles the scratch slices: planning 10,000 FRS otherwise
@@ -78,6 +82,8 @@ var plannerPool = sync.Pool{New: func() any { return new(planner) }}
 
 func (p *planner) release() {
 	p.members = nil // the pool must hold no input alive
+	clear(p.pairs)
+	p.pairs = p.pairs[:0]
 	p.slots = p.slots[:0]
 	p.remaining = 0
 	plannerPool.Put(p)
@@ -99,7 +105,7 @@ func Plan(in Input) Result {
 	p.members = in.Members
 	var sel Selection
 	prevFound := 0
-	p.prefOf = forEachCandidate(&in.Placement, in.Members, p.sortedOrder(in.Members), &sel, p.prefOf, func(c Candidate, mi int) {
+	p.forEachCandidate(&in.Placement, in.Members, &sel, func(c Candidate, mi int) {
 		prev, ok := in.Previous[c.Member.Name]
 		if ok {
 			prevFound++
@@ -118,10 +124,12 @@ func Plan(in Input) Result {
 	p.room = slices.Grow(p.room[:0], len(p.slots))[:len(p.slots)]
 	p.ids = slices.Grow(p.ids[:0], len(p.slots))
 
-	var minSum int64
+	var minSum, kept int64
 	for i := range p.slots {
 		minSum += int64(p.slots[i].lo)
+		kept += int64(p.slots[i].keepAll)
 	}
+	p.floors, p.kept = minSum, kept
 	if minSum > replicas {
 		res.MinimumsExceedReplicas = true
 		res.Notes = append(res.Notes, fmt.Sprintf(
@@ -278,8 +286,12 @@ func (p *planner) reset(replicas int64) {
 // run today (held members keep their seats): the goal of moveBack OnRecovery.
 func (p *planner) fillIdeal(replicas int64) {
 	p.reset(replicas)
-	p.band(limitFloor, byFloors)
-	p.band(limitHeldKeep, byCostThenWeight)
+	if p.floors > 0 {
+		p.band(limitFloor, byFloors)
+	}
+	if p.kept > 0 {
+		p.band(limitHeldKeep, byCostThenWeight)
+	}
 	p.band(limitGrow, byWeight)
 	p.band(limitOverflow, byStaticWeight)
 	for i := range p.slots {
@@ -293,13 +305,19 @@ func (p *planner) fillIdeal(replicas int64) {
 // same sequence cut shorter, so it removes seats in exactly reverse order.
 func (p *planner) fill(replicas int64, onRecovery bool) {
 	p.reset(replicas)
-	p.band(limitFloor, byFloors)
-	if !onRecovery {
+	if p.floors > 0 {
+		p.band(limitFloor, byFloors)
+	}
+	switch {
+	case p.kept == 0:
+		// Nothing runs or is held: every keep band is empty.
+		p.band(limitGrow, byWeight)
+	case !onRecovery:
 		p.band(limitKeep, byCostThenWeight)
 		p.band(limitKeepSched, byCostThenWeight)
 		p.band(limitKeepAll, byCostThenWeight)
 		p.band(limitGrow, byWeight)
-	} else {
+	default:
 		// Existing pods above the ideal come after those within it, so a
 		// scale-down (or a finished move) removes them first; not-ready pods
 		// above the ideal even yield to new seats of members below it.
