@@ -66,6 +66,7 @@ type planner struct {
 	ids       []int32
 	entries   []entry
 	heap      []entry
+	tied      []int32
 	prefOf    []int32
 	pairs     []labelPair
 	order     []int

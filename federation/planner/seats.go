@@ -293,7 +293,7 @@ func (p *planner) jump(es []entry, votes, held, want uint64) uint64 {
 }
 
 // seatsAbove counts the seats j >= s, where d = 2*s+1, whose priority
-// v/(2*j+1) is above a/b, capped at room. v*(2j+1)... compared exactly: the
+// v/(2*j+1) is above a/b, capped at room, compared exactly in 128 bits: the
 // odd numbers o with o*a < v*b are those up to f = floor((v*b-1)/a).
 func seatsAbove(v, d uint64, room int32, a, b uint64) uint64 {
 	if v == 0 || room <= 0 {
@@ -314,9 +314,168 @@ func seatsAbove(v, d uint64, room int32, a, b uint64) uint64 {
 	return min(odd-s, uint64(room))
 }
 
-// extend gives count more seats one at a time to the entry ranked first,
-// using a binary max-heap of the entries themselves.
+// tieRounds bounds the rounds extend and cut spend one priority level at a
+// time before they hand the rest to a heap.
+const tieRounds = 4
+
+// extend gives count more seats in the order of before. While the rest is
+// short, it works a priority level at a time: every next seat at the highest
+// priority left comes before every other seat left, and each member has at
+// most one seat at that level (a member's priorities strictly fall, votes >
+// 0), so either all of them are given or the first count by the tie-break
+// keys. That settles the usual case, many members tied on equal weights, in
+// O(M) instead of O(count log M).
 func (p *planner) extend(es []entry, count uint64) {
+	for round := 0; round < tieRounds && count > 0; round++ {
+		top := -1
+		for k := range es {
+			if es[k].n > 0 && (top < 0 || abovePrio(&es[k], &es[top])) {
+				top = k
+			}
+		}
+		if top < 0 || es[top].v == 0 {
+			// Zero votes: every seat of such a member has priority 0, so
+			// one member can hold several seats of the level; use the heap.
+			break
+		}
+		tied := p.tied[:0]
+		for k := range es {
+			if es[k].n > 0 && !abovePrio(&es[top], &es[k]) {
+				tied = append(tied, int32(k))
+			}
+		}
+		p.tied = tied
+		if uint64(len(tied)) > count {
+			p.selectTies(es, tied, int(count), false)
+			tied = tied[:count]
+		}
+		for _, k := range tied {
+			e := &es[k]
+			e.d += 2
+			e.n--
+			p.slots[e.id].seats++
+		}
+		count -= uint64(len(tied))
+	}
+	if count > 0 {
+		p.extendHeap(es, count)
+	}
+}
+
+// cut takes back count of the seats jump gave (p.room holds how many per
+// entry), last in the order of before first: a priority level at a time
+// like extend, then with a heap.
+func (p *planner) cut(es []entry, count uint64) {
+	for round := 0; round < tieRounds && count > 0; round++ {
+		// The last seat given to an entry is at d-2.
+		low := -1
+		for k := range es {
+			if p.room[es[k].id] > 0 && (low < 0 || belowPrio(&es[k], &es[low])) {
+				low = k
+			}
+		}
+		if low < 0 {
+			break
+		}
+		tied := p.tied[:0]
+		for k := range es {
+			if p.room[es[k].id] > 0 && !belowPrio(&es[low], &es[k]) {
+				tied = append(tied, int32(k))
+			}
+		}
+		p.tied = tied
+		if uint64(len(tied)) > count {
+			p.selectTies(es, tied, int(count), true)
+			tied = tied[:count]
+		}
+		for _, k := range tied {
+			e := &es[k]
+			e.d -= 2
+			e.n++
+			p.room[e.id]--
+			p.slots[e.id].seats--
+		}
+		count -= uint64(len(tied))
+	}
+	if count > 0 {
+		p.cutHeap(es, count)
+	}
+}
+
+// abovePrio reports whether the next seat of a has a higher Webster priority
+// than the next seat of b (exact, ignoring tie-breaks).
+func abovePrio(a, b *entry) bool {
+	h1, l1 := bits.Mul64(a.v, b.d)
+	h2, l2 := bits.Mul64(b.v, a.d)
+	return h1 > h2 || (h1 == h2 && l1 > l2)
+}
+
+// belowPrio reports whether the last seat given to a (at d-2) has a lower
+// priority than the last seat given to b.
+func belowPrio(a, b *entry) bool {
+	h1, l1 := bits.Mul64(a.v, b.d-2)
+	h2, l2 := bits.Mul64(b.v, a.d-2)
+	return h1 < h2 || (h1 == h2 && l1 < l2)
+}
+
+// tieFirst orders entries of equal priority as before does: higher sec, then
+// lower hash, then name.
+func (p *planner) tieFirst(a, b *entry) bool {
+	if a.sec != b.sec {
+		return a.sec > b.sec
+	}
+	if a.h != b.h {
+		return a.h < b.h
+	}
+	return p.members[p.slots[a.id].mi].Name < p.members[p.slots[b.id].mi].Name
+}
+
+// selectTies reorders idx so that its first k entries are the k first by
+// tieFirst (the k last when last is set), in no particular order: a
+// quickselect. The keys are distinct, so the chosen set is unique.
+func (p *planner) selectTies(es []entry, idx []int32, k int, last bool) {
+	in := func(a, b int32) bool { // a goes before b in the wanted order
+		if last {
+			return p.tieFirst(&es[b], &es[a])
+		}
+		return p.tieFirst(&es[a], &es[b])
+	}
+	lo, hi := 0, len(idx)-1
+	for lo < hi {
+		// Median of three as the pivot, moved to hi.
+		mid := int(uint(lo+hi) >> 1)
+		if in(idx[mid], idx[lo]) {
+			idx[mid], idx[lo] = idx[lo], idx[mid]
+		}
+		if in(idx[hi], idx[lo]) {
+			idx[hi], idx[lo] = idx[lo], idx[hi]
+		}
+		if in(idx[mid], idx[hi]) {
+			idx[mid], idx[hi] = idx[hi], idx[mid]
+		}
+		pivot := idx[hi]
+		store := lo
+		for i := lo; i < hi; i++ {
+			if in(idx[i], pivot) {
+				idx[i], idx[store] = idx[store], idx[i]
+				store++
+			}
+		}
+		idx[store], idx[hi] = idx[hi], idx[store]
+		switch {
+		case store == k || store == k-1:
+			return
+		case store < k:
+			lo = store + 1
+		default:
+			hi = store - 1
+		}
+	}
+}
+
+// extendHeap gives count more seats one at a time to the entry ranked first,
+// using a binary max-heap of the entries themselves.
+func (p *planner) extendHeap(es []entry, count uint64) {
 	h := p.heap[:0]
 	for k := range es {
 		if es[k].n > 0 {
@@ -363,9 +522,9 @@ func (p *planner) siftFirst(h []entry, i int) {
 	}
 }
 
-// cut takes back count seats given by jump, always the one ranked last
+// cutHeap takes back count seats given by jump, always the one ranked last
 // among the last seats given, using a binary min-heap of the entries.
-func (p *planner) cut(es []entry, count uint64) {
+func (p *planner) cutHeap(es []entry, count uint64) {
 	h := p.heap[:0]
 	for k := range es {
 		e := es[k]
