@@ -58,11 +58,15 @@ func Select(p *v1alpha1.Placement, members []Member) Selection {
 }
 
 // sortedOrder returns member indexes in name order, or nil when the members
-// are already sorted (the common case, checked in linear time).
-func (sc *planner) sortedOrder(members []Member) []int {
+// are already sorted (the common case, checked in linear time), and whether
+// two members may share a name (false only when the sorted check saw none).
+func (sc *planner) sortedOrder(members []Member) (order []int, dups bool) {
 	for i := 1; i < len(members); i++ {
-		if members[i].Name < members[i-1].Name {
-			order := slices.Grow(sc.order[:0], len(members))[:len(members)]
+		switch c := strings.Compare(members[i].Name, members[i-1].Name); {
+		case c == 0:
+			dups = true
+		case c < 0:
+			order = slices.Grow(sc.order[:0], len(members))[:len(members)]
 			sc.order = order
 			for j := range order {
 				order[j] = j
@@ -70,17 +74,17 @@ func (sc *planner) sortedOrder(members []Member) []int {
 			slices.SortStableFunc(order, func(a, b int) int {
 				return strings.Compare(members[a].Name, members[b].Name)
 			})
-			return order
+			return order, true
 		}
 	}
-	return nil
+	return nil, dups
 }
 
 // forEachCandidate calls emit for every candidate in name order, with its
 // index in members, and fills the bookkeeping fields of sel. Its scratch
 // space lives in sc; it allocates otherwise only for problems.
 func (sc *planner) forEachCandidate(p *v1alpha1.Placement, members []Member, sel *Selection, emit func(c Candidate, index int)) {
-	order := sc.sortedOrder(members)
+	order, dups := sc.sortedOrder(members)
 	idx := func(i int) int {
 		if order != nil {
 			return order[i]
@@ -130,7 +134,7 @@ func (sc *planner) forEachCandidate(p *v1alpha1.Placement, members []Member, sel
 	}
 	for i := 0; i < n; i++ {
 		m := at(i)
-		if i > 0 && at(i-1).Name == m.Name {
+		if dups && i > 0 && at(i-1).Name == m.Name {
 			sel.Duplicates = append(sel.Duplicates, m.Name)
 			continue
 		}

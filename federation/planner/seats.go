@@ -179,7 +179,8 @@ type entry struct {
 	sec uint64 // secondary key, higher first: the static weight under byFloors, else 0
 	h   uint64 // tie-break hash, lower first
 	id  int32  // slot index
-	n   int32  // seats left to give (adding) or given in this award (removing)
+	n   int32  // seats left to give
+	c   int32  // seats above the threshold jump tried last
 }
 
 // before reports whether entry a's seat comes before entry b's: the same
@@ -215,16 +216,16 @@ func (p *planner) before(a, b *entry) bool {
 // decides how many seats the heaps handle, never which seats are given.
 func (p *planner) award(ids []int32, o order) {
 	want := uint64(p.remaining)
-	es := p.entries[:0]
+	es := slices.Grow(p.entries[:0], len(ids))[:len(ids)]
 	var votes, held uint64
 	exact := true
-	for _, i := range ids {
+	for k, i := range ids {
 		s := &p.slots[i]
-		e := entry{v: s.votes(o), d: 2*uint64(s.seats) + 1, h: p.hashOf(i), id: i, n: p.room[i]}
+		e := &es[k]
+		*e = entry{v: s.votes(o), d: 2*uint64(s.seats) + 1, h: p.hashOf(i), id: i, n: p.room[i]}
 		if o == byFloors {
 			e.sec = s.ws
 		}
-		es = append(es, e)
 		var c uint64
 		votes, c = bits.Add64(votes, e.v, 0)
 		held += uint64(s.seats)
@@ -256,12 +257,14 @@ func (p *planner) jump(es []entry, votes, held, want uint64) uint64 {
 	a, b := votes, 2*(held+want)
 	best, bestA, bestB := uint64(0), uint64(0), uint64(0)
 	bestDist := want
+	last := false // whether the counts in es are those of the best threshold
 	for iter := 0; iter < 3; iter++ {
 		var n, fullRoom, freeVotes, freeHeld uint64
 		var carry uint64
 		for k := range es {
 			e := &es[k]
 			c := seatsAbove(e.v, e.d, e.n, a, b)
+			e.c = int32(c)
 			n += c
 			if c == uint64(e.n) {
 				fullRoom += c
@@ -271,10 +274,13 @@ func (p *planner) jump(es []entry, votes, held, want uint64) uint64 {
 			}
 		}
 		dist := max(n, want) - min(n, want)
-		if dist < bestDist {
+		last = dist < bestDist
+		if last {
 			best, bestA, bestB, bestDist = n, a, b, dist
 		}
-		if dist == 0 || carry != 0 || freeVotes == 0 || fullRoom >= want {
+		// Without a member at its room the refined threshold would be the
+		// same one.
+		if dist == 0 || fullRoom == 0 || carry != 0 || freeVotes == 0 || fullRoom >= want {
 			break
 		}
 		a, b = freeVotes, 2*(freeHeld+want-fullRoom)
@@ -284,10 +290,13 @@ func (p *planner) jump(es []entry, votes, held, want uint64) uint64 {
 	}
 	for k := range es {
 		e := &es[k]
-		c := seatsAbove(e.v, e.d, e.n, bestA, bestB)
-		e.d += 2 * c
-		e.n -= int32(c)
-		p.room[e.id] = int32(c)
+		c := e.c
+		if !last {
+			c = int32(seatsAbove(e.v, e.d, e.n, bestA, bestB))
+		}
+		e.d += 2 * uint64(c)
+		e.n -= c
+		p.room[e.id] = c
 	}
 	return best
 }
