@@ -132,10 +132,15 @@ func (sc *planner) forEachCandidate(p *v1alpha1.Placement, members []Member, sel
 			// A second preference for the same name is ignored (CEL forbids it).
 		}
 	}
+	// Only listed members can be candidates: skip the others early.
+	listedOnly := !all && selector == nil && len(p.Clusters) > 0
 	for i := 0; i < n; i++ {
 		m := at(i)
 		if dups && i > 0 && at(i-1).Name == m.Name {
 			sel.Duplicates = append(sel.Duplicates, m.Name)
+			continue
+		}
+		if listedOnly && prefOf[i] < 0 {
 			continue
 		}
 		c := Candidate{Member: m, Weight: 1, MaxReplicas: unbounded}

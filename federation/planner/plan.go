@@ -106,12 +106,17 @@ func Plan(in Input) Result {
 	p.members = in.Members
 	var sel Selection
 	prevFound := 0
+	p.slots = slices.Grow(p.slots[:0], len(in.Members))
 	p.forEachCandidate(&in.Placement, in.Members, &sel, func(c Candidate, mi int) {
-		prev, ok := in.Previous[c.Member.Name]
-		if ok {
-			prevFound++
+		var prev int32
+		if len(in.Previous) > 0 {
+			v, ok := in.Previous[c.Member.Name]
+			if ok {
+				prevFound++
+			}
+			prev = v
 		}
-		p.slots = append(p.slots, slot{})
+		p.slots = p.slots[:len(p.slots)+1] // initSlot sets every field
 		initSlot(&p.slots[len(p.slots)-1], &c, int32(mi), max(prev, 0), in.Now, grace, threshold)
 	})
 	res.Unregistered = sel.Unregistered
