@@ -39,10 +39,27 @@ func (r *Reconciler) finalize(ctx context.Context, frs *v1alpha1.FederatedReplic
 		return ctrl.Result{}, nil
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("frs", klog.KObj(frs))
-	orphan := controllerutil.ContainsFinalizer(frs, metav1.FinalizerOrphanDependents)
+	if r.Intents != nil {
+		r.Intents.Observe(frs)
+	}
+	orphan := controllerutil.ContainsFinalizer(frs, metav1.FinalizerOrphanDependents) ||
+		frs.Annotations[AnnotationPropagation] == string(metav1.DeletePropagationOrphan) ||
+		(r.Intents != nil && r.Intents.Orphan(frs.UID))
 	policy := metav1.DeletePropagationForeground
 	if orphan {
 		policy = metav1.DeletePropagationOrphan
+	}
+	if frs.Annotations[AnnotationPropagation] != string(policy) {
+		// Written before any member is touched, so a new leader continues the
+		// same way even if this replica forgets.
+		patch := client.MergeFrom(frs.DeepCopy())
+		if frs.Annotations == nil {
+			frs.Annotations = map[string]string{}
+		}
+		frs.Annotations[AnnotationPropagation] = string(policy)
+		if err := r.Hub.Patch(ctx, frs, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("recording deletion propagation on %s: %w", klog.KObj(frs), err)
+		}
 	}
 
 	names := map[string]bool{}
@@ -123,6 +140,9 @@ func (r *Reconciler) finalize(ctx context.Context, frs *v1alpha1.FederatedReplic
 		r.Expectations.Delete(expectations.Key{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
 	}
 	r.Reports.Forget(frs.Namespace, frs.Name)
+	if r.Intents != nil {
+		r.Intents.Forget(frs.UID)
+	}
 	patch := client.MergeFrom(frs.DeepCopy())
 	controllerutil.RemoveFinalizer(frs, v1alpha1.FinalizerCascade)
 	if err := r.Hub.Patch(ctx, frs, patch); err != nil && !apierrors.IsNotFound(err) {

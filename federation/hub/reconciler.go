@@ -49,6 +49,8 @@ type Reconciler struct {
 	StatusInterval time.Duration
 	// Clock is injected for tests.
 	Clock clock.PassiveClock
+	// Intents remembers orphan deletions seen on the event path; optional.
+	Intents *DeletionIntents
 	// MemberProblems says why a member cannot be worked in (empty when it can);
 	// optional.
 	MemberProblems func(cluster string) string
@@ -152,7 +154,44 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if len(res.Unregistered) > 0 {
 		r.event(frs, corev1.EventTypeWarning, "UnknownCluster", "Plan", "placement names unregistered clusters: %v", res.Unregistered)
 	}
-	return r.writeStatus(ctx, frs, targets, res, now)
+	result, err := r.writeStatus(ctx, frs, targets, res, now)
+	if err != nil {
+		return result, err
+	}
+	// Nothing else happens when a grace period or threshold runs out, so
+	// come back then and plan again.
+	if d := nextDeadline(in, now); d > 0 && (result.RequeueAfter == 0 || d < result.RequeueAfter) {
+		result.RequeueAfter = d
+	}
+	return result, nil
+}
+
+// nextDeadline is the time until the earliest unreachable member passes its
+// grace period or unschedulable pods pass their threshold (0 when none).
+func nextDeadline(in planner.Input, now time.Time) time.Duration {
+	grace, threshold := planner.DefaultUnreachableGracePeriod, planner.DefaultUnschedulableThreshold
+	if g := in.Failover.UnreachableGracePeriod; g != nil {
+		grace = g.Duration
+	}
+	if t := in.Failover.UnschedulableThreshold; t != nil {
+		threshold = t.Duration
+	}
+	var next time.Duration
+	consider := func(at time.Time) {
+		// A little past the deadline, so the plan sees it expired.
+		if d := at.Sub(now) + 100*time.Millisecond; d > 0 && (next == 0 || d < next) {
+			next = d
+		}
+	}
+	for _, m := range in.Members {
+		if m.Health == planner.Unhealthy && !m.UnhealthySince.IsZero() {
+			consider(m.UnhealthySince.Add(grace))
+		}
+		if m.Unschedulable > 0 && !m.UnschedulableSince.IsZero() {
+			consider(m.UnschedulableSince.Add(threshold))
+		}
+	}
+	return next
 }
 
 // awaitReports returns how long to wait before planning, because a healthy

@@ -29,6 +29,7 @@ import (
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/federation/health"
+	"github.com/replicafed/replicafed/federation/planner"
 	"github.com/replicafed/replicafed/federation/registry"
 )
 
@@ -439,6 +440,105 @@ func TestDeletion(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The hub's garbage collector removes the "orphan" finalizer before replicafed
+// reconciles; the intent seen on the event path (or recorded in the
+// annotation) still orphans the pods.
+func TestOrphanIntentSurvivesFinalizerRemoval(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		seen   bool
+		annot  string
+		policy metav1.DeletionPropagation
+	}{
+		{"seen on the event path", true, "", metav1.DeletePropagationOrphan},
+		{"recorded by an earlier leader", false, "Orphan", metav1.DeletePropagationOrphan},
+		{"plain deletion", false, "", metav1.DeletePropagationForeground},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var policies []metav1.DeletionPropagation
+			obj := frs(2, deleting())
+			if tc.annot != "" {
+				obj.Annotations = map[string]string{AnnotationPropagation: tc.annot}
+			}
+			e := newEnv(t, true, obj, healthy("a"), map[string][]client.Object{"a": {mrs("uid-1")}},
+				map[string]interceptor.Funcs{"a": recordDeletes(&policies)})
+			e.r.Intents = &DeletionIntents{}
+			if tc.seen {
+				withOrphan := obj.DeepCopy()
+				withOrphan.Finalizers = append(withOrphan.Finalizers, metav1.FinalizerOrphanDependents)
+				e.r.Intents.Observe(withOrphan)
+			}
+			if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+				t.Fatal(err)
+			}
+			if len(policies) != 1 || policies[0] != tc.policy {
+				t.Fatalf("member delete policies = %v, want [%s]", policies, tc.policy)
+			}
+			got := &v1alpha1.FederatedReplicaSet{}
+			if err := e.hub.Get(context.Background(), req().NamespacedName, got); err == nil {
+				if a := got.Annotations[AnnotationPropagation]; a != string(tc.policy) {
+					t.Fatalf("propagation annotation = %q, want %q", a, tc.policy)
+				}
+			}
+		})
+	}
+}
+
+func TestNextDeadline(t *testing.T) {
+	grace := &metav1.Duration{Duration: time.Minute}
+	tests := []struct {
+		name    string
+		members []planner.Member
+		want    time.Duration
+	}{
+		{"nothing pending", []planner.Member{{Name: "a", Health: planner.Healthy}}, 0},
+		{"unreachable within grace", []planner.Member{{Name: "a", Health: planner.Unhealthy, UnhealthySince: now.Add(-20 * time.Second)}}, 40*time.Second + 100*time.Millisecond},
+		{"unreachable past grace", []planner.Member{{Name: "a", Health: planner.Unhealthy, UnhealthySince: now.Add(-2 * time.Minute)}}, 0},
+		{"earliest of several", []planner.Member{
+			{Name: "a", Health: planner.Unhealthy, UnhealthySince: now.Add(-10 * time.Second)},
+			{Name: "b", Health: planner.Healthy, Unschedulable: 2, UnschedulableSince: now.Add(-50 * time.Second)},
+		}, 10*time.Second + 100*time.Millisecond},
+	}
+	for _, tc := range tests {
+		in := planner.Input{Failover: v1alpha1.Failover{UnreachableGracePeriod: grace, UnschedulableThreshold: grace}, Members: tc.members}
+		if got := nextDeadline(in, now); got != tc.want {
+			t.Errorf("%s: nextDeadline = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestHeldMemberRequeuesAtGraceExpiry(t *testing.T) {
+	h := healthy("a", "b")
+	h["b"] = v1alpha1.ClusterUnreachable
+	e := newEnv(t, true, frs(4), h, nil, nil)
+	e.r.Health = sinceHealth{fakeHealth: h, since: now.Add(-15 * time.Second)}
+	e.r.Defaults = v1alpha1.Failover{UnreachableGracePeriod: &metav1.Duration{Duration: time.Minute}}
+	_ = e.targets.SetTargets(context.Background(), FRSRef{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 2, "b": 2})
+	e.r.Reports.Report(context.Background(), expectations.Key{Cluster: "a", Namespace: "default", Name: "web"},
+		engine.MemberStatus{Target: 2, Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, ReportedAt: now})
+	res, err := e.r.Reconcile(context.Background(), req())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tg, _, _ := e.targets.Targets(FRSRef{Namespace: "default", Name: "web"}); tg["b"] != 2 {
+		t.Fatalf("member within its grace period lost its target: %v", tg)
+	}
+	if want := 45*time.Second + 100*time.Millisecond; res.RequeueAfter != want {
+		t.Fatalf("RequeueAfter = %v, want %v (grace expiry)", res.RequeueAfter, want)
+	}
+}
+
+type sinceHealth struct {
+	fakeHealth
+	since time.Time
+}
+
+func (s sinceHealth) State(c string) (health.State, bool) {
+	st, ok := s.fakeHealth.State(c)
+	st.Since = s.since
+	return st, ok
 }
 
 func contains(list []string, s string) bool {

@@ -72,6 +72,14 @@ type Registry struct {
 	members   map[string]*Member
 	listeners []func(cluster string, joined bool)
 	mgr       mcmanager.Manager
+
+	// roots are the contexts members were first engaged with; refreshed
+	// engagements live under them. current is the refreshed engagement's
+	// cancel func; staticStop ends a static member's first cluster.
+	roots      map[string]context.Context
+	refreshing map[string]cluster.Cluster
+	current    map[string]context.CancelFunc
+	staticStop map[string]context.CancelFunc
 }
 
 var _ multicluster.Aware = &Registry{}
@@ -108,7 +116,11 @@ func NewProvider(opts Options) (*kubeconfig.Provider, error) {
 
 // New returns a Registry. Call Setup before the manager starts.
 func New(opts Options, provider *kubeconfig.Provider) *Registry {
-	return &Registry{opts: opts, provider: provider, members: map[string]*Member{}}
+	return &Registry{
+		opts: opts, provider: provider, members: map[string]*Member{},
+		roots: map[string]context.Context{}, refreshing: map[string]cluster.Cluster{},
+		current: map[string]context.CancelFunc{}, staticStop: map[string]context.CancelFunc{},
+	}
 }
 
 // Setup registers the provider's Secret controller and the registry itself
@@ -160,14 +172,66 @@ func (r *Registry) engageStatic(ctx context.Context, s Static) error {
 	if err != nil {
 		return fmt.Errorf("creating client of static member %s: %w", s.Name, err)
 	}
+	first, stop := context.WithCancel(ctx)
+	r.mu.Lock()
+	r.roots[s.Name] = ctx
+	r.staticStop[s.Name] = stop
+	r.mu.Unlock()
 	go func() {
-		if err := cl.Start(ctx); err != nil {
+		if err := cl.Start(first); err != nil {
 			logr.FromContextOrDiscard(ctx).Error(err, "member cluster stopped", "cluster", s.Name)
 		}
 	}()
 	// Engaging does not wait for a cache sync: an unreachable static member
 	// must not block the others; its workers wait for their own informers.
-	return r.mgr.Engage(ctx, multicluster.ClusterName(s.Name), cl)
+	return r.mgr.Engage(first, multicluster.ClusterName(s.Name), cl)
+}
+
+// Refresh replaces a member's cluster (clients and informers) with a new one
+// built from the same configuration, and engages it with every component.
+// It is called when an unreachable member comes back: client-go's informers
+// would otherwise wait out their reconnect backoff (up to a minute or two)
+// and the workers would act on stale caches meanwhile.
+func (r *Registry) Refresh(name string) error {
+	r.mu.Lock()
+	m, ok := r.members[name]
+	root := r.roots[name]
+	r.mu.Unlock()
+	if !ok || root == nil || root.Err() != nil || r.mgr == nil {
+		return nil
+	}
+	cl, err := cluster.New(rest.CopyConfig(m.Cluster.GetConfig()), func(o *cluster.Options) { o.Scheme = r.opts.Scheme })
+	if err != nil {
+		return fmt.Errorf("recreating client of member %s: %w", name, err)
+	}
+	ctx, cancel := context.WithCancel(root)
+	go func() {
+		if err := cl.Start(ctx); err != nil {
+			logr.FromContextOrDiscard(root).Error(err, "member cluster stopped", "cluster", name)
+		}
+	}()
+	r.mu.Lock()
+	r.refreshing[name] = cl
+	r.mu.Unlock()
+	err = r.mgr.Engage(ctx, multicluster.ClusterName(name), cl)
+	r.mu.Lock()
+	delete(r.refreshing, name)
+	prev, static := r.current[name], r.staticStop[name]
+	r.current[name] = cancel
+	delete(r.staticStop, name)
+	r.mu.Unlock()
+	// The replaced cluster stops only now, after every component moved on.
+	if prev != nil {
+		prev()
+	}
+	if static != nil {
+		static()
+	}
+	if err != nil {
+		return fmt.Errorf("engaging refreshed member %s: %w", name, err)
+	}
+	logr.FromContextOrDiscard(root).V(1).Info("member clients refreshed", "cluster", name)
+	return nil
 }
 
 // NeedLeaderElection lets the registry run on every replica, so followers
@@ -182,6 +246,17 @@ func (r *Registry) Engage(ctx context.Context, clusterName multicluster.ClusterN
 	if old, ok := r.members[name]; ok && old.Cluster == cl {
 		r.mu.Unlock()
 		return nil
+	}
+	if r.refreshing[name] != cl {
+		// A new engagement from a provider (first, or a changed kubeconfig):
+		// refreshed clusters now live under its context.
+		if _, static := r.staticStop[name]; !static || r.roots[name] == nil {
+			r.roots[name] = ctx
+		}
+		if c := r.current[name]; c != nil {
+			defer c()
+			delete(r.current, name)
+		}
 	}
 	r.members[name] = m
 	listeners := append([]func(string, bool){}, r.listeners...)

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -30,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
@@ -190,7 +192,9 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		enqueueAll(ctx, local, trigger)
 	})
 
+	intents := &hub.DeletionIntents{}
 	rec := &hub.Reconciler{
+		Intents:        intents,
 		Hub:            local.GetClient(),
 		Registry:       reg,
 		Health:         &replicatedHealth{monitor: monitor, node: n},
@@ -215,14 +219,24 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		Clock: clock.RealClock{},
 	}
 	err = ctrl.NewControllerManagedBy(local).
-		For(&v1alpha1.FederatedReplicaSet{}).
+		// Orphan deletions leave their only trace on one watch event; catch
+		// it here, before the hub's garbage collector removes it.
+		For(&v1alpha1.FederatedReplicaSet{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			intents.Observe(o)
+			return true
+		}))).
 		WatchesRawSource(source.Channel(frsEvents, &handler.TypedEnqueueRequestForObject[*v1alpha1.FederatedReplicaSet]{})).
 		Named("federatedreplicaset").
 		Complete(rec)
 	if err != nil {
 		return fmt.Errorf("creating FederatedReplicaSet controller: %w", err)
 	}
-	monitorChanges(ctx, monitor, n, func() { enqueueAll(ctx, local, trigger) })
+	monitorChanges(ctx, monitor, n, func() { enqueueAll(ctx, local, trigger) }, func(cluster string) {
+		// Fresh informers instead of waiting out client-go's reconnect backoff.
+		if err := reg.Refresh(cluster); err != nil {
+			log.Error(err, "refreshing member clients after recovery", "cluster", cluster)
+		}
+	})
 
 	if err := local.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		store.Run(ctx)
@@ -321,8 +335,12 @@ func nodeConfig(cfg *config.Config) node.NodeConfig {
 // monitorChanges re-plans everything when a member's health flips, and on the
 // leader records the flip in raft, so a new leader measures the grace period
 // from the original time instead of starting it again.
-func monitorChanges(ctx context.Context, m *health.Monitor, n *node.Node, fn func()) {
+func monitorChanges(ctx context.Context, m *health.Monitor, n *node.Node, fn func(), recovered func(cluster string)) {
+	var was sync.Map // cluster -> last health
 	m.SetOnChange(func(cluster string, st health.State) {
+		if prev, ok := was.Swap(cluster, st.Health); ok && prev == v1alpha1.ClusterUnreachable && st.Health == v1alpha1.ClusterHealthy {
+			go recovered(cluster)
+		}
 		healthy := st.Health == v1alpha1.ClusterHealthy
 		metrics.MemberHealthy.WithLabelValues(cluster).Set(map[bool]float64{true: 1, false: 0}[healthy])
 		if _, _, leading := n.Leading(); leading && st.Health != v1alpha1.ClusterHealthUnknown {
