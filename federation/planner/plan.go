@@ -67,6 +67,7 @@ type planner struct {
 	entries   []entry
 	heap      []entry
 	tied      []int32
+	keys      []tieKey
 	prefOf    []int32
 	pairs     []labelPair
 	order     []int
@@ -162,11 +163,12 @@ func Plan(in Input) Result {
 
 func initSlot(s *slot, c *Candidate, mi, prev int32, now time.Time, grace, threshold time.Duration) {
 	m := c.Member
-	*s = slot{
-		mi: mi, prev: prev,
-		lo: c.MinReplicas, hi: c.MaxReplicas, cost: c.DeletionCost,
-		ws: uint64(c.Weight), capacity: unbounded,
-	}
+	// Zero, then set fields one by one: a composite literal is built on the
+	// stack and copied over with wide loads that stall on the fresh stores.
+	*s = slot{}
+	s.mi, s.prev = mi, prev
+	s.lo, s.hi, s.cost = c.MinReplicas, c.MaxReplicas, c.DeletionCost
+	s.ws, s.capacity = uint64(c.Weight), unbounded
 	s.w = s.ws
 	switch {
 	case m.Health == Healthy:
@@ -460,7 +462,9 @@ func (p *planner) result(res *Result, in *Input, replicas int64, prevFound int, 
 	for i := range p.slots {
 		s := &p.slots[i]
 		name := p.members[s.mi].Name
-		t := Target{Cluster: name, Replicas: s.seats, Previous: s.prev}
+		// Filled in place, field by field (see initSlot).
+		t := &res.Targets[i]
+		t.Cluster, t.Replicas, t.Previous = name, s.seats, s.prev
 		total += int64(s.seats)
 		switch s.kind {
 		case kindHeld:
@@ -473,11 +477,12 @@ func (p *planner) result(res *Result, in *Input, replicas int64, prevFound int, 
 			over += int64(t.OverCapacity)
 		}
 		if s.kind != kindHealthy || s.stale || t.OverCapacity > 0 {
-			res.MemberNotes = append(res.MemberNotes, MemberNote{Cluster: name, Message: p.note(s, &t, in.Now, grace, threshold)})
+			res.MemberNotes = append(res.MemberNotes, MemberNote{Cluster: name, Message: p.note(s, t, in.Now, grace, threshold)})
 		}
-		res.Targets[i] = t
 		if s.seats != s.prev {
-			res.Changes = append(res.Changes, Change{Cluster: name, From: s.prev, To: s.seats, Reason: reasonFor(s)})
+			res.Changes = res.Changes[:len(res.Changes)+1]
+			c := &res.Changes[len(res.Changes)-1]
+			c.Cluster, c.From, c.To, c.Reason = name, s.prev, s.seats, reasonFor(s)
 		}
 	}
 	res.Shortfall = sat32(over + int64(res.Unplaced))

@@ -222,7 +222,10 @@ func (p *planner) award(ids []int32, o order) {
 	for k, i := range ids {
 		s := &p.slots[i]
 		e := &es[k]
-		*e = entry{v: s.votes(o), d: 2*uint64(s.seats) + 1, h: p.hashOf(i), id: i, n: p.room[i]}
+		// Field by field: a composite literal would be copied with wide
+		// loads that stall on its fresh stores.
+		e.v, e.d, e.h, e.id, e.n, e.c = s.votes(o), 2*uint64(s.seats)+1, p.hashOf(i), i, p.room[i], 0
+		e.sec = 0
 		if o == byFloors {
 			e.sec = s.ws
 		}
@@ -427,58 +430,72 @@ func belowPrio(a, b *entry) bool {
 	return h1 < h2 || (h1 == h2 && l1 < l2)
 }
 
-// tieFirst orders entries of equal priority as before does: higher sec, then
-// lower hash, then name.
-func (p *planner) tieFirst(a, b *entry) bool {
+// tieKey is an entry's tie-break keys, for selectTies: higher sec first,
+// then lower hash, then name. For the reverse order both keys are
+// complemented and the name order is reversed.
+type tieKey struct {
+	sec, h uint64
+	k      int32 // index in es
+}
+
+func (p *planner) keyFirst(es []entry, a, b *tieKey, last bool) bool {
 	if a.sec != b.sec {
 		return a.sec > b.sec
 	}
 	if a.h != b.h {
 		return a.h < b.h
 	}
-	return p.members[p.slots[a.id].mi].Name < p.members[p.slots[b.id].mi].Name
+	na := p.members[p.slots[es[a.k].id].mi].Name
+	nb := p.members[p.slots[es[b.k].id].mi].Name
+	return (na < nb) != last
 }
 
-// selectTies reorders idx so that its first k entries are the k first by
-// tieFirst (the k last when last is set), in no particular order: a
-// quickselect. The keys are distinct, so the chosen set is unique.
+// selectTies reorders idx so that its first k entries are the k first in the
+// tie-break order of before (the k last when last is set), in no particular
+// order: a quickselect. The keys are distinct, so the chosen set is unique.
 func (p *planner) selectTies(es []entry, idx []int32, k int, last bool) {
-	in := func(a, b int32) bool { // a goes before b in the wanted order
+	keys := slices.Grow(p.keys[:0], len(idx))[:len(idx)]
+	p.keys = keys
+	for j, i := range idx {
+		key := &keys[j]
+		key.sec, key.h, key.k = es[i].sec, es[i].h, i
 		if last {
-			return p.tieFirst(&es[b], &es[a])
+			key.sec, key.h = ^key.sec, ^key.h
 		}
-		return p.tieFirst(&es[a], &es[b])
 	}
-	lo, hi := 0, len(idx)-1
+	lo, hi := 0, len(keys)-1
 	for lo < hi {
 		// Median of three as the pivot, moved to hi.
 		mid := int(uint(lo+hi) >> 1)
-		if in(idx[mid], idx[lo]) {
-			idx[mid], idx[lo] = idx[lo], idx[mid]
+		if p.keyFirst(es, &keys[mid], &keys[lo], last) {
+			keys[mid], keys[lo] = keys[lo], keys[mid]
 		}
-		if in(idx[hi], idx[lo]) {
-			idx[hi], idx[lo] = idx[lo], idx[hi]
+		if p.keyFirst(es, &keys[hi], &keys[lo], last) {
+			keys[hi], keys[lo] = keys[lo], keys[hi]
 		}
-		if in(idx[mid], idx[hi]) {
-			idx[mid], idx[hi] = idx[hi], idx[mid]
+		if p.keyFirst(es, &keys[mid], &keys[hi], last) {
+			keys[mid], keys[hi] = keys[hi], keys[mid]
 		}
-		pivot := idx[hi]
+		pivot := keys[hi]
 		store := lo
 		for i := lo; i < hi; i++ {
-			if in(idx[i], pivot) {
-				idx[i], idx[store] = idx[store], idx[i]
+			if p.keyFirst(es, &keys[i], &pivot, last) {
+				keys[i], keys[store] = keys[store], keys[i]
 				store++
 			}
 		}
-		idx[store], idx[hi] = idx[hi], idx[store]
+		keys[store], keys[hi] = keys[hi], keys[store]
 		switch {
 		case store == k || store == k-1:
-			return
+			lo = hi // done
 		case store < k:
 			lo = store + 1
 		default:
 			hi = store - 1
 		}
+	}
+	for j := range keys {
+		idx[j] = keys[j].k
 	}
 }
 
