@@ -74,8 +74,11 @@ type planner struct {
 	remaining int64
 	seed      uint64
 	// floors and kept are the sums of lo and keepAll over the slots: when one
-	// is 0, the bands it bounds are empty and are skipped.
-	floors, kept int64
+	// is 0, the bands it bounds are empty and are skipped. notReady and
+	// unscheduled say whether some slot has keepSched > keep, keepAll >
+	// keepSched: without them those bands add nothing to the keep band.
+	floors, kept          int64
+	notReady, unscheduled bool
 }
 
 // plannerPool recycles the scratch slices: planning 10,000 FRS otherwise
@@ -132,9 +135,13 @@ func Plan(in Input) Result {
 	p.ids = slices.Grow(p.ids[:0], len(p.slots))
 
 	var minSum, kept int64
+	p.notReady, p.unscheduled = false, false
 	for i := range p.slots {
-		minSum += int64(p.slots[i].lo)
-		kept += int64(p.slots[i].keepAll)
+		s := &p.slots[i]
+		minSum += int64(s.lo)
+		kept += int64(s.keepAll)
+		p.notReady = p.notReady || s.keepSched > s.keep
+		p.unscheduled = p.unscheduled || s.keepAll > s.keepSched
 	}
 	p.floors, p.kept = minSum, kept
 	if minSum > replicas {
@@ -322,8 +329,14 @@ func (p *planner) fill(replicas int64, onRecovery bool) {
 		p.band(limitGrow, byWeight)
 	case !onRecovery:
 		p.band(limitKeep, byCostThenWeight)
-		p.band(limitKeepSched, byCostThenWeight)
-		p.band(limitKeepAll, byCostThenWeight)
+		// Once the keep band is placed, whole or up to the last replica, a
+		// band whose limit equals keep on every slot has nothing to add.
+		if p.notReady {
+			p.band(limitKeepSched, byCostThenWeight)
+		}
+		if p.unscheduled {
+			p.band(limitKeepAll, byCostThenWeight)
+		}
 		p.band(limitGrow, byWeight)
 	default:
 		// Existing pods above the ideal come after those within it, so a
@@ -331,11 +344,19 @@ func (p *planner) fill(replicas int64, onRecovery bool) {
 		// above the ideal even yield to new seats of members below it.
 		p.band(limitKeepInIdeal, byCostThenWeight)
 		p.band(limitKeep, byCostThenWeight)
-		p.band(limitKeepSchedInIdeal, byCostThenWeight)
-		p.band(limitKeepAllInIdeal, byCostThenWeight)
+		if p.notReady {
+			p.band(limitKeepSchedInIdeal, byCostThenWeight)
+		}
+		if p.notReady || p.unscheduled {
+			p.band(limitKeepAllInIdeal, byCostThenWeight)
+		}
 		p.band(limitGrow, byWeight)
-		p.band(limitKeepSched, byCostThenWeight)
-		p.band(limitKeepAll, byCostThenWeight)
+		if p.notReady {
+			p.band(limitKeepSched, byCostThenWeight)
+		}
+		if p.unscheduled {
+			p.band(limitKeepAll, byCostThenWeight)
+		}
 	}
 	p.band(limitOverflow, byStaticWeight)
 }
