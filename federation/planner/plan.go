@@ -483,7 +483,9 @@ func (p *planner) result(res *Result, in *Input, replicas int64, prevFound int, 
 	for i := range p.slots {
 		s := &p.slots[i]
 		name := p.members[s.mi].Name
-		// Filled in place, field by field (see initSlot).
+		// Filled in place, field by field (see initSlot), and never read
+		// back: the fresh memory is usually not in cache yet, and a load
+		// would wait for it where stores do not.
 		t := &res.Targets[i]
 		t.Cluster, t.Replicas, t.Previous = name, s.seats, s.prev
 		total += int64(s.seats)
@@ -493,11 +495,13 @@ func (p *planner) result(res *Result, in *Input, replicas int64, prevFound int, 
 		case kindFailed:
 			t.State = StateFailedOver
 		}
+		var overCap int32
 		if s.kind == kindHealthy && s.capKnown && s.seats > s.capacity {
-			t.OverCapacity = s.seats - s.capacity
-			over += int64(t.OverCapacity)
+			overCap = s.seats - s.capacity
+			t.OverCapacity = overCap
+			over += int64(overCap)
 		}
-		if s.kind != kindHealthy || s.stale || t.OverCapacity > 0 {
+		if s.kind != kindHealthy || s.stale || overCap > 0 {
 			res.MemberNotes = append(res.MemberNotes, MemberNote{Cluster: name, Message: p.note(s, t, in.Now, grace, threshold)})
 		}
 		if s.seats != s.prev {
