@@ -200,7 +200,7 @@ func (f *Fleet) startReplicas(o Options, binary string) error {
 	var peers []map[string]any
 	for i := range ps {
 		for _, p := range []*int{&ps[i].raft, &ps[i].admin, &ps[i].health} {
-			if *p, err = freePort(); err != nil {
+			if *p, err = testcluster.FreePort(); err != nil {
 				return err
 			}
 		}
@@ -335,15 +335,6 @@ func (f *Fleet) Stop() {
 func replicaID(i int) string { return "replicafed-" + strconv.Itoa(i) }
 
 func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
 
 func randomHex(n int) (string, error) {
 	b := make([]byte, n)

@@ -198,11 +198,11 @@ func (c *Cluster) start(ctx context.Context) error {
 }
 
 func (c *Cluster) startEtcd(ctx context.Context) error {
-	client, err := freePort()
+	client, err := FreePort()
 	if err != nil {
 		return err
 	}
-	peer, err := freePort()
+	peer, err := FreePort()
 	if err != nil {
 		return err
 	}
@@ -269,7 +269,7 @@ func (c *Cluster) prepareAPIServer(token string) error {
 	if err != nil {
 		return err
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return err
 	}

@@ -102,9 +102,9 @@ func (p *process) tail(n int64) string {
 	return string(buf)
 }
 
-// freePort asks the kernel for a free loopback port. Another process could take
-// it before we bind it; callers retry the whole start on a bind failure.
-func freePort() (int, error) {
+// FreePort asks the kernel for a free loopback port. Another process could
+// take it before it is bound; callers retry the whole start on a bind failure.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("finding a free port: %w", err)
