@@ -35,14 +35,25 @@ type env struct {
 	dumped sync.Once
 }
 
-// newEnv creates namespace ns in the hub and every member (replicafed does not
-// create namespaces in members) and registers diagnostics printed on failure.
+// newEnv creates namespace ns in the hub and every member and registers
+// diagnostics printed on failure.
 func newEnv(t *testing.T, ns string) *env {
+	t.Helper()
+	return newEnvIn(t, ns, true)
+}
+
+// newEnvIn is newEnv; with inMembers false the namespace exists only in the
+// hub, and replicafed must create it in the members.
+func newEnvIn(t *testing.T, ns string, inMembers bool) *env {
 	t.Helper()
 	f := getFleet(t)
 	e := &env{t: t, f: f, ns: ns}
 	ctx := context.Background()
-	for _, c := range append([]client.Client{f.HubClient}, e.members()...) {
+	clients := []client.Client{f.HubClient}
+	if inMembers {
+		clients = append(clients, e.members()...)
+	}
+	for _, c := range clients {
 		err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatalf("creating namespace %s: %v", ns, err)

@@ -26,6 +26,28 @@ func TestLifecycle(t *testing.T) {
 	t.Run("DeleteBackground", func(t *testing.T) { t.Parallel(); testDeleteBackground(t) })
 	t.Run("DeleteOrphan", func(t *testing.T) { t.Parallel(); testDeleteOrphan(t) })
 	t.Run("DeleteOrphanMany", func(t *testing.T) { t.Parallel(); testDeleteOrphanMany(t) })
+	t.Run("NamespaceMissingInMembers", func(t *testing.T) { t.Parallel(); testNamespaceMissingInMembers(t) })
+}
+
+// testNamespaceMissingInMembers: the namespace exists only in the hub;
+// replicafed creates it in each member (controller.createNamespaces defaults to
+// true), labelled as managed by replicafed, and the pods follow.
+func testNamespaceMissingInMembers(t *testing.T) {
+	e := newEnvIn(t, "e2e-new-namespace", false)
+	const name = "web"
+	e.create(frsSpec{name: name, replicas: 3, clusters: []v1alpha1.ClusterPreference{
+		pref(memberA, 1, -1), pref(memberB, 1, -1), pref(memberC, 1, -1),
+	}})
+	e.waitSplit(name, split{memberA: 1, memberB: 1, memberC: 1})
+	for _, m := range []string{memberA, memberB, memberC} {
+		ns := &corev1.Namespace{}
+		if err := e.f.MemberClients[m].Get(context.Background(), client.ObjectKey{Name: e.ns}, ns); err != nil {
+			t.Fatalf("%s: namespace %s: %v", m, e.ns, err)
+		}
+		if got := ns.Labels[v1alpha1.LabelManagedBy]; got != v1alpha1.ManagedByValue {
+			t.Errorf("%s: namespace %s label %s = %q, want %q", m, e.ns, v1alpha1.LabelManagedBy, got, v1alpha1.ManagedByValue)
+		}
+	}
 }
 
 // testCreate: 6 replicas at weights 3:2:1 are exactly 3/2/1 (Webster), Ready,
