@@ -53,7 +53,7 @@ func Select(p *v1alpha1.Placement, members []Member) Selection {
 	sel.Candidates = make([]Candidate, 0, len(members))
 	sc.forEachCandidate(p, members, &sel, func(c Candidate, _ int) {
 		sel.Candidates = append(sel.Candidates, c)
-	})
+	}, func() { sel.Candidates = sel.Candidates[:0] })
 	return sel
 }
 
@@ -83,8 +83,19 @@ func (sc *planner) sortedOrder(members []Member) (order []int, dups bool) {
 // forEachCandidate calls emit for every candidate in name order, with its
 // index in members, and fills the bookkeeping fields of sel. Its scratch
 // space lives in sc; it allocates otherwise only for problems.
-func (sc *planner) forEachCandidate(p *v1alpha1.Placement, members []Member, sel *Selection, emit func(c Candidate, index int)) {
-	order, dups := sc.sortedOrder(members)
+//
+// Without listed clusters the members are checked for name order on the way
+// rather than in a pass of their own (a pass over every member is a pass over
+// cold memory when each plan has its own member slice); when they turn out
+// unsorted, restart is called and the candidates are emitted again from the
+// start, in name order.
+func (sc *planner) forEachCandidate(p *v1alpha1.Placement, members []Member, sel *Selection, emit func(c Candidate, index int), restart func()) {
+	var order []int
+	dups := true
+	checking := len(p.Clusters) == 0 // no binary search below: order checked in the loop
+	if !checking {
+		order, dups = sc.sortedOrder(members)
+	}
 	idx := func(i int) int {
 		if order != nil {
 			return order[i]
@@ -136,7 +147,20 @@ func (sc *planner) forEachCandidate(p *v1alpha1.Placement, members []Member, sel
 	listedOnly := !all && selector == nil && len(p.Clusters) > 0
 	for i := 0; i < n; i++ {
 		m := at(i)
-		if dups && i > 0 && at(i-1).Name == m.Name {
+		if checking && i > 0 {
+			switch c := strings.Compare(m.Name, members[i-1].Name); {
+			case c < 0:
+				restart()
+				sel.Duplicates = sel.Duplicates[:0]
+				order, _ = sc.sortedOrder(members)
+				checking = false
+				i = -1
+				continue
+			case c == 0:
+				sel.Duplicates = append(sel.Duplicates, m.Name)
+				continue
+			}
+		} else if !checking && dups && i > 0 && at(i-1).Name == m.Name {
 			sel.Duplicates = append(sel.Duplicates, m.Name)
 			continue
 		}

@@ -1,7 +1,9 @@
 package planner
 
 import (
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -120,5 +122,44 @@ func TestNotSelectedChange(t *testing.T) {
 	want = slices.DeleteFunc(want, func(c Change) bool { return c.From == c.To })
 	if !slices.Equal(r.Changes, want) {
 		t.Fatalf("changes %v, want %v", r.Changes, want)
+	}
+}
+
+// Members found out of order only late in the pass (after candidates and a
+// duplicate were already seen) give the same plan and selection as the same
+// members stably sorted by name.
+func TestUnsortedMembersDiscoveredLate(t *testing.T) {
+	ms := []Member{
+		{Name: "a", Health: Healthy, Labels: map[string]string{"zone": "1"}},
+		{Name: "b", Health: Healthy, Labels: map[string]string{"zone": "1"}},
+		{Name: "b", Health: Unhealthy, Labels: map[string]string{"zone": "1"}},
+		{Name: "d", Health: Healthy, Labels: map[string]string{"zone": "1"}},
+		{Name: "c", Health: Healthy, Labels: map[string]string{"zone": "1"}},
+		{Name: "a", Health: Unhealthy, Labels: map[string]string{"zone": "2"}},
+	}
+	sorted := slices.Clone(ms)
+	slices.SortStableFunc(sorted, func(x, y Member) int { return strings.Compare(x.Name, y.Name) })
+	placements := []v1alpha1.Placement{
+		{},
+		{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"zone": "1"}}},
+	}
+	for _, pl := range placements {
+		got := Plan(Input{UID: "late", Replicas: 7, Placement: pl, Members: ms})
+		want := Plan(Input{UID: "late", Replicas: 7, Placement: pl, Members: sorted})
+		if !reflect.DeepEqual(got.Targets, want.Targets) || !reflect.DeepEqual(got.Notes, want.Notes) {
+			t.Fatalf("placement %+v: unsorted %s %q, sorted %s %q", pl, targetsString(got), got.Notes, targetsString(want), want.Notes)
+		}
+		if len(got.Notes) != 2 || len(got.Targets) != 4 {
+			t.Fatalf("placement %+v: want 4 targets and 2 duplicate notes, got %s %q", pl, targetsString(got), got.Notes)
+		}
+		gs, ws := Select(&pl, ms), Select(&pl, sorted)
+		if len(gs.Candidates) != len(ws.Candidates) || !reflect.DeepEqual(gs.Duplicates, ws.Duplicates) {
+			t.Fatalf("placement %+v: select %d %v, sorted %d %v", pl, len(gs.Candidates), gs.Duplicates, len(ws.Candidates), ws.Duplicates)
+		}
+		for i := range gs.Candidates {
+			if gs.Candidates[i].Member.Health != ws.Candidates[i].Member.Health || gs.Candidates[i].Member.Name != ws.Candidates[i].Member.Name {
+				t.Fatalf("placement %+v: candidate %d differs", pl, i)
+			}
+		}
 	}
 }

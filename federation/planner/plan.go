@@ -122,6 +122,8 @@ func Plan(in Input) Result {
 		}
 		p.slots = p.slots[:len(p.slots)+1] // initSlot sets every field
 		initSlot(&p.slots[len(p.slots)-1], &c, int32(mi), max(prev, 0), in.Now, grace, threshold)
+	}, func() {
+		p.slots, prevFound = p.slots[:0], 0
 	})
 	res.Unregistered = sel.Unregistered
 	res.SelectorError = sel.SelectorError
