@@ -156,7 +156,15 @@
 // # Cost
 //
 // One plan is O(M log M) for M candidate members when members are passed
-// sorted by name, plus O(log M) per seat in the one band that is only partly
-// filled; a band that fits whole is filled without ranking. See
+// sorted by name. A band that fits whole is filled without ranking; the one
+// band that is only partly filled does not hand out its seats one by one:
+// every seat whose Webster priority is above a threshold (Sainte-Laguë's
+// divisor, refined once for members at their limit) is a prefix of the seat
+// sequence, so it is given in bulk, and the few seats between that prefix and
+// the wanted count are added or taken back a priority level at a time (one
+// seat per member per level, the level's members ordered by the tie-breaks
+// with a quickselect), or with a heap at O(log M) per seat after a few
+// levels. The result is the same seat sequence as one seat at a time (see
+// TestAwardMatchesOneByOne and TestPlanOutputsStable). See
 // BenchmarkPlan10kFRSx100Members.
 package planner
