@@ -210,10 +210,10 @@ func (p *planner) before(a, b *entry) bool {
 // Handing them out one by one costs O(log M) per seat, so award first jumps
 // close to the end of that sequence: every seat whose Webster priority is
 // above a threshold a/b comes before every seat at or below it, so the seats
-// above the threshold are exactly a prefix of the sequence. A max-heap then
-// extends that prefix seat by seat, or a min-heap over the last seats given
-// cuts it back, until it holds exactly p.remaining seats. The threshold only
-// decides how many seats the heaps handle, never which seats are given.
+// above the threshold are exactly a prefix of the sequence. extend then
+// lengthens that prefix, or cut shortens it, until it holds exactly
+// p.remaining seats. The threshold only decides how many seats those two
+// handle, never which seats are given.
 func (p *planner) award(ids []int32, o order) {
 	want := uint64(p.remaining)
 	es := slices.Grow(p.entries[:0], len(ids))[:len(ids)]
