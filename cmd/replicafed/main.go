@@ -16,8 +16,8 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/replicafed/replicafed/config"
-	"github.com/replicafed/replicafed/internal/server"
 	"github.com/replicafed/replicafed/internal/logging"
+	"github.com/replicafed/replicafed/internal/server"
 )
 
 // Exit codes.
