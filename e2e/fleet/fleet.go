@@ -239,10 +239,7 @@ func (f *Fleet) startReplicas(o Options, binary string) error {
 		if err != nil {
 			return fmt.Errorf("encoding replica config: %w", err)
 		}
-		r := &Replica{
-			ID: id, AdminAddress: loopback(ps[i].admin), binary: binary,
-			ConfigPath: filepath.Join(dir, "config.yaml"), LogPath: filepath.Join(dir, "replicafed.log"),
-		}
+		r := newReplica(id, loopback(ps[i].admin), binary, dir)
 		if err := os.WriteFile(r.ConfigPath, raw, 0o600); err != nil {
 			return fmt.Errorf("writing replica config: %w", err)
 		}

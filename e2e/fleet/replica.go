@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
-	"syscall"
 	"time"
+
+	"github.com/replicafed/replicafed/internal/testcluster"
 )
 
 // Replica is one replicafed process.
@@ -22,10 +20,16 @@ type Replica struct {
 	// ConfigPath and LogPath live in the replica's directory.
 	ConfigPath, LogPath string
 
-	binary string
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   chan struct{}
+	proc *testcluster.Process
+}
+
+func newReplica(id, admin, binary, dir string) *Replica {
+	r := &Replica{
+		ID: id, AdminAddress: admin,
+		ConfigPath: filepath.Join(dir, "config.yaml"), LogPath: filepath.Join(dir, "replicafed.log"),
+	}
+	r.proc = &testcluster.Process{Name: id, Path: binary, Args: []string{"--config", r.ConfigPath}, LogPath: r.LogPath}
+	return r
 }
 
 // Status is what a replica's admin endpoint reports.
@@ -39,73 +43,19 @@ type Status struct {
 }
 
 // Start starts the process (again, after Kill or Stop).
-func (r *Replica) Start() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cmd != nil {
-		select {
-		case <-r.done:
-		default:
-			return nil
-		}
-	}
-	logf, err := os.OpenFile(r.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("opening replica log: %w", err)
-	}
-	cmd := exec.Command(r.binary, "--config", r.ConfigPath)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		_ = logf.Close()
-		return fmt.Errorf("starting replica %s: %w", r.ID, err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); _ = logf.Close(); close(done) }()
-	r.cmd, r.done = cmd, done
-	return nil
-}
+func (r *Replica) Start() error { return r.proc.Start() }
 
 // Running reports whether the process is alive.
 func (r *Replica) Running() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cmd == nil {
-		return false
-	}
-	select {
-	case <-r.done:
-		return false
-	default:
-		return true
-	}
+	dead, _ := r.proc.Exited()
+	return !dead
 }
 
 // Kill ends the process with SIGKILL, like a crashed pod.
-func (r *Replica) Kill() { r.signal(syscall.SIGKILL, 0) }
+func (r *Replica) Kill() { r.proc.Kill() }
 
 // Stop ends the process with SIGTERM (graceful: leadership is handed over).
-func (r *Replica) Stop() { r.signal(syscall.SIGTERM, 15*time.Second) }
-
-func (r *Replica) signal(sig syscall.Signal, grace time.Duration) {
-	r.mu.Lock()
-	cmd, done := r.cmd, r.done
-	r.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = syscall.Kill(cmd.Process.Pid, sig)
-	if grace == 0 {
-		<-done
-		return
-	}
-	select {
-	case <-done:
-	case <-time.After(grace):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	}
-}
+func (r *Replica) Stop() { r.proc.Stop(15 * time.Second) }
 
 // Status asks the replica's admin endpoint.
 func (r *Replica) Status(ctx context.Context) (Status, error) {
@@ -128,15 +78,6 @@ func (r *Replica) Status(ctx context.Context) (Status, error) {
 }
 
 // LogTail returns the end of the replica's log.
-func (r *Replica) LogTail(n int64) string {
-	b, err := os.ReadFile(r.LogPath)
-	if err != nil {
-		return ""
-	}
-	if int64(len(b)) > n {
-		b = b[int64(len(b))-n:]
-	}
-	return string(b)
-}
+func (r *Replica) LogTail(n int64) string { return r.proc.Tail(n) }
 
 func replicaDir(root, id string) string { return filepath.Join(root, id) }

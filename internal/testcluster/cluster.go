@@ -84,9 +84,9 @@ type Cluster struct {
 	apiPort   int
 	apiArgs   []string
 	mu        sync.Mutex
-	etcd      *process
-	apiserver *process
-	others    []*process
+	etcd      *Process
+	apiserver *Process
+	others    []*Process
 	stopped   bool
 }
 
@@ -208,10 +208,10 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 	}
 	clientURL := "http://" + hostPort(client)
 	peerURL := "http://" + hostPort(peer)
-	p := &process{
-		name: "etcd",
-		path: filepath.Join(c.bin, "etcd"),
-		args: []string{
+	p := &Process{
+		Name: "etcd",
+		Path: filepath.Join(c.bin, "etcd"),
+		Args: []string{
 			"--name=default",
 			"--data-dir=" + filepath.Join(c.Dir, "etcd"),
 			"--listen-client-urls=" + clientURL,
@@ -224,9 +224,9 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 			"--unsafe-no-fsync",
 			"--log-level=warn",
 		},
-		logPath: filepath.Join(c.Dir, "etcd.log"),
+		LogPath: filepath.Join(c.Dir, "etcd.log"),
 	}
-	if err := p.start(); err != nil {
+	if err := p.Start(); err != nil {
 		return err
 	}
 	c.etcd = p
@@ -322,18 +322,18 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 		return errStopped
 	}
 	if c.apiserver != nil {
-		if dead, _ := c.apiserver.exited(); !dead {
+		if dead, _ := c.apiserver.Exited(); !dead {
 			c.mu.Unlock()
 			return nil
 		}
 	}
-	p := &process{
-		name:    "kube-apiserver",
-		path:    filepath.Join(c.bin, "kube-apiserver"),
-		args:    c.apiArgs,
-		logPath: filepath.Join(c.Dir, "kube-apiserver.log"),
+	p := &Process{
+		Name:    "kube-apiserver",
+		Path:    filepath.Join(c.bin, "kube-apiserver"),
+		Args:    c.apiArgs,
+		LogPath: filepath.Join(c.Dir, "kube-apiserver.log"),
 	}
-	if err := p.start(); err != nil {
+	if err := p.Start(); err != nil {
 		c.mu.Unlock()
 		return err
 	}
@@ -349,11 +349,11 @@ func (c *Cluster) StopAPIServer() {
 	p := c.apiserver
 	c.mu.Unlock()
 	if p != nil {
-		p.stop(10 * time.Second)
+		p.Stop(10 * time.Second)
 	}
 }
 
-func (c *Cluster) waitReady(ctx context.Context, p *process) error {
+func (c *Cluster) waitReady(ctx context.Context, p *Process) error {
 	cs, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {
 		return fmt.Errorf("building readiness client: %w", err)
@@ -367,13 +367,13 @@ func (c *Cluster) waitReady(ctx context.Context, p *process) error {
 }
 
 func (c *Cluster) startComponent(name string, args ...string) error {
-	p := &process{
-		name:    name,
-		path:    filepath.Join(c.bin, name),
-		args:    args,
-		logPath: filepath.Join(c.Dir, name+".log"),
+	p := &Process{
+		Name:    name,
+		Path:    filepath.Join(c.bin, name),
+		Args:    args,
+		LogPath: filepath.Join(c.Dir, name+".log"),
 	}
-	if err := p.start(); err != nil {
+	if err := p.Start(); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -398,14 +398,14 @@ func (c *Cluster) Stop() {
 	var wg sync.WaitGroup
 	for _, p := range others {
 		wg.Add(1)
-		go func() { defer wg.Done(); p.stop(5 * time.Second) }()
+		go func() { defer wg.Done(); p.Stop(5 * time.Second) }()
 	}
 	wg.Wait()
 	if api != nil {
-		api.stop(10 * time.Second)
+		api.Stop(10 * time.Second)
 	}
 	if etcd != nil {
-		etcd.stop(5 * time.Second)
+		etcd.Stop(5 * time.Second)
 	}
 	if !c.opts.KeepDir {
 		_ = os.RemoveAll(c.Dir)
@@ -415,14 +415,14 @@ func (c *Cluster) Stop() {
 // Logs returns the tail of every component's log, for failure reports.
 func (c *Cluster) Logs(bytesPerComponent int64) string {
 	c.mu.Lock()
-	procs := append([]*process{c.etcd, c.apiserver}, c.others...)
+	procs := append([]*Process{c.etcd, c.apiserver}, c.others...)
 	c.mu.Unlock()
 	out := ""
 	for _, p := range procs {
 		if p == nil {
 			continue
 		}
-		out += fmt.Sprintf("==== %s/%s ====\n%s\n", c.Name, p.name, p.tail(bytesPerComponent))
+		out += fmt.Sprintf("==== %s/%s ====\n%s\n", c.Name, p.Name, p.Tail(bytesPerComponent))
 	}
 	return out
 }

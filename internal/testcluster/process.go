@@ -9,49 +9,68 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
 
-// process is one control-plane binary started by a cluster. Its output goes
-// to <dir>/<name>.log, which tests print on failure.
-type process struct {
-	name    string
-	path    string
-	args    []string
-	logPath string
-	cmd     *exec.Cmd
-	done    chan struct{}
-	err     error
+// Process is one child process (a control-plane binary here, a replicafed
+// replica in the e2e harness) whose output goes to LogPath. It runs in a
+// process group of its own, so stopping it reaches any children and a Ctrl-C
+// aimed at the test does not race our own shutdown. Start may be called again
+// after the process ended.
+type Process struct {
+	Name    string
+	Path    string
+	Args    []string
+	LogPath string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
 }
 
-func (p *process) start() error {
-	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("opening log for %s: %w", p.name, err)
+// Start starts the process; it does nothing while the process runs.
+func (p *Process) Start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done != nil {
+		select {
+		case <-p.done:
+		default:
+			return nil
+		}
 	}
-	cmd := exec.Command(p.path, p.args...)
+	logf, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening log for %s: %w", p.Name, err)
+	}
+	cmd := exec.Command(p.Path, p.Args...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	// A process group of its own lets stop() reach any children, and keeps a
-	// Ctrl-C aimed at the test from racing our own shutdown.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
-		return fmt.Errorf("starting %s: %w", p.name, err)
+		return fmt.Errorf("starting %s: %w", p.Name, err)
 	}
-	p.cmd = cmd
-	p.done = make(chan struct{})
+	done := make(chan struct{})
+	p.cmd, p.done, p.err = cmd, done, nil
 	go func() {
-		p.err = cmd.Wait()
+		err := cmd.Wait()
 		_ = logf.Close()
-		close(p.done)
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		close(done)
 	}()
 	return nil
 }
 
-// exited reports whether the process has ended, and how.
-func (p *process) exited() (bool, error) {
+// Exited reports whether the process has ended (or never started), and how.
+func (p *Process) Exited() (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.done == nil {
 		return true, nil
 	}
@@ -63,28 +82,40 @@ func (p *process) exited() (bool, error) {
 	}
 }
 
-// stop sends SIGTERM, waits up to grace, then kills the process group.
-func (p *process) stop(grace time.Duration) {
-	if p.cmd == nil || p.done == nil {
+// Stop sends SIGTERM to the process group, waits up to grace, then kills it.
+func (p *Process) Stop(grace time.Duration) { p.signal(syscall.SIGTERM, grace) }
+
+// Kill ends the process group with SIGKILL, like a crash, and waits for it.
+func (p *Process) Kill() { p.signal(syscall.SIGKILL, 0) }
+
+func (p *Process) signal(sig syscall.Signal, grace time.Duration) {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil || done == nil {
 		return
 	}
 	select {
-	case <-p.done:
+	case <-done:
 		return
 	default:
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	_ = syscall.Kill(-cmd.Process.Pid, sig)
+	if sig == syscall.SIGKILL {
+		<-done
+		return
+	}
 	select {
-	case <-p.done:
+	case <-done:
 	case <-time.After(grace):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
 	}
 }
 
-// tail returns the last n bytes of the process log.
-func (p *process) tail(n int64) string {
-	f, err := os.Open(p.logPath)
+// Tail returns the last n bytes of the process log.
+func (p *Process) Tail(n int64) string {
+	f, err := os.Open(p.LogPath)
 	if err != nil {
 		return ""
 	}
@@ -116,14 +147,14 @@ func FreePort() (int, error) {
 func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
 // waitFor polls check until it succeeds, the process dies or ctx ends.
-func waitFor(ctx context.Context, p *process, what string, check func(context.Context) error) error {
+func waitFor(ctx context.Context, p *Process, what string, check func(context.Context) error) error {
 	var last error
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		if p != nil {
-			if dead, err := p.exited(); dead {
-				return fmt.Errorf("%s exited while waiting for %s (%v); log tail:\n%s", p.name, what, err, p.tail(4000))
+			if dead, err := p.Exited(); dead {
+				return fmt.Errorf("%s exited while waiting for %s (%v); log tail:\n%s", p.Name, what, err, p.Tail(4000))
 			}
 		}
 		if last = check(ctx); last == nil {
@@ -133,7 +164,7 @@ func waitFor(ctx context.Context, p *process, what string, check func(context.Co
 		case <-ctx.Done():
 			msg := ""
 			if p != nil {
-				msg = "; log tail:\n" + p.tail(4000)
+				msg = "; log tail:\n" + p.Tail(4000)
 			}
 			return fmt.Errorf("waiting for %s: %w (last error: %v)%s", what, ctx.Err(), last, msg)
 		case <-tick.C:
