@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,7 @@ import (
 	"github.com/replicafed/replicafed/controller/claim"
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/replicastatus"
+	"github.com/replicafed/replicafed/internal/metrics"
 )
 
 var (
@@ -318,9 +320,18 @@ func TestSyncCreateFailures(t *testing.T) {
 		}
 		return c.Create(ctx, obj, opts...)
 	}}})
+	okBefore := testutil.ToFloat64(metrics.PodOperations.WithLabelValues("m1", "create", "success"))
+	failBefore := testutil.ToFloat64(metrics.PodOperations.WithLabelValues("m1", "create", "failure"))
 	_, err := h.sync()
 	if err == nil {
 		t.Fatal("want an error for requeue")
+	}
+	// The counters follow the calls: 10 created, 5 refused.
+	if d := testutil.ToFloat64(metrics.PodOperations.WithLabelValues("m1", "create", "success")) - okBefore; d != 10 {
+		t.Fatalf("create success counter grew by %v, want 10", d)
+	}
+	if d := testutil.ToFloat64(metrics.PodOperations.WithLabelValues("m1", "create", "failure")) - failBefore; d != 5 {
+		t.Fatalf("create failure counter grew by %v, want 5", d)
 	}
 	if h.n.creates.Load() != 15 || len(h.pods()) != 10 {
 		t.Fatalf("calls=%d pods=%d, want 15 and 10", h.n.creates.Load(), len(h.pods()))
