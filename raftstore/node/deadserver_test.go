@@ -3,7 +3,6 @@ package node_test
 import (
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -213,11 +212,6 @@ func TestDeadServerCleanup(t *testing.T) {
 	// when it leads again the old failure must not count against a voter
 	// that has been healthy all along.
 	t.Run("failure seen in an earlier term does not remove a healthy voter", func(t *testing.T) {
-		if os.Getenv("RAFTSTORE_KNOWN_BUGS") == "" {
-			t.Skip("known bug: deadServerLoop keeps its failing map across terms, so a leader that regains " +
-				"leadership removes a healthy voter whose failure it saw in an earlier term and whose resume it missed " +
-				"(run with RAFTSTORE_KNOWN_BUGS=1)")
-		}
 		c := tu.NewCluster(t, 5, withCleanup(0))
 		c.StartAll()
 		a := c.WaitVoters(5, 20*time.Second)

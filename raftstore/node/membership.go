@@ -188,7 +188,14 @@ func (n *Node) allPeersAnswered(ctx context.Context) bool {
 // longer than DeadServerTimeout while at least MinVoters would remain. A
 // removed replica that comes back is re-added by its membership loop.
 func (n *Node) deadServerLoop(obs chan raft.Observation) {
-	failing := map[raft.ServerID]time.Time{}
+	// A failure counts only in the term it was seen in: after a step-down and
+	// a new election, heartbeats to a healthy voter succeed at once and raft
+	// never reports them as resumed, so an older entry would remove it.
+	type failure struct {
+		since time.Time
+		term  uint64
+	}
+	failing := map[raft.ServerID]failure{}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -199,13 +206,17 @@ func (n *Node) deadServerLoop(obs chan raft.Observation) {
 			switch d := o.Data.(type) {
 			case raft.FailedHeartbeatObservation:
 				if _, ok := failing[d.PeerID]; !ok {
-					failing[d.PeerID] = d.LastContact
+					failing[d.PeerID] = failure{since: d.LastContact, term: n.raft.CurrentTerm()}
 				}
 			case raft.ResumedHeartbeatObservation:
 				delete(failing, d.PeerID)
 			}
 		case <-t.C:
-			if n.cfg.DeadServerTimeout <= 0 || n.raft.State() != raft.Leader {
+			if n.raft.State() != raft.Leader {
+				clear(failing)
+				continue
+			}
+			if n.cfg.DeadServerTimeout <= 0 {
 				continue
 			}
 			servers, err := n.Servers()
@@ -220,19 +231,22 @@ func (n *Node) deadServerLoop(obs chan raft.Observation) {
 					voters++
 				}
 			}
-			for id, since := range failing {
-				if !present[id] {
+			term := n.raft.CurrentTerm()
+			for id, f := range failing {
+				if !present[id] || f.term != term {
 					delete(failing, id)
 					continue
 				}
-				if since.IsZero() || time.Since(since) < n.cfg.DeadServerTimeout || voters-1 < n.cfg.MinVoters {
+				if f.since.IsZero() || time.Since(f.since) < n.cfg.DeadServerTimeout || voters-1 < n.cfg.MinVoters {
 					continue
 				}
-				n.log.Info("Removing dead server", "id", string(id), "lastContact", since)
-				if err := n.removeServerLocal(string(id)); err == nil {
-					voters--
-					delete(failing, id)
+				n.log.Info("Removing dead server", "id", string(id), "lastContact", f.since)
+				if err := n.removeServerLocal(string(id)); err != nil {
+					n.log.Error(err, "Removing dead server failed; will retry", "id", string(id))
+					continue
 				}
+				voters--
+				delete(failing, id)
 			}
 		}
 	}
