@@ -118,7 +118,7 @@ func startEnv(t testing.TB, o envOpts) *env {
 	}
 	bin, err := testcluster.FindBinDir()
 	if err != nil {
-		t.Skipf("no control plane binaries: %v", err)
+		t.Fatalf("finding the control plane binaries (run `make tools`): %v", err)
 	}
 	c := o.reuseClust
 	if c == nil {

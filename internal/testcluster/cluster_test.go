@@ -18,6 +18,9 @@ import (
 // process and checks that a pod created in a member is scheduled and Ready,
 // and that a stopped API server comes back on the same address.
 func TestHubAndTwoMembers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs real control planes; skipped with -short") // Start runs in goroutines below
+	}
 	opts := []testcluster.Options{
 		{Name: "hub"},
 		{Name: "member1", Scheduler: true, Nodes: 2, NodeCPU: "4", NodeMemory: "8Gi", NodePods: 10},

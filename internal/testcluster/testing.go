@@ -10,8 +10,12 @@ import (
 // Start starts a cluster for a test and stops it in t.Cleanup. When the test
 // fails, the tail of every component's log is written to the test log.
 // Set REPLICAFED_KEEP_CLUSTERS=1 to keep the directories for inspection.
+// With -short the test is skipped, so `make test-short` needs no binaries.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a real control plane; skipped with -short")
+	}
 	if os.Getenv("REPLICAFED_KEEP_CLUSTERS") == "1" {
 		opts.KeepDir = true
 	}
