@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +27,7 @@ import (
 	"github.com/replicafed/replicafed/controller/claim"
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/replicastatus"
+	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/metrics"
 )
 
@@ -100,9 +100,7 @@ type hopts struct {
 
 func newHarness(t *testing.T, w *Workload, o hopts) *harness {
 	t.Helper()
-	s := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(s)
-	_ = v1alpha1.AddToScheme(s)
+	s := kubescheme.Must()
 	h := &harness{t: t, n: &counters{}, src: staticSource{}, rec: events.NewFakeRecorder(1000)}
 	objs := o.objs
 	if w != nil {
@@ -558,12 +556,7 @@ func TestSyncClaimRules(t *testing.T) {
 	})
 }
 
-func h0Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(s)
-	_ = v1alpha1.AddToScheme(s)
-	return s
-}
+func h0Scheme() *runtime.Scheme { return kubescheme.Must() }
 
 func TestSyncBadTemplate(t *testing.T) {
 	for name, mutate := range map[string]func(*Workload){

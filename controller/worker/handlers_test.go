@@ -7,9 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -19,6 +17,7 @@ import (
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/claim"
 	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/kubescheme"
 )
 
 func mrs(name string, uid types.UID, sel map[string]string, minReady int32) *v1alpha1.MemberReplicaSet {
@@ -43,9 +42,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, owners ...*v1alpha1.MemberReplicaSet) *fixture {
-	s := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(s)
-	_ = v1alpha1.AddToScheme(s)
+	s := kubescheme.Must()
 	objs := make([]client.Object, len(owners))
 	for i, o := range owners {
 		objs[i] = o
