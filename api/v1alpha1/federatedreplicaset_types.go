@@ -242,6 +242,10 @@ const (
 	ConditionClusterUnavailable = "ClusterUnavailable"
 	// ConditionUnschedulable is True when the fleet lacks room for all replicas.
 	ConditionUnschedulable = "Unschedulable"
+	// ConditionPlanned is True when the members' targets are committed for the
+	// current generation; False, with the reason, when planning or committing
+	// failed (the members then keep their last committed targets).
+	ConditionPlanned = "Planned"
 )
 
 // FederatedReplicaSetStatus is the observed state, summed over member clusters.
