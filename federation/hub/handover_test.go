@@ -233,5 +233,5 @@ func TestStatusReflectsMembersWhenCommitFails(t *testing.T) {
 	if c := meta.FindStatusCondition(get(t, e.hub).Status.Conditions, v1alpha1.ConditionPlanned); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("Planned after a good commit = %+v", c)
 	}
-	
+
 }
