@@ -132,6 +132,17 @@ func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaS
 		}
 		f.members = append(f.members, pm)
 	}
+	// Only what this plan can use matters: a member the placement does not
+	// select and that holds no target cannot change it.
+	candidates := map[string]bool{}
+	for _, c := range planner.Select(&frs.Spec.Placement, f.members).Candidates {
+		candidates[c.Member.Name] = true
+	}
+	for name := range f.missing {
+		if name != "*" && !candidates[name] && prev[name] == 0 {
+			delete(f.missing, name)
+		}
+	}
 	return f
 }
 

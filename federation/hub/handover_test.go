@@ -235,3 +235,21 @@ func TestStatusReflectsMembersWhenCommitFails(t *testing.T) {
 	}
 
 }
+
+// A member the placement does not select, holding no target, is not waited for.
+func TestUnselectedMemberIsNotWaitedFor(t *testing.T) {
+	obj := frs(4, func(f *v1alpha1.FederatedReplicaSet) {
+		f.Spec.Placement.Clusters = []v1alpha1.ClusterPreference{{Name: "a"}, {Name: "b"}}
+	})
+	h := healthy("a", "b", "c")
+	h["c"] = v1alpha1.ClusterHealthUnknown
+	e := newEnv(t, true, obj, h, nil, nil)
+	e.r.Registered = registered("a", "b", "c")
+	res, err := e.r.Reconcile(context.Background(), req())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tg, _, ok := e.targets.Targets(ref); !ok || tg["a"] != 2 || tg["b"] != 2 {
+		t.Fatalf("targets = %v (requeue %v), want a:2 b:2 at once", tg, res.RequeueAfter)
+	}
+}
