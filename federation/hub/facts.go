@@ -35,6 +35,22 @@ type facts struct {
 	missing map[string]string
 	// reports are the members' latest status, by member.
 	reports map[string]engine.MemberStatus
+	// unconnected are registered members this replica has not engaged.
+	unconnected map[string]bool
+}
+
+// waitedOut plans the members this replica still cannot connect to, once the
+// wait for facts has run out, as unreachable since the wait began: they are
+// held through the grace period and then failed over like any member the
+// leader cannot reach (a Secret with a broken kubeconfig, say). The start is
+// this replica's own, so a new leader only ever measures a longer outage.
+func (f *facts) waitedOut(since time.Time) {
+	for i := range f.members {
+		m := &f.members[i]
+		if f.unconnected[m.Name] && m.Health != planner.Unhealthy {
+			m.Health, m.UnhealthySince = planner.Unhealthy, since
+		}
+	}
 }
 
 func (f *facts) missingText() string {
@@ -67,7 +83,7 @@ func (t *termMark) observe(ctx context.Context, now time.Time) time.Time {
 // gather collects the facts for frs. Candidates are the registered members,
 // the engaged ones and those holding a committed target.
 func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, prev map[string]int32, termStart time.Time) facts {
-	f := facts{missing: map[string]string{}, reports: map[string]engine.MemberStatus{}}
+	f := facts{missing: map[string]string{}, reports: map[string]engine.MemberStatus{}, unconnected: map[string]bool{}}
 	labels := map[string]map[string]string{}
 	registered := map[string]bool{}
 	if r.Registered != nil {
@@ -112,6 +128,7 @@ func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaS
 			// Known unreachable: the grace period decides, facts or not.
 		case !isEngaged:
 			f.missing[name] = "not connected on this replica yet"
+			f.unconnected[name] = true
 		case pm.Health == planner.HealthUnknown:
 			f.missing[name] = "health unknown"
 		}

@@ -253,3 +253,31 @@ func TestUnselectedMemberIsNotWaitedFor(t *testing.T) {
 		t.Fatalf("targets = %v (requeue %v), want a:2 b:2 at once", tg, res.RequeueAfter)
 	}
 }
+
+// A registered member this replica never connects to (a broken kubeconfig,
+// say) is held while the wait for facts and then the grace period run, and is
+// then failed over like an unreachable one.
+func TestUnconnectedMemberIsFailedOverAfterGrace(t *testing.T) {
+	members := map[string][]client.Object{"a": {memberMRS(2, 2)}, "b": {memberMRS(2, 2)}}
+	e := newEnv(t, true, frs(4), healthy("a", "b"), members, nil)
+	e.r.Registered = registered("a", "b")
+	e.r.Defaults = v1alpha1.Failover{UnreachableGracePeriod: &metav1.Duration{Duration: time.Minute}}
+	clk := clocktesting.NewFakeClock(now)
+	e.r.Clock = clk
+	_ = e.targets.SetTargets(context.Background(), ref, 3, map[string]int32{"a": 2, "b": 2})
+	delete(e.r.Registry.(fakeMembers), "b")
+	check := func(wantA, wantB int32) {
+		t.Helper()
+		if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+			t.Fatal(err)
+		}
+		if tg, _, _ := e.targets.Targets(ref); tg["a"] != wantA || tg["b"] != wantB {
+			t.Fatalf("at %v: targets %v, want a:%d b:%d", clk.Now().Sub(now), tg, wantA, wantB)
+		}
+	}
+	check(2, 2)
+	clk.Step(reportGrace + time.Second)
+	check(2, 2) // held within the grace period
+	clk.Step(time.Minute)
+	check(4, 0)
+}

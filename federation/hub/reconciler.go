@@ -117,6 +117,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.V(2).Info("Waiting for member facts before planning", "frs", klog.KObj(frs), "missing", f.missingText())
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
+	if since, waited := r.awaiting.Load(frs.Namespace + "/" + frs.Name); waited && len(f.missing) > 0 {
+		f.waitedOut(since)
+	}
 	in := planner.NewInput(frs, prev, now, f.members)
 	in.Failover = withDefaults(in.Failover, r.Defaults)
 	_, repairing := frs.Annotations[AnnotationReplan]
