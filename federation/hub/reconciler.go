@@ -93,6 +93,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			r.Reports.Forget(req.Namespace, req.Name)
 			r.lastWrite.Delete(req.String())
+			r.awaiting.Delete(req.String())
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("reading FederatedReplicaSet %s: %w", req, err)
