@@ -41,6 +41,12 @@ type Node struct {
 	// started is set once raft exists; RPCs arriving earlier are dropped.
 	started atomic.Bool
 
+	hooksMu sync.Mutex
+	hooks   []func(context.Context)
+
+	stepDownOnce sync.Once
+	stepDownErr  error
+
 	stopCh   chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
@@ -197,14 +203,25 @@ func (n *Node) Config() NodeConfig { return n.cfg }
 // (fault injection for tests and drills).
 func (n *Node) SetIsolated(v bool) { n.layer.SetIsolated(v) }
 
-// Shutdown transfers leadership when leading (so failover takes tens of
-// milliseconds, not a heartbeat timeout), then stops raft and closes stores.
-func (n *Node) Shutdown() error {
-	if n.raft.State() == raft.Leader && n.hasOtherVoters() {
-		if err := n.raft.LeadershipTransfer().Error(); err != nil {
-			n.log.Info("Leadership transfer on shutdown failed", "err", err.Error())
+// StepDown prepares a graceful stop: it closes the member-write gate for
+// good, which cancels in-flight member writes, waits for them to return,
+// runs the BeforeTransfer hooks and then, when leading, transfers
+// leadership once, so failover takes tens of milliseconds, not a heartbeat
+// timeout. Raft keeps running (as a follower) until Shutdown. Only the first
+// call acts; later calls return its result.
+func (n *Node) StepDown() error {
+	n.stepDownOnce.Do(func() {
+		n.stepDownErr = n.handOver(true)
+		if n.stepDownErr != nil {
+			n.log.Info("Leadership transfer on shutdown failed", "err", n.stepDownErr.Error())
 		}
-	}
+	})
+	return n.stepDownErr
+}
+
+// Shutdown steps down (see StepDown), then stops raft and closes stores.
+func (n *Node) Shutdown() error {
+	_ = n.StepDown()
 	return n.Kill()
 }
 
@@ -223,12 +240,10 @@ func (n *Node) Kill() error {
 }
 
 func (n *Node) closeResources() {
+	// The transport closes its stream layer.
 	if n.trans != nil {
 		n.trans.Close()
 	} else if n.layer != nil {
-		n.layer.Close()
-	}
-	if n.layer != nil {
 		n.layer.Close()
 	}
 	if n.bolt != nil {

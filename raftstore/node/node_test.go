@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -278,11 +279,17 @@ func TestMembership3To5To3(t *testing.T) {
 		t.Fatalf("wrong token got %d", code)
 	}
 	for _, i := range []int{4, 3} {
-		if l := c.WaitLeader(5 * time.Second); l == c.Node(i) {
-			if err := l.TransferLeadership(); err != nil {
-				t.Fatal(err)
+		tu.Eventually(t, 30*time.Second, func() error {
+			// A transfer fails when the target does not win within an
+			// election timeout; retry.
+			if l := c.WaitLeader(10 * time.Second); l == c.Node(i) {
+				if err := l.TransferLeadership(); err != nil {
+					return err
+				}
+				return errors.New("transferred; waiting for the next leader")
 			}
-		}
+			return nil
+		})
 		if code := del(c.Node(i).ServerID(), "s3cret"); code != http.StatusOK {
 			t.Fatalf("removing r%d got %d", i, code)
 		}
@@ -350,5 +357,90 @@ func TestConfigValidation(t *testing.T) {
 				t.Fatal("accepted")
 			}
 		})
+	}
+}
+
+// TestStepDownDrainsBeforeTransfer: on a graceful stop the leader closes its
+// member-write gate (cancelling the permits' contexts), waits until every
+// permit is done, runs the BeforeTransfer hooks, and only then hands
+// leadership over, once.
+func TestStepDownDrainsBeforeTransfer(t *testing.T) {
+	c := tu.NewCluster(t, 3, nil)
+	c.StartAll()
+	leader := c.WaitVoters(3, 20*time.Second)
+	_, term, _ := leader.Leading()
+	wctx, permitTerm, done, ok := leader.Enter()
+	if !ok || permitTerm != term {
+		t.Fatalf("leader refused a permit (ok %v, term %d/%d)", ok, permitTerm, term)
+	}
+	var mu sync.Mutex
+	var order []string
+	note := func(s string) {
+		mu.Lock()
+		order = append(order, s)
+		mu.Unlock()
+	}
+	leader.BeforeTransfer(func(context.Context) {
+		note("hook")
+		if !leader.IsLeader() {
+			t.Error("leadership moved before the hooks ran")
+		}
+	})
+	stepped := make(chan error, 1)
+	go func() { stepped <- leader.StepDown() }()
+	tu.Eventually(t, 10*time.Second, func() error {
+		if wctx.Err() == nil {
+			return errors.New("permit context not cancelled")
+		}
+		return nil
+	})
+	if !errors.Is(context.Cause(wctx), node.ErrGateClosed) {
+		t.Fatalf("permit cancelled with %v", context.Cause(wctx))
+	}
+	if _, ok := leader.Allowed(); ok {
+		t.Fatal("gate open while stepping down")
+	}
+	if !leader.IsLeader() {
+		t.Fatal("leadership transferred while a permit was open")
+	}
+	note("done")
+	done()
+	if err := <-stepped; err != nil {
+		t.Fatalf("step down: %v", err)
+	}
+	next := c.WaitLeader(20*time.Second, leader)
+	mu.Lock()
+	if fmt.Sprint(order) != "[done hook]" {
+		t.Fatalf("order %v, want [done hook]", order)
+	}
+	mu.Unlock()
+	if _, _, _, ok := leader.Enter(); ok {
+		t.Fatal("stepped-down node grants permits")
+	}
+	// A second StepDown (Shutdown calls it again) does not transfer again.
+	_, nextTerm, _ := next.Leading()
+	if err := leader.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if _, t2, ok := next.Leading(); !ok || t2 != nextTerm {
+		t.Fatalf("leadership moved again on Shutdown: term %d -> %d (leading %v)", nextTerm, t2, ok)
+	}
+}
+
+// TestTransferLeadershipPausesGate: an admin transfer closes the gate first;
+// when the transfer cannot happen the gate opens again.
+func TestTransferLeadershipPausesGate(t *testing.T) {
+	c := tu.NewCluster(t, 1, nil)
+	c.StartAll()
+	n := c.WaitLeader(10 * time.Second)
+	wctx, _ := n.Allowed()
+	if err := n.TransferLeadership(); err == nil {
+		t.Fatal("transfer without another voter succeeded")
+	}
+	if !errors.Is(context.Cause(wctx), node.ErrGateClosed) {
+		t.Fatalf("gate not closed during the transfer attempt: %v", context.Cause(wctx))
+	}
+	if _, ok := n.Allowed(); !ok {
+		t.Fatal("gate did not reopen after the failed transfer")
 	}
 }
