@@ -275,15 +275,17 @@ func (s *Store) ReconcileReservations(ctx context.Context, key ctrlexp.Key, live
 	return res.Completed, res.Held, nil
 }
 
-// KeysToReconcile lists the keys of cluster ("" for all) holding
+// KeysToReconcile lists the keys of cluster ("" for all) holding unexpired
 // reservations or pending deletes from a term before the current leader
-// term. A new leader calls ReconcileReservations for each of them.
+// term. The engine settles each key on its first sync of the term; a new
+// leader re-enqueues these keys until the list is empty.
 func (s *Store) KeysToReconcile(cluster string) []ctrlexp.Key {
 	_, term, ok := s.node.Leading()
 	if !ok {
 		return nil
 	}
 	var out []ctrlexp.Key
+	now := s.clock.Now().UnixNano()
 	for _, k := range s.fsm.Keys() {
 		if cluster != "" && k.Cluster != cluster {
 			continue
@@ -291,10 +293,10 @@ func (s *Store) KeysToReconcile(cluster string) []ctrlexp.Key {
 		v := s.fsm.View(k)
 		old := false
 		for _, r := range v.Reservations {
-			old = old || r.Term < term
+			old = old || (r.Term < term && r.Expiry > now)
 		}
 		for _, d := range v.Deletes {
-			old = old || d.Term < term
+			old = old || (d.Term < term && d.Expiry > now)
 		}
 		if old {
 			out = append(out, ctrlexp.Key{Cluster: k.Cluster, Namespace: k.Namespace, Name: k.Name})
