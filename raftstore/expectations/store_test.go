@@ -83,9 +83,9 @@ type replica struct {
 	done   chan struct{}
 }
 
-// engine is a minimal member worker: reconcile on a new term, then the
+// fakeEngine is a minimal member worker: reconcile on a new term, then the
 // standard sync (satisfied? count, reserve, create, observe).
-func engine(ctx context.Context, r *replica, api *memberAPI, keys []ctrlexp.Key, rng *rand.Rand) {
+func fakeEngine(ctx context.Context, r *replica, api *memberAPI, keys []ctrlexp.Key, rng *rand.Rand) {
 	defer close(r.done)
 	var term uint64
 	for ctx.Err() == nil {
@@ -173,7 +173,7 @@ func TestInvariantUnderLeaderChaos(t *testing.T) {
 		rctx, rcancel := context.WithCancel(ctx)
 		r := &replica{node: n, store: expectations.New(n, logr.Discard()), cancel: rcancel, done: make(chan struct{})}
 		go r.store.Run(rctx)
-		go engine(rctx, r, api, keys, rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano()))))
+		go fakeEngine(rctx, r, api, keys, rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano()))))
 		mu.Lock()
 		replicas[i] = r
 		mu.Unlock()
