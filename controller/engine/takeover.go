@@ -94,8 +94,10 @@ func (e *Engine) freshness(term uint64) freshness {
 // cache lags; the caller then writes nothing and retries shortly.
 func (e *Engine) verify(ctx context.Context, key expectations.Key, mrs *v1alpha1.MemberReplicaSet, selector labels.Selector) (ok bool, err error) {
 	log := ctrl.LoggerFrom(ctx)
+	// Pods that take part in the sync match the selector (a pod created
+	// from the template always does), so the list is narrowed to those.
 	var quorum corev1.PodList
-	if err := e.o.APIReader.List(ctx, &quorum, client.InNamespace(mrs.Namespace)); err != nil {
+	if err := e.o.APIReader.List(ctx, &quorum, client.InNamespace(mrs.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
 		return false, fmt.Errorf("listing pods with a quorum read: %w", err)
 	}
 	if r, isTerm := e.o.Store.(expectations.TermReconciler); isTerm {
@@ -125,14 +127,16 @@ func (e *Engine) verify(ctx context.Context, key expectations.Key, mrs *v1alpha1
 	return true, nil
 }
 
-// counts reports whether p takes part in mrs's sync: controlled by it, or an
-// orphan its selector matches (a candidate for adoption).
+// counts reports whether p can count toward mrs's replicas: its selector
+// matches p, and p is controlled by mrs or an orphan (a candidate for
+// adoption). A controlled pod that no longer matches is released, not
+// counted.
 func counts(p *corev1.Pod, mrs *v1alpha1.MemberReplicaSet, selector labels.Selector) bool {
-	ref := metav1.GetControllerOfNoCopy(p)
-	if ref != nil {
-		return ref.UID == mrs.UID
+	if !selector.Matches(labels.Set(p.Labels)) {
+		return false
 	}
-	return selector.Matches(labels.Set(p.Labels))
+	ref := metav1.GetControllerOfNoCopy(p)
+	return ref == nil || ref.UID == mrs.UID
 }
 
 // cacheLags compares the cached pods that take part in mrs's sync with a
