@@ -170,7 +170,7 @@ func failover(t *testing.T, mc *testcluster.Cluster, name, disruption string) {
 		Hub: v1alpha1.HubReference{Namespace: "hub", Name: name, UID: types.UID("hub-" + name)},
 	}}
 
-	c := tu.NewCluster(t, 3, nil)
+	c := tu.NewCluster(t, 3, tu.StableTimers)
 	c.StartAll()
 	leader := c.WaitVoters(3, 30*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -340,7 +340,7 @@ func TestStoreProtocol(t *testing.T) {
 // unfulfilled reservations and creates exactly those names, so a late create
 // of the old leader collides with its own.
 func TestReconcileAfterFailover(t *testing.T) {
-	c := tu.NewCluster(t, 3, nil)
+	c := tu.NewCluster(t, 3, tu.StableTimers)
 	c.StartAll()
 	old := c.WaitVoters(3, 20*time.Second)
 	ctx := tu.Ctx(t, 30*time.Second)
@@ -384,7 +384,7 @@ func TestReconcileAfterFailover(t *testing.T) {
 // leader's, and a deposed leader's late release all leave the leader's
 // reservations and pending deletes intact.
 func TestOnlyTheLeaderForgets(t *testing.T) {
-	c := tu.NewCluster(t, 3, nil)
+	c := tu.NewCluster(t, 3, tu.StableTimers)
 	c.StartAll()
 	leader := c.WaitVoters(3, 20*time.Second)
 	ctx := tu.Ctx(t, 60*time.Second)
@@ -495,7 +495,8 @@ func TestBatchingKeepsRaftEntriesLow(t *testing.T) {
 // createPods scales one key from 0 to n with slow-start batches (1, 2, 4, ...,
 // capped at 500, like the upstream burst) and returns the raft entries used.
 func createPods(tb testing.TB, n int) uint64 {
-	c := tu.NewCluster(tb, 3, func(_ int, cfg *node.NodeConfig) {
+	c := tu.NewCluster(tb, 3, func(i int, cfg *node.NodeConfig) {
+		tu.StableTimers(i, cfg)
 		cfg.ObservationFlushInterval = 100 * time.Millisecond
 		cfg.ObservationBatchSize = 1000
 	})
@@ -530,4 +531,58 @@ func createPods(tb testing.TB, n int) uint64 {
 		tb.Fatal(err)
 	}
 	return l.Raft().LastIndex() - before
+}
+
+// TestPendingObservationsBounded: uncommitted observations beyond the bound
+// are dropped and the epoch changes, so the engine re-lists every key.
+func TestPendingObservationsBounded(t *testing.T) {
+	c := tu.NewCluster(t, 1, func(_ int, cfg *node.NodeConfig) { cfg.ObservationFlushInterval = time.Hour })
+	c.StartAll()
+	n := c.WaitLeader(10 * time.Second)
+	s := expectations.New(n, logr.Discard())
+	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	if s.Epoch() != 0 {
+		t.Fatalf("fresh store at epoch %d", s.Epoch())
+	}
+	const bound = 10000 // minMaxPending: the default batch size gives no larger bound
+	for i := range bound {
+		s.CreationObserved(k, fmt.Sprintf("web-%d", i))
+	}
+	if s.Epoch() != 0 {
+		t.Fatal("dropped observations within the bound")
+	}
+	s.CreationObserved(k, "one-too-many")
+	if s.Epoch() != 1 {
+		t.Fatalf("epoch %d after exceeding the bound, want 1", s.Epoch())
+	}
+	// What is left is committed normally.
+	if err := s.FlushAll(tu.Ctx(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFollowerRecordsNothing: a follower neither keeps nor commits
+// observations; a new leader settles from a quorum list instead.
+func TestFollowerRecordsNothing(t *testing.T) {
+	c := tu.NewCluster(t, 3, tu.StableTimers)
+	c.StartAll()
+	leader := c.WaitVoters(3, 20*time.Second)
+	var follower *node.Node
+	for _, n := range c.Live() {
+		if n != leader {
+			follower = n
+		}
+	}
+	s := expectations.New(follower, logr.Discard())
+	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	before := leader.Raft().LastIndex()
+	s.CreationFailed(k, "web-1")
+	s.CreationUnknown(k, "web-2")
+	s.DeletionObserved(k, "web-3")
+	if err := s.FlushAll(tu.Ctx(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if after := leader.Raft().LastIndex(); after != before {
+		t.Fatalf("a follower's observations reached the log: index %d -> %d", before, after)
+	}
 }

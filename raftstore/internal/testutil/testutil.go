@@ -55,6 +55,19 @@ func FastTimers(c *node.NodeConfig) {
 	c.ApplyTimeout = 2 * time.Second
 }
 
+// StableTimers are raft's production timers (heartbeat and election 1s,
+// lease 500ms) with a fast join: for tests that need one leader to stay
+// leader while they work, which 300ms heartbeats do not promise on a
+// loaded machine under -race.
+func StableTimers(_ int, c *node.NodeConfig) {
+	c.HeartbeatTimeout = time.Second
+	c.ElectionTimeout = time.Second
+	c.LeaderLeaseTimeout = 500 * time.Millisecond
+	c.CommitTimeout = 5 * time.Millisecond
+	c.JoinInterval = 100 * time.Millisecond
+	c.ApplyTimeout = 5 * time.Second
+}
+
 // NewCluster prepares n node configs (started separately) with peers r0..r{n-1}.
 func NewCluster(tb testing.TB, n int, mod func(i int, c *node.NodeConfig)) *Cluster {
 	tb.Helper()
