@@ -100,7 +100,8 @@ func Plan(in Input) Result {
 		if ok {
 			previousFound++
 		}
-		p.slots = append(p.slots, newSlot(c, int32(index), max(previous, 0), in.Now, grace, threshold))
+		p.slots = append(p.slots, slot{})
+		p.slots[len(p.slots)-1].init(c, int32(index), max(previous, 0), in.Now, grace, threshold)
 	})
 	p.room = slices.Grow(p.room, len(p.slots))[:len(p.slots)]
 	res.Unregistered = sel.Unregistered
@@ -144,10 +145,11 @@ func Plan(in Input) Result {
 	return res
 }
 
-// newSlot resolves a candidate's health, capacity and pods into its limits.
-func newSlot(c Candidate, mi, previous int32, now time.Time, grace, threshold time.Duration) slot {
+// init resolves a candidate's health, capacity and pods into the slot's
+// limits.
+func (s *slot) init(c Candidate, mi, previous int32, now time.Time, grace, threshold time.Duration) {
 	m := c.Member
-	s := slot{
+	*s = slot{
 		mi: mi, lo: c.MinReplicas, w: uint64(c.Weight), ws: uint64(c.Weight),
 		previous: previous, ceiling: c.MaxReplicas, capacity: unbounded, deletionCost: c.DeletionCost,
 	}
@@ -194,7 +196,6 @@ func newSlot(c Candidate, mi, previous int32, now time.Time, grace, threshold ti
 		s.keepScheduled = max(s.keepReady, min(current-unscheduled, limit))
 		s.keepAll = max(s.keepScheduled, min(current, limit))
 	}
-	return s
 }
 
 // capacityWeights replaces static weights by capacity (pods of this FRS plus

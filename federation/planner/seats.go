@@ -172,41 +172,71 @@ func (p *planner) fillOrAward(ids []int32, total int64, o order) {
 // It does not go one seat at a time. Seats are ranked by priority first, so
 // for any threshold the seats whose priority is above it come before all
 // others: they are a prefix of that sequence. awardAbove gives the longest
-// such prefix that fits, which leaves fewer seats than slots, at most one per
-// slot; those go to the slots whose next seat ranks first.
+// such prefix that fits, which leaves fewer seats than slots with votes, at
+// most one for each; those go to the slots whose next seat ranks first.
 func (p *planner) award(ids []int32, o order) {
 	p.awardAbove(ids, o)
-	open := ids[:0]
+	open, votes := ids[:0], false
 	for _, i := range ids {
 		if p.room[i] > 0 {
 			p.ensureHash(i)
 			open = append(open, i)
+			votes = votes || p.slots[i].votes(o) > 0
 		}
 	}
-	slices.SortFunc(open, func(a, b int32) int {
-		switch {
-		case a == b:
-			return 0
-		case p.before(a, b, o):
-			return -1
+	first := func(a, b int32) bool { return p.before(a, b, o) }
+	if votes {
+		k := int(p.remaining) // below len(open): see awardAbove
+		selectFirst(open, k, first)
+		for _, i := range open[:k] {
+			p.slots[i].seats++
+			p.room[i]--
 		}
-		return 1
-	})
-	for _, i := range open {
-		if p.remaining == 0 {
-			break
+	} else {
+		// Seats without votes all have priority 0, so a slot's seats rank
+		// alike and it takes all it can before the next slot.
+		slices.SortFunc(open, func(a, b int32) int {
+			if first(a, b) {
+				return -1
+			}
+			return 1
+		})
+		for _, i := range open {
+			n := int32(min(int64(p.room[i]), p.remaining))
+			p.slots[i].seats += n
+			p.room[i] -= n
+			p.remaining -= int64(n)
 		}
-		// Seats without votes all rank alike (priority 0), so a slot
-		// without votes takes all it can before the next one.
-		n := int32(1)
-		if p.slots[i].votes(o) == 0 {
-			n = int32(min(int64(p.room[i]), p.remaining))
-		}
-		p.slots[i].seats += n
-		p.room[i] -= n
-		p.remaining -= int64(n)
 	}
 	p.remaining = 0
+}
+
+// selectFirst reorders s so that its first k elements are the k first under
+// less, in no particular order: a quickselect, expected O(len(s)).
+func selectFirst[T any](s []T, k int, less func(a, b T) bool) {
+	lo, hi := 0, len(s)
+	for hi-lo > 1 {
+		// Partition s[lo:hi] around its middle element, moved to the end.
+		last := hi - 1
+		s[lo+(hi-lo)/2], s[last] = s[last], s[lo+(hi-lo)/2]
+		pivot := lo
+		for i := lo; i < last; i++ {
+			if less(s[i], s[last]) {
+				s[i], s[pivot] = s[pivot], s[i]
+				pivot++
+			}
+		}
+		s[pivot], s[last] = s[last], s[pivot]
+		// Now s[:pivot] come before s[pivot], which comes before s[pivot+1:].
+		switch {
+		case k == pivot || k == pivot+1:
+			return
+		case k < pivot:
+			hi = pivot
+		default:
+			lo = pivot + 1
+		}
+	}
 }
 
 // awardAbove gives every seat, within the slots' room, whose priority is
@@ -241,7 +271,7 @@ func (p *planner) awardAbove(ids []int32, o order) {
 		}
 		// Every seat of the top slot's room is above its seat full.
 		full := int64(p.slots[top].seats) + int64(p.room[top])
-		if above(full, false) <= p.remaining {
+		if int64(p.room[top]) <= p.remaining && above(full, false) <= p.remaining {
 			p.remaining -= above(full, true)
 			continue
 		}
