@@ -110,14 +110,6 @@ func eachCandidate(p *v1alpha1.Placement, members []Member, sel *Selection, yiel
 	}
 }
 
-// candidatesAtMost bounds the number of candidates of a placement.
-func candidatesAtMost(p *v1alpha1.Placement, members int) int {
-	if p.ClusterSelector == nil && len(p.Clusters) > 0 {
-		return min(len(p.Clusters), members)
-	}
-	return members
-}
-
 // resolvePreference applies a listed cluster's preference to its candidate.
 func resolvePreference(c *Candidate, pref *v1alpha1.ClusterPreference) {
 	c.Listed = true

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the pinned tool binaries into bin/, skipping any whose stamp already
 # matches the pinned module version and Go version. Usage:
-#   hack/tools/build.sh [tool...]      (default: all)
+#   hack/tools/build.sh [tool...]      (default: all but staticcheck)
+# BIN_DIR overrides the output directory (default: bin/).
 # Tools: kube (kube-apiserver, kube-scheduler, kube-controller-manager), etcd,
 # kwok (binary plus its fast stage definitions), helm, controller-gen,
 # staticcheck (for `make lint`; not built by default).
