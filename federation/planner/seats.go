@@ -196,7 +196,10 @@ func (p *planner) award(ids []int32, o order) {
 		// Seats without votes all have priority 0, so a slot's seats rank
 		// alike and it takes all it can before the next slot.
 		slices.SortFunc(open, func(a, b int32) int {
-			if first(a, b) {
+			switch {
+			case a == b:
+				return 0
+			case first(a, b):
 				return -1
 			}
 			return 1
