@@ -172,7 +172,8 @@
 // and a selection gives them to the members whose next seat ranks first. The
 // result is the seat sequence of one seat at a time (see
 // TestAwardMatchesOneByOne and TestPlanOutputsStable), at O(M log N) for N
-// replicas over M candidates rather than O(N log M): a plan for a million
+// replicas over M candidates rather than O(N log M) (one more search for each
+// member that reaches its limit inside the band): a plan for a million
 // replicas costs about what one for a hundred does. Members not sorted by
 // name cost a sort, O(M log M). See BenchmarkPlan10kFRSx100Members.
 //
