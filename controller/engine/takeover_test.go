@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
+	"io"
 	"sync"
 	"testing"
 
@@ -92,7 +92,7 @@ func TestCreateOutcomes(t *testing.T) {
 		{name: "timeout", err: apierrors.NewTimeoutError("slow", 1), wantUnknown: 1},
 		{name: "internal error", err: apierrors.NewInternalError(errors.New("etcd")), wantUnknown: 1},
 		{name: "deadline", err: context.DeadlineExceeded, wantUnknown: 1},
-		{name: "transport", err: &http.ProtocolError{ErrorString: "connection reset"}, wantUnknown: 1},
+		{name: "transport", err: io.ErrUnexpectedEOF, wantUnknown: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
