@@ -127,6 +127,15 @@ func (n *Node) open() error {
 	}
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: n.layer, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl.Named("transport"),
+		// 1 turns pipelined replication off. In raft v1.7.3 a follower
+		// answering Success=false ends the pipeline's decoder while the
+		// sender can still block on the in-flight channel, so replication
+		// to that follower stalls for good (heartbeats continue, no entry
+		// arrives) and Shutdown hangs; seen here in TestDeadServerCleanup
+		// and reported upstream (grafana/pyroscope#5518). Our write rate is
+		// small and MaxAppendEntries batches; synchronous replication costs
+		// little.
+		MaxRPCsInFlight: 1,
 	})
 	rc := raft.DefaultConfig()
 	rc.LocalID = n.serverID
@@ -231,7 +240,11 @@ func (n *Node) Kill() error {
 	n.stopOnce.Do(func() {
 		close(n.stopCh)
 		n.lead.revoke(n, "shutdown")
-		err = n.raft.Shutdown().Error()
+		f := n.raft.Shutdown()
+		// Close the transport before waiting: a raft worker blocked on a
+		// peer that does not answer returns only when its connection goes.
+		n.trans.Close()
+		err = f.Error()
 		n.raft.DeregisterObserver(n.observer)
 		n.wg.Wait()
 		n.closeResources()
