@@ -86,8 +86,8 @@ type ClusterTaint struct {
 
 // ClusterToleration lets a FederatedReplicaSet's replicas run on members with
 // matching taints, as a pod's toleration does with a node's taints.
-// +kubebuilder:validation:XValidation:rule="!has(self.operator) || self.operator != 'Exists' || !has(self.value) || self.value == ''",message="value must be empty when operator is Exists"
-// +kubebuilder:validation:XValidation:rule="(has(self.key) && self.key != '') || (has(self.operator) && self.operator == 'Exists')",message="an empty key requires operator Exists"
+// +kubebuilder:validation:XValidation:rule="!has(self.operator) || self.operator != 'Exists' || !has(self.value) || size(self.value) == 0",message="value must be empty when operator is Exists"
+// +kubebuilder:validation:XValidation:rule="(has(self.key) && size(self.key) > 0) || (has(self.operator) && self.operator == 'Exists')",message="an empty key requires operator Exists"
 // +kubebuilder:validation:XValidation:rule="!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",message="tolerationSeconds requires effect NoExecute"
 type ClusterToleration struct {
 	// Key is the taint key matched; empty with operator Exists matches every
