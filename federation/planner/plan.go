@@ -406,7 +406,7 @@ func (p *planner) moveBack(replicas int64, surge, unavailable int32) int32 {
 			total--
 		}
 		p.remaining = min(replicas+int64(surge)-total, below)
-		p.band(growToIdeal, byWeight)
+		p.band(growToIdeal, p.growth)
 		p.remaining = 0
 	}
 	// Still to move: the larger of what is missing below the ideal and what
@@ -438,8 +438,12 @@ func (p *planner) lowestLastSeatAboveIdeal() int32 {
 	return victim
 }
 
-// lastSeatBelow reports whether slot a's last seat ranks below slot b's.
+// lastSeatBelow reports whether slot a's last seat ranks below slot b's (under
+// CostOrdered, a lower deletionCost ranks below first).
 func (p *planner) lastSeatBelow(a, b int32) bool {
+	if ca, cb := p.slots[a].deletionCost, p.slots[b].deletionCost; p.growth == byTier && ca != cb {
+		return ca < cb
+	}
 	p.slots[a].seats--
 	p.slots[b].seats--
 	below := p.outranks(b, a, byWeight)
