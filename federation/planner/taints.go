@@ -160,7 +160,7 @@ func taintNote(m *Member, tolerations []v1alpha1.ClusterToleration, now time.Tim
 	name += ":" + string(x.Effect)
 	switch {
 	case state == StateEvicted && x.Effect == v1alpha1.TaintNoExecute && !x.TimeAdded.IsZero() && isTolerated(x, tolerations):
-		return fmt.Sprintf("taint %s tolerated for less than its %s age: replicas planned elsewhere",
+		return fmt.Sprintf("taint %s added %s ago, longer than tolerated: replicas planned elsewhere",
 			name, now.Sub(x.TimeAdded).Round(time.Second))
 	case state == StateEvicted:
 		return fmt.Sprintf("taint %s not tolerated: replicas planned elsewhere", name)
