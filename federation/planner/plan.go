@@ -123,7 +123,7 @@ func Plan(in Input) Result {
 		p.growth = byTier
 	}
 	res.RequeueAt = p.deadline(in.Now, grace, threshold)
-	if until := p.applyTaints(in.Placement.Tolerations, in.Now); !until.IsZero() && (res.RequeueAt.IsZero() || until.Before(res.RequeueAt)) {
+	if until := p.applyTaints(in.Placement.Tolerations, in.Now, in.Failover.MoveBack == v1alpha1.MoveBackOnRecovery); !until.IsZero() && (res.RequeueAt.IsZero() || until.Before(res.RequeueAt)) {
 		res.RequeueAt = until
 	}
 	duplicated := in.Placement.Mode == v1alpha1.PlacementDuplicated
@@ -296,10 +296,11 @@ var (
 	keepReadyInIdeal     limit = func(s *slot) int32 { return min(s.keepReady, s.ideal) }
 	keepScheduledInIdeal limit = func(s *slot) int32 { return min(s.keepScheduled, max(s.keepReady, s.ideal)) }
 	keepAllInIdeal       limit = func(s *slot) int32 { return min(s.keepAll, max(s.keepReady, s.ideal)) }
-	keepHeld             limit = func(s *slot) int32 { return when(s.state == StateHeld || s.state == StateCordoned, s.keepReady) }
-	growWithinCapacity   limit = func(s *slot) int32 { return when(s.state == StateActive, min(s.ceiling, s.capacity)) }
-	growBeyondCapacity   limit = func(s *slot) int32 { return when(s.state == StateActive, s.ceiling) }
-	growToIdeal          limit = func(s *slot) int32 { return when(s.state == StateActive, s.ideal) }
+	// keepHeld: a held slot's keepAll is its keepReady (see init).
+	keepHeld           limit = func(s *slot) int32 { return when(s.state == StateHeld || s.state == StateCordoned, s.keepAll) }
+	growWithinCapacity limit = func(s *slot) int32 { return when(s.state == StateActive, min(s.ceiling, s.capacity)) }
+	growBeyondCapacity limit = func(s *slot) int32 { return when(s.state == StateActive, s.ceiling) }
+	growToIdeal        limit = func(s *slot) int32 { return when(s.state == StateActive, s.ideal) }
 )
 
 // when returns seats if the condition holds, else 0.

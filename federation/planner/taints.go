@@ -113,8 +113,9 @@ func judgeTaints(taints []Taint, tolerations []v1alpha1.ClusterToleration, now t
 
 // applyTaints cordons or evicts the slots whose members' taints the
 // placement does not tolerate, and returns the earliest time a limited
-// toleration runs out.
-func (p *planner) applyTaints(tolerations []v1alpha1.ClusterToleration, now time.Time) time.Time {
+// toleration runs out. heldLike keeps a cordoned member's pods the way a
+// held member's are kept.
+func (p *planner) applyTaints(tolerations []v1alpha1.ClusterToleration, now time.Time, heldLike bool) time.Time {
 	var next time.Time
 	for i := range p.slots {
 		s := &p.slots[i]
@@ -132,6 +133,11 @@ func (p *planner) applyTaints(tolerations []v1alpha1.ClusterToleration, now time
 			s.state = StateCordoned
 			s.ceiling = s.keepAll
 			s.lo = min(s.lo, s.keepAll)
+			if heldLike {
+				// Under moveBack OnRecovery its pods are kept as a held
+				// member's are, all alike, so no move-back touches them.
+				s.keepReady, s.keepScheduled = s.keepAll, s.keepAll
+			}
 		}
 		if !v.evict && !v.until.IsZero() && (next.IsZero() || v.until.Before(next)) {
 			next = v.until
