@@ -255,7 +255,8 @@ type Result struct {
 	// candidate at maxReplicas, failed over, or weight 0).
 	Unplaced int32
 	// Surge is how far the targets add up above Replicas while a move-back is
-	// in progress (never above the resolved maxSurge).
+	// in progress (never above the resolved maxSurge); 0 in Duplicated mode,
+	// where the targets add up to members x Replicas.
 	Surge int32
 	// MovesPending is how many replicas still have to move back to reach the
 	// weighted division (moveBack OnRecovery); 0 when settled.
