@@ -137,7 +137,7 @@ func Plan(in Input) Result {
 			"minReplicas add up to %d, more than the %d replicas: replicas divided in proportion to the minimums", floors, replicas))
 	}
 	if len(in.Placement.SpreadConstraints) > 0 {
-		res.Spread = p.spread(in.Placement.SpreadConstraints, replicas)
+		res.Spread = p.spread(in.Placement.SpreadConstraints, replicas, duplicated)
 		floors = 0
 		for i := range p.slots {
 			floors += int64(p.slots[i].lo)

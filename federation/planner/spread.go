@@ -37,8 +37,9 @@ func (s *slot) grows() bool {
 // spread applies the spread constraints in order: each groups the members
 // still in the running by its label, chooses the groups, excludes the members
 // of the others (and those without the label) and gives every chosen group a
-// floor of one seat. It returns one outcome per constraint.
-func (p *planner) spread(constraints []v1alpha1.SpreadConstraint, replicas int64) []SpreadOutcome {
+// floor of one seat. It returns one outcome per constraint. Duplicated
+// placements run replicas in every member, so any replicas cover the groups.
+func (p *planner) spread(constraints []v1alpha1.SpreadConstraint, replicas int64, duplicated bool) []SpreadOutcome {
 	out := make([]SpreadOutcome, len(constraints))
 	chosen := make([][]group, len(constraints))
 	for k := range constraints {
@@ -123,7 +124,7 @@ func (p *planner) spread(constraints []v1alpha1.SpreadConstraint, replicas int64
 		case alive < o.MinGroups:
 			o.Satisfied = false
 			o.Message = fmt.Sprintf("spread by %s: %d groups can run replicas, minGroups is %d", o.TopologyKey, alive, o.MinGroups)
-		case replicas > 0 && replicas < int64(o.MinGroups):
+		case !duplicated && replicas > 0 && replicas < int64(o.MinGroups):
 			o.Satisfied = false
 			o.Message = fmt.Sprintf("spread by %s: %d replicas cannot cover minGroups %d", o.TopologyKey, replicas, o.MinGroups)
 		}

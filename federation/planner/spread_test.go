@@ -119,6 +119,12 @@ func TestSpreadConstraints(t *testing.T) {
 			replicas: 5, want: map[string]int32{"a": 0, "b": 5}, groups: [][]string{{"us"}},
 		},
 		{
+			name:      "Duplicated: one replica covers every group",
+			members:   regions("a", "eu", "b", "us"),
+			placement: v1alpha1.Placement{Mode: v1alpha1.PlacementDuplicated, SpreadConstraints: []v1alpha1.SpreadConstraint{spreadBy("region", 2, 0)}},
+			replicas:  1, want: map[string]int32{"a": 1, "b": 1}, groups: [][]string{{"eu", "us"}},
+		},
+		{
 			name:    "Duplicated runs replicas in every member of the chosen groups",
 			members: regions("a", "eu", "b", "eu", "c", "us"),
 			placement: v1alpha1.Placement{Mode: v1alpha1.PlacementDuplicated,
