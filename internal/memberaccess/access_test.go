@@ -293,7 +293,10 @@ func roleDenies(t *testing.T, member *testcluster.Cluster) {
 		call func() error
 	}{
 		{"list secrets", func() error { _, err := cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{}); return err }},
-		{"get secret", func() error { _, err := cs.CoreV1().Secrets("default").Get(ctx, "private", metav1.GetOptions{}); return err }},
+		{"get secret", func() error {
+			_, err := cs.CoreV1().Secrets("default").Get(ctx, "private", metav1.GetOptions{})
+			return err
+		}},
 		{"list configmaps", func() error { _, err := cs.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{}); return err }},
 		{"create namespace without createNamespaces", func() error {
 			_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "denied"}}, metav1.CreateOptions{})
