@@ -75,6 +75,7 @@ helm-lint: ## Lint and render the Helm chart.
 	  $(BIN)/helm lint charts/replicafed && \
 	  $(BIN)/helm template replicafed charts/replicafed --namespace replicafed-system > /dev/null; \
 	fi
+	@if [ -d charts/replicafed-member ]; then $(BIN)/helm lint charts/replicafed-member; fi
 
 .PHONY: demo
 demo: tools build ## Start a hub and three members on real control planes, three replicafed replicas, and the example FRS.
