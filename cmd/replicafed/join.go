@@ -52,7 +52,7 @@ func runMemberCommand(ctx context.Context, cmd string, args []string, stdout, st
 	sa := fs.String("service-account", memberaccess.DefaultServiceAccount, "name of replicafed's ServiceAccount in the member")
 	role := fs.String("cluster-role", memberaccess.ClusterRoleName, "name of the member ClusterRole and its binding")
 	var labels map[string]string
-	var createNS, force bool
+	var createNS, force, insecure bool
 	var server string
 	var expiration time.Duration
 	if cmd == "join" {
@@ -60,6 +60,7 @@ func runMemberCommand(ctx context.Context, cmd string, args []string, stdout, st
 		fs.BoolVar(&createNS, "create-namespaces", true, "grant namespace creation; must match the hub's controller.createNamespaces")
 		fs.StringVar(&server, "member-server", "", "member API server address as the hub replicas reach it (default: the member kubeconfig's)")
 		fs.DurationVar(&expiration, "token-expiration", memberaccess.DefaultTokenExpiration, "requested token lifetime; join again to renew")
+		fs.BoolVar(&insecure, "allow-insecure-member", false, "accept a member kubeconfig that skips TLS verification (the hub Secret will skip it too)")
 	} else {
 		fs.BoolVar(&force, "force", false, "unjoin even while FederatedReplicaSets place replicas in the member")
 	}
@@ -99,7 +100,7 @@ func runMemberCommand(ctx context.Context, cmd string, args []string, stdout, st
 		}
 	}
 	grant := memberaccess.GrantOptions{Namespace: *memberNS, ServiceAccount: *sa, ClusterRoleName: *role,
-		Role: memberaccess.RoleOptions{CreateNamespaces: createNS}, TokenExpiration: expiration, Server: server}
+		Role: memberaccess.RoleOptions{CreateNamespaces: createNS}, TokenExpiration: expiration, Server: server, AllowInsecure: insecure}
 	reg := memberaccess.HubOptions{Namespace: *namespace, SecretLabel: *secretLabel, SecretKey: *secretKey}
 
 	if cmd == "join" {

@@ -52,6 +52,10 @@ type GrantOptions struct {
 	// ClusterName names the cluster and context inside the kubeconfig;
 	// default "member".
 	ClusterName string
+	// AllowInsecure lets an admin configuration that skips TLS verification
+	// produce a kubeconfig that skips it too; otherwise Grant refuses, so a
+	// test setting does not end up in the hub unnoticed.
+	AllowInsecure bool
 }
 
 func (o GrantOptions) withDefaults() GrantOptions {
@@ -102,6 +106,9 @@ func (a *Access) WriteFile(path string) error {
 // new token.
 func Grant(ctx context.Context, admin *rest.Config, o GrantOptions) (*Access, error) {
 	o = o.withDefaults()
+	if admin.Insecure && !o.AllowInsecure {
+		return nil, errors.New("the member configuration skips TLS verification; the kubeconfig for the hub would too (allow it explicitly)")
+	}
 	log := ctrl.LoggerFrom(ctx)
 	cs, err := kubernetes.NewForConfig(admin)
 	if err != nil {
@@ -252,7 +259,9 @@ func ensureBinding(ctx context.Context, cs kubernetes.Interface, o GrantOptions)
 }
 
 // kubeconfigFor builds a token kubeconfig for the member from the admin
-// configuration's server and CA.
+// configuration's server and CA, everything inline: whatever the admin
+// configuration authenticates with (client certificate, exec plugin, token
+// file) stays out of it.
 func kubeconfigFor(admin *rest.Config, o GrantOptions, token string) (*Access, error) {
 	tlsCfg := rest.CopyConfig(admin)
 	if err := rest.LoadTLSFiles(tlsCfg); err != nil {
