@@ -295,3 +295,17 @@ func kubeconfigFor(admin *rest.Config, o GrantOptions, token string) (*Access, e
 	}
 	return &Access{Kubeconfig: data, Config: cfg}, nil
 }
+
+// GrantFile is Grant followed by Access.WriteFile(path): the e2e fleet and
+// the demo use it to give each replica a member kubeconfig bound to the
+// member ClusterRole instead of the admin one.
+func GrantFile(ctx context.Context, admin *rest.Config, path string, o GrantOptions) (*Access, error) {
+	acc, err := Grant(ctx, admin, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := acc.WriteFile(path); err != nil {
+		return nil, err
+	}
+	return acc, nil
+}
