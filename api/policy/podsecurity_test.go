@@ -138,6 +138,14 @@ func TestPodSecurityOnRealHub(t *testing.T) {
 		}
 	}
 
+	// Admitted before the policy: it must stay deletable and editable as
+	// long as its template is left alone.
+	legacy := frs("legacy", privileged)
+	legacy.Finalizers = []string{"replicafed.io/cascade"}
+	if err := cl.Create(ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
+
 	install(policy.LevelBaseline)
 	cases := []struct {
 		obj  *v1alpha1.FederatedReplicaSet
@@ -182,6 +190,30 @@ func TestPodSecurityOnRealHub(t *testing.T) {
 	privileged(&live.Spec.Template.Spec)
 	if err := cl.Update(ctx, live); err == nil || !strings.Contains(err.Error(), "privileged containers are not allowed") {
 		t.Fatalf("update adding a privileged container: %v", err)
+	}
+
+	// The legacy object: a template change is checked, metadata is not.
+	privileged(&legacy.Spec.Template.Spec)
+	legacy.Spec.Template.Spec.Containers = append(legacy.Spec.Template.Spec.Containers, corev1.Container{Name: "second", Image: "busybox"})
+	if err := cl.Update(ctx, legacy); err == nil || !strings.Contains(err.Error(), "privileged containers are not allowed") {
+		t.Fatalf("template change of a pre-policy FederatedReplicaSet: %v", err)
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(legacy), legacy); err != nil {
+		t.Fatal(err)
+	}
+	legacy.Labels = map[string]string{"team": "x"}
+	if err := cl.Update(ctx, legacy); err != nil {
+		t.Fatalf("label edit of a pre-policy FederatedReplicaSet refused: %v", err)
+	}
+	if err := cl.Delete(ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(legacy), legacy); err != nil {
+		t.Fatal(err)
+	}
+	legacy.Finalizers = nil
+	if err := cl.Update(ctx, legacy); err != nil {
+		t.Fatalf("releasing the finalizer of a pre-policy FederatedReplicaSet refused: %v", err)
 	}
 
 	install(policy.LevelRestricted)
