@@ -30,10 +30,15 @@ generate: ## Regenerate deepcopy code and CRDs (api/crds, charts/replicafed/crds
 	mkdir -p charts/replicafed/crds
 	cp api/crds/*.yaml charts/replicafed/crds/
 	cp api/policy/federatedreplicaset-selector.yaml charts/replicafed/templates/validatingadmissionpolicy.yaml
+	@# Security: member ClusterRole manifests and member chart (internal/memberaccess), Pod Security policies.
+	mkdir -p charts/replicafed-member/crds charts/replicafed/files/policy
+	cp api/crds/replicafed.io_memberreplicasets.yaml charts/replicafed-member/crds/
+	cp api/policy/federatedreplicaset-podsecurity-*.yaml charts/replicafed/files/policy/
+	$(GO) run ./hack/memberrbac
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail if generated files are not committed.
-	@git diff --exit-code -- api charts/replicafed/crds charts/replicafed/templates/validatingadmissionpolicy.yaml || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code -- api charts/replicafed/crds charts/replicafed/templates/validatingadmissionpolicy.yaml charts/replicafed/files charts/replicafed-member deploy/member || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- api charts/replicafed/crds)" || { git status --porcelain -- api charts/replicafed/crds; echo "untracked generated files: run 'make generate' and commit"; exit 1; }
 
 .PHONY: fmt
@@ -72,6 +77,7 @@ helm-lint: ## Lint and render the Helm chart.
 	  $(BIN)/helm lint charts/replicafed && \
 	  $(BIN)/helm template replicafed charts/replicafed --namespace replicafed-system > /dev/null; \
 	fi
+	@if [ -d charts/replicafed-member ]; then $(BIN)/helm lint charts/replicafed-member; fi
 
 .PHONY: demo
 demo: tools build ## Start a hub and three members on real control planes, three replicafed replicas, and the example FRS.

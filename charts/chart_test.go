@@ -17,6 +17,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -87,6 +88,7 @@ type manifests struct {
 	roleBindings        []*rbacv1.RoleBinding
 	policies            []*admissionv1.ValidatingAdmissionPolicy
 	policyBindings      []*admissionv1.ValidatingAdmissionPolicyBinding
+	networkPolicies     []*networkingv1.NetworkPolicy
 	kinds               []string
 }
 
@@ -158,6 +160,10 @@ func decode(t *testing.T, out string) *manifests {
 		case "ValidatingAdmissionPolicyBinding":
 			p := &admissionv1.ValidatingAdmissionPolicyBinding{}
 			m.policyBindings = append(m.policyBindings, p)
+			obj = p
+		case "NetworkPolicy":
+			p := &networkingv1.NetworkPolicy{}
+			m.networkPolicies = append(m.networkPolicies, p)
 			obj = p
 		default:
 			t.Fatalf("unexpected kind %q rendered", kind)
@@ -436,12 +442,13 @@ func checkPDB(t *testing.T, m *manifests) {
 // checkPolicy checks the generated admission policy is bound and denies.
 func checkPolicy(t *testing.T, m *manifests) {
 	t.Helper()
-	if len(m.policies) != 1 || len(m.policyBindings) != 1 {
-		t.Fatalf("want one ValidatingAdmissionPolicy and one binding, got %d and %d", len(m.policies), len(m.policyBindings))
+	// The selector policy; the Pod Security ones are checked in security_test.go.
+	pol, bind := m.policy("federatedreplicasets.replicafed.io")
+	if pol == nil || bind == nil {
+		t.Fatalf("want the selector ValidatingAdmissionPolicy and its binding, got %d policies and %d bindings", len(m.policies), len(m.policyBindings))
 	}
-	b := m.policyBindings[0].Spec
-	if b.PolicyName != m.policies[0].Name || !slices.Contains(b.ValidationActions, admissionv1.Deny) {
-		t.Errorf("binding %+v does not deny through policy %s", b, m.policies[0].Name)
+	if !slices.Contains(bind.Spec.ValidationActions, admissionv1.Deny) {
+		t.Errorf("binding %+v does not deny through policy %s", bind.Spec, pol.Name)
 	}
 }
 

@@ -38,6 +38,9 @@ func main() {
 // returning the process exit code. It takes the environment and stderr as
 // arguments so tests need not touch the real ones.
 func execute(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stderr io.Writer) int {
+	if len(args) > 0 && (args[0] == "join" || args[0] == "unjoin") {
+		return runMemberCommand(ctx, args[0], args[1:], os.Stdout, stderr)
+	}
 	fs := pflag.NewFlagSet("replicafed", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	config.BindFlags(fs)
