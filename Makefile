@@ -23,18 +23,29 @@ tools: ## Build pinned tools (etcd, kube-apiserver, kube-scheduler, kube-control
 	hack/tools/build.sh $(TEST_TOOLS)
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code and CRDs (api/crds, charts/replicafed/crds).
+# maxDescLen: the embedded pod template's descriptions alone put the
+# FederatedReplicaSet CRD past the 256 KiB annotation limit of client-side
+# `kubectl apply` (its last-applied annotation); 120 characters keeps it
+# about 185 KB as JSON (charts/crd_apply_test.go checks it applies).
+CRD_MAX_DESC_LEN := 120
+
+generate: ## Regenerate deepcopy code and CRDs (api/crds, charts/replicafed/files/crds).
 	hack/tools/build.sh controller-gen
 	$(BIN)/controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
-	$(BIN)/controller-gen crd:generateEmbeddedObjectMeta=true paths=./api/... output:crd:artifacts:config=api/crds
-	mkdir -p charts/replicafed/crds
-	cp api/crds/*.yaml charts/replicafed/crds/
+	$(BIN)/controller-gen crd:generateEmbeddedObjectMeta=true,maxDescLen=$(CRD_MAX_DESC_LEN) paths=./api/... output:crd:artifacts:config=api/crds
+	@# The chart installs the hub CRD as a template (so `helm upgrade` updates
+	@# it) that `helm uninstall` keeps: deleting it would delete every
+	@# FederatedReplicaSet.
+	rm -rf charts/replicafed/crds
+	mkdir -p charts/replicafed/files/crds
+	sed '/^  annotations:$$/a\    helm.sh/resource-policy: keep' api/crds/replicafed.io_federatedreplicasets.yaml \
+	  > charts/replicafed/files/crds/replicafed.io_federatedreplicasets.yaml
 	cp api/policy/federatedreplicaset-selector.yaml charts/replicafed/templates/validatingadmissionpolicy.yaml
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail if generated files are not committed.
-	@git diff --exit-code -- api charts/replicafed/crds charts/replicafed/templates/validatingadmissionpolicy.yaml || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- api charts/replicafed/crds)" || { git status --porcelain -- api charts/replicafed/crds; echo "untracked generated files: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code -- api charts/replicafed/files/crds charts/replicafed/templates/validatingadmissionpolicy.yaml || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api charts/replicafed/files/crds)" || { git status --porcelain -- api charts/replicafed/files/crds; echo "untracked generated files: run 'make generate' and commit"; exit 1; }
 
 .PHONY: fmt
 fmt: ## Format Go code.

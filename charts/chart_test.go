@@ -16,12 +16,14 @@ import (
 	"github.com/spf13/pflag"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/config"
 	"github.com/replicafed/replicafed/internal/testcluster"
 )
@@ -87,7 +89,11 @@ type manifests struct {
 	roleBindings        []*rbacv1.RoleBinding
 	policies            []*admissionv1.ValidatingAdmissionPolicy
 	policyBindings      []*admissionv1.ValidatingAdmissionPolicyBinding
-	kinds               []string
+	crds                []*apiextensionsv1.CustomResourceDefinition
+	// hooks are objects helm creates only at a hook (helm.sh/hook), such as
+	// the pre-delete uninstall guard; `helm template` prints them too.
+	hooks []map[string]any
+	kinds []string
 }
 
 // template renders the chart with extra helm flags and decodes every object
@@ -118,6 +124,12 @@ func decode(t *testing.T, out string) *manifests {
 			continue
 		}
 		kind, _ := u["kind"].(string)
+		if md, _ := u["metadata"].(map[string]any); md != nil {
+			if ann, _ := md["annotations"].(map[string]any); ann["helm.sh/hook"] != nil {
+				m.hooks = append(m.hooks, u)
+				continue
+			}
+		}
 		m.kinds = append(m.kinds, kind)
 		var obj any
 		switch kind {
@@ -159,6 +171,10 @@ func decode(t *testing.T, out string) *manifests {
 			p := &admissionv1.ValidatingAdmissionPolicyBinding{}
 			m.policyBindings = append(m.policyBindings, p)
 			obj = p
+		case "CustomResourceDefinition":
+			c := &apiextensionsv1.CustomResourceDefinition{}
+			m.crds = append(m.crds, c)
+			obj = c
 		default:
 			t.Fatalf("unexpected kind %q rendered", kind)
 		}
@@ -562,15 +578,32 @@ func TestScheduling(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// The hub CRD is a template (so `helm upgrade` updates it) that `helm
+// uninstall` keeps; it matches api/crds apart from that annotation.
 func TestCRDs(t *testing.T) {
-	out, err := runHelm(t, "template", release, chartDir, "--namespace", namespace, "--include-crds")
+	m := template(t)
+	if len(m.crds) != 1 {
+		t.Fatalf("want the FederatedReplicaSet CRD rendered, got %d CRDs", len(m.crds))
+	}
+	got := m.crds[0]
+	want, err := crds.Load(crds.FederatedReplicaSetFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"federatedreplicasets.replicafed.io", "memberreplicasets.replicafed.io"} {
-		if !strings.Contains(out, "name: "+name) {
-			t.Errorf("CRD %s not installed by the chart (run `make generate`)", name)
-		}
+	if got.Annotations["helm.sh/resource-policy"] != "keep" {
+		t.Errorf("CRD annotations %v, want helm.sh/resource-policy: keep", got.Annotations)
+	}
+	delete(got.Annotations, "helm.sh/resource-policy")
+	if !reflect.DeepEqual(got.Annotations, want.Annotations) || !reflect.DeepEqual(got.Spec, want.Spec) {
+		t.Error("the chart's CRD differs from api/crds: run `make generate`")
+	}
+	if out, err := runHelm(t, "template", release, chartDir, "--namespace", namespace, "--set", "crds.install=false"); err != nil {
+		t.Fatal(err)
+	} else if strings.Contains(out, "kind: CustomResourceDefinition") {
+		t.Error("crds.install=false still renders the CRD")
+	}
+	if entries, err := os.ReadDir(filepath.Join(chartDir, "crds")); err == nil && len(entries) > 0 {
+		t.Errorf("charts/replicafed/crds is not empty: helm would install those once and never upgrade them")
 	}
 }
 
