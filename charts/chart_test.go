@@ -5,21 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/spf13/pflag"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
@@ -56,10 +58,32 @@ func helmBin(t *testing.T) string {
 	return bin
 }
 
+// trackChart reads every chart file once in the test process: helm reads
+// them in a subprocess, which go test's result cache does not see, so a
+// changed chart would otherwise reuse a cached pass.
+var trackChart = sync.OnceValue(func() error {
+	for _, dir := range []string{chartDir, "testdata"} {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			_, err = os.ReadFile(path)
+			return err
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+})
+
 // runHelm runs bin/helm with its state directories inside a temp dir, so
 // the test neither reads nor writes the user's helm settings.
 func runHelm(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	if err := trackChart(); err != nil {
+		t.Fatalf("reading the chart: %v", err)
+	}
 	bin := helmBin(t)
 	home := t.TempDir()
 	cmd := exec.Command(bin, args...)
