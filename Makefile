@@ -52,9 +52,12 @@ fmt: ## Format Go code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: lint
-lint: ## go vet and a gofmt check.
+lint: ## go vet, a gofmt check and actionlint on .github/workflows.
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
+	hack/tools/build.sh actionlint
+	@# shellcheck and pyflakes off: their presence differs between machines.
+	$(BIN)/actionlint -shellcheck= -pyflakes=
 
 # Release identity stamped into the binary (internal/version) and the image.
 # The version is the chart's appVersion, so the chart's default image tag
@@ -115,8 +118,9 @@ e2e: tools ## End-to-end tests on local control planes.
 	$(GO) test -timeout $(TEST_TIMEOUT) ./e2e/...
 
 .PHONY: e2e-kind
-e2e-kind: ## The same e2e suite on kind clusters (needs Docker and kind).
-	REPLICAFED_E2E_PROVIDER=kind $(GO) test -timeout $(TEST_TIMEOUT) ./e2e/...
+e2e-kind: image ## The same e2e suite on kind clusters (needs Docker and kind); the image is loaded into every cluster.
+	REPLICAFED_E2E_PROVIDER=kind REPLICAFED_E2E_IMAGE_ARCHIVE=$(IMAGE_OUT)/replicafed.oci.tar REPLICAFED_E2E_IMAGE=$(IMAGE_REPO):$(VERSION) \
+	  $(GO) test -timeout $(TEST_TIMEOUT) ./e2e/...
 
 .PHONY: clean
 clean: ## Remove built binaries and images (keeps tool caches in the Go build cache).

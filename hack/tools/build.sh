@@ -3,7 +3,8 @@
 # matches the pinned module version and Go version. Usage:
 #   hack/tools/build.sh [tool...]      (default: all)
 # Tools: kube (kube-apiserver, kube-scheduler, kube-controller-manager), etcd,
-# kwok (binary plus its fast stage definitions), helm, controller-gen.
+# kwok (binary plus its fast stage definitions), helm, controller-gen,
+# actionlint (checks .github/workflows in `make lint`).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -90,8 +91,17 @@ build_controller_gen() {
   echo "$want" > "$bin/.controller-gen.stamp"
 }
 
+build_actionlint() {
+  local v; v=$(module_version actionlint github.com/rhysd/actionlint)
+  local want="github.com/rhysd/actionlint@$v $gover"
+  if up_to_date actionlint "$want" actionlint; then echo "actionlint $v: up to date"; return; fi
+  echo "actionlint $v: building"
+  (cd "$root/hack/tools/actionlint" && go build -trimpath -ldflags "-s -w -X github.com/rhysd/actionlint.version=$v" -o "$bin/actionlint" github.com/rhysd/actionlint/cmd/actionlint)
+  echo "$want" > "$bin/.actionlint.stamp"
+}
+
 tools=("$@")
-[ ${#tools[@]} -gt 0 ] || tools=(controller-gen etcd kube kwok helm)
+[ ${#tools[@]} -gt 0 ] || tools=(controller-gen etcd kube kwok helm actionlint)
 for t in "${tools[@]}"; do
   start=$(date +%s)
   case "$t" in
@@ -100,6 +110,7 @@ for t in "${tools[@]}"; do
     kwok) build_kwok ;;
     helm) build_helm ;;
     controller-gen) build_controller_gen ;;
+    actionlint) build_actionlint ;;
     *) echo "unknown tool: $t" >&2; exit 2 ;;
   esac
   echo "  ($t: $(( $(date +%s) - start ))s)"
