@@ -110,6 +110,22 @@ func (h *hub) tryHelm(t *testing.T, args ...string) (string, error) {
 	return runHelm(t, append(args, "--kubeconfig", h.c.Kubeconfig)...)
 }
 
+// kubectl runs bin/kubectl against this hub.
+func (h *hub) kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	bin, err := testcluster.FindBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", h.c.Kubeconfig}, args...)...)
+	cmd.Env = append(os.Environ(), "KUBECACHEDIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
 // loopbackNet returns a random 127.a.b. prefix: each replica gets its own
 // loopback address, as each pod has its own IP, so all of them listen on the
 // chart's ports; the random prefix keeps parallel runs apart.

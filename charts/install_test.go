@@ -130,12 +130,11 @@ func TestInstallOnHub(t *testing.T) {
 		err := h.cl.Delete(ctx, newFRS(t, 1), client.DryRunAll)
 		return err == nil, err
 	})
-	if err := h.cl.Delete(ctx, frs); err != nil {
-		t.Fatalf("deleting after reinstall: %v", err)
-	}
+	// The documented order, with the commands NOTES.txt and README give:
+	// delete every FederatedReplicaSet, wait for them to go, uninstall.
+	h.kubectl(t, "delete", "frs", "--all", "-A")
+	h.kubectl(t, "wait", "--for=delete", "frs", "--all", "-A", "--timeout=90s")
 	waitDeleted(t, h, memberClient)
-
-	// The documented order: no FederatedReplicaSet left, then uninstall.
 	h.helm(t, "uninstall", release, "--namespace", namespace)
 	pods.stopAll()
 	checkUninstalled(t, h)
