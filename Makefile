@@ -52,10 +52,11 @@ fmt: ## Format Go code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: lint
-lint: ## go vet, a gofmt check and actionlint on .github/workflows.
+lint: ## go vet, a gofmt check, staticcheck (pinned in hack/tools/staticcheck) and actionlint on .github/workflows.
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
-	hack/tools/build.sh actionlint
+	hack/tools/build.sh staticcheck actionlint
+	$(BIN)/staticcheck ./...
 	@# shellcheck and pyflakes off: their presence differs between machines.
 	$(BIN)/actionlint -shellcheck= -pyflakes=
 
