@@ -26,7 +26,7 @@ tools: ## Build pinned tools (etcd, kube-apiserver, kube-scheduler, kube-control
 # maxDescLen: the embedded pod template's descriptions alone put the
 # FederatedReplicaSet CRD past the 256 KiB annotation limit of client-side
 # `kubectl apply` (its last-applied annotation); 120 characters keeps it
-# about 185 KB as JSON (charts/crd_apply_test.go checks it applies).
+# about 185 KB as JSON (TestCRDClientSideApply in charts/ checks it applies).
 CRD_MAX_DESC_LEN := 120
 
 generate: ## Regenerate deepcopy code and CRDs (api/crds, charts/replicafed/files/crds).

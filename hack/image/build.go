@@ -177,6 +177,12 @@ func Index(binaries map[string]string, m Metadata) (v1.ImageIndex, error) {
 // `docker save` and containerd do, so `ctr images import` (and with it
 // `kind load image-archive`) and `docker load` tag it as Ref.
 func WriteLayout(dir string, idx v1.ImageIndex, m Metadata) error {
+	// Replace an earlier layout, but never a directory that is not one.
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		if _, err := os.Stat(filepath.Join(dir, "oci-layout")); err != nil {
+			return fmt.Errorf("%s exists and is not an OCI layout; not overwriting it", dir)
+		}
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("clearing %s: %w", dir, err)
 	}

@@ -292,3 +292,47 @@ func TestDockerfileMatches(t *testing.T) {
 		}
 	}
 }
+
+// TestReproducible: equal binaries and metadata give the same index digest,
+// and a different binary a different one.
+func TestReproducible(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a, b := write("a", "binary-a"), write("b", "binary-b")
+	m := Metadata{Repository: "example.com/replicafed", Version: "1.0.0", Commit: "abc", Source: "https://example.com"}
+	digest := func(bins map[string]string) v1.Hash {
+		idx, err := Index(bins, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := idx.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	first := digest(map[string]string{"linux/amd64": a, "linux/arm64": a})
+	if again := digest(map[string]string{"linux/arm64": a, "linux/amd64": a}); again != first {
+		t.Errorf("same inputs gave %s and %s", first, again)
+	}
+	if other := digest(map[string]string{"linux/amd64": b, "linux/arm64": a}); other == first {
+		t.Error("a different binary gave the same digest")
+	}
+	layoutDir := filepath.Join(dir, "not-a-layout")
+	if err := os.MkdirAll(filepath.Join(layoutDir, "keep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := Index(map[string]string{"linux/amd64": a}, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteLayout(layoutDir, idx, m); err == nil {
+		t.Error("WriteLayout replaced a directory that is not an OCI layout")
+	}
+}
