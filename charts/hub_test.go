@@ -3,7 +3,13 @@ package charts
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"fmt"
 	"net"
 	"net/http"
@@ -157,6 +163,18 @@ func (p *pod) log() string {
 	return string(b)
 }
 
+// lastLine is the pod's last log line containing msg.
+func (p *pod) lastLine(msg string) string {
+	b, _ := os.ReadFile(p.logPath)
+	var last string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, msg) {
+			last = line
+		}
+	}
+	return last
+}
+
 // stop sends SIGTERM, as the kubelet does, and waits for the exit.
 func (p *pod) stop() {
 	if p.cmd == nil || p.cmd.Process == nil {
@@ -182,8 +200,9 @@ func (p *pod) stop() {
 //     headless Service) resolve to those addresses, both through
 //     REPLICAFED_* variables derived from the rendered config (ports kept);
 //   - mounts: the ConfigMap's key is written to a file and --config points
-//     there; the PVC is a directory (REPLICAFED_RAFT_DATA_DIR keeps the path
-//     inside the mount);
+//     there; Secret volumes (raft TLS) are written to a directory and the
+//     config's paths into them follow (REPLICAFED_RAFT_TLS_*); the PVC is a
+//     directory (REPLICAFED_RAFT_DATA_DIR keeps the path inside the mount);
 //   - the service account token mount: a TokenRequest token for the pod's
 //     ServiceAccount goes in a kubeconfig (REPLICAFED_HUB_KUBECONFIG) instead
 //     of /var/run/secrets/kubernetes.io/serviceaccount.
@@ -217,7 +236,12 @@ type renderedConfig struct {
 		BindAddress  string `json:"bindAddress"`
 		AdminAddress string `json:"adminAddress"`
 		DataDir      string `json:"dataDir"`
-		Peers        []struct {
+		TLS          struct {
+			CertFile string `json:"certFile"`
+			KeyFile  string `json:"keyFile"`
+			CAFile   string `json:"caFile"`
+		} `json:"tls"`
+		Peers []struct {
 			ID      string `json:"id"`
 			Address string `json:"address"`
 		} `json:"peers"`
@@ -333,6 +357,22 @@ func (r *podRunner) start(t *testing.T, sts *appsv1.StatefulSet, ordinal int) {
 	}
 	env["REPLICAFED_RAFT_DATA_DIR"] = filepath.Join(p.dir, "pvc", rel)
 
+	// Secret volumes (raft TLS): the real Secret's items, written where the
+	// mount would put them; the config's paths into them follow.
+	mounts := r.materializeSecrets(t, ctx, c, volumes, ns, p.dir)
+	for key, file := range map[string]string{
+		"RAFT_TLS_CERT_FILE": cfg.Raft.TLS.CertFile, "RAFT_TLS_KEY_FILE": cfg.Raft.TLS.KeyFile, "RAFT_TLS_CA_FILE": cfg.Raft.TLS.CAFile,
+	} {
+		if file == "" {
+			continue
+		}
+		local, ok := mapMounted(mounts, file)
+		if !ok {
+			t.Fatalf("%s %s is not in any Secret volume the pod mounts", key, file)
+		}
+		env["REPLICAFED_"+key] = local
+	}
+
 	// The service account token mount.
 	if !utilptr.Deref(spec.AutomountServiceAccountToken, true) {
 		t.Fatal("the pods do not mount a service account token, but replicafed talks to the hub")
@@ -366,6 +406,118 @@ func (r *podRunner) start(t *testing.T, sts *appsv1.StatefulSet, ordinal int) {
 	p.cmd, p.done = cmd, make(chan struct{})
 	go func(done chan struct{}) { _ = cmd.Wait(); _ = logf.Close(); close(done) }(p.done)
 	r.pods[podName] = p
+}
+
+// materializeSecrets writes every Secret volume the container mounts (the
+// projected items, or every key) under dir, and returns mount path -> local
+// directory.
+func (r *podRunner) materializeSecrets(t *testing.T, ctx context.Context, c corev1.Container, volumes map[string]corev1.Volume, ns, dir string) map[string]string {
+	t.Helper()
+	mounts := map[string]string{}
+	for _, vm := range c.VolumeMounts {
+		v := volumes[vm.Name]
+		if v.Secret == nil {
+			continue
+		}
+		if vm.SubPath != "" {
+			t.Fatalf("Secret volume %s mounted with subPath: not supported by the runner", vm.Name)
+		}
+		s, err := r.h.kube.CoreV1().Secrets(ns).Get(ctx, v.Secret.SecretName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("Secret volume %s: %v", vm.Name, err)
+		}
+		local := filepath.Join(dir, "mounts", vm.Name)
+		if err := os.MkdirAll(local, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		items := v.Secret.Items
+		if len(items) == 0 {
+			for k := range s.Data {
+				items = append(items, corev1.KeyToPath{Key: k, Path: k})
+			}
+		}
+		for _, it := range items {
+			data, ok := s.Data[it.Key]
+			if !ok {
+				t.Fatalf("Secret %s has no key %s (volume %s)", s.Name, it.Key, vm.Name)
+			}
+			if err := os.WriteFile(filepath.Join(local, it.Path), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mounts[vm.MountPath] = local
+	}
+	return mounts
+}
+
+// mapMounted maps a path inside the pod to the local file behind its mount.
+func mapMounted(mounts map[string]string, file string) (string, bool) {
+	for mp, local := range mounts {
+		if rel, err := filepath.Rel(mp, file); err == nil && !strings.HasPrefix(rel, "..") {
+			return filepath.Join(local, rel), true
+		}
+	}
+	return "", false
+}
+
+// raftTLSSecret creates the Secret raft.tls.secretName names: a CA and one
+// certificate for every peer, valid for the peer DNS names the chart's
+// comment asks for and, because the runner dials peers by their loopback
+// addresses (the transport checks the dialled host), for those addresses.
+func raftTLSSecret(t *testing.T, h *hub, ns, name string, ips []string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "raft-test-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: fullname},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		DNSNames:    []string{"*." + headless + "." + ns + ".svc"},
+	}
+	for _, ip := range ips {
+		leaf.IPAddresses = append(leaf.IPAddresses, net.ParseIP(ip))
+	}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Type:       corev1.SecretTypeTLS,
+		Data: map[string][]byte{
+			"tls.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+			"tls.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+			"ca.crt":  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		},
+	}
+	if _, err := h.kube.CoreV1().Secrets(ns).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the raft TLS Secret: %v", err)
+	}
 }
 
 // materializeConfig finds the ConfigMap volume mounted at path and writes

@@ -120,12 +120,19 @@ func TestInstallOnHub(t *testing.T) {
 		t.Fatalf("FederatedReplicaSet after the refused delete: deletionTimestamp %v, err %v; want it untouched", frs.DeletionTimestamp, err)
 	}
 
-	// Reinstall (the raft data was kept, as the PVCs are): the guard lifts
-	// and the finalizer is released as usual.
-	h.helm(t, append([]string{"install", release, chartDir}, flags...)...)
+	// Reinstall (the raft data was kept, as the PVCs are), this time with
+	// raft mutual TLS from a Secret: the guard lifts and the finalizer is
+	// released as usual.
+	raftTLSSecret(t, h, namespace, "raft-tls", []string{pods.ipOf(0), pods.ipOf(1), pods.ipOf(2)})
+	h.helm(t, append([]string{"install", release, chartDir, "--set", "raft.tls.secretName=raft-tls"}, flags...)...)
 	registerMember(t, h, configOf(t, h), memberName, member)
 	pods.startAll(t, namespace, fullname)
 	pods.waitReady(t)
+	for _, p := range pods.pods {
+		if last := p.lastLine("Raft node started"); !strings.Contains(last, `"mutualTLS":true`) {
+			t.Errorf("%s did not start raft with mutual TLS: %s", p.name, last)
+		}
+	}
 	poll(t, "the guard to allow deletes again", func(ctx context.Context) (bool, error) {
 		err := h.cl.Delete(ctx, newFRS(t, 1), client.DryRunAll)
 		return err == nil, err
