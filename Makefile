@@ -41,11 +41,16 @@ generate: ## Regenerate deepcopy code and CRDs (api/crds, charts/replicafed/file
 	sed '/^  annotations:$$/a\    helm.sh/resource-policy: keep' api/crds/replicafed.io_federatedreplicasets.yaml \
 	  > charts/replicafed/files/crds/replicafed.io_federatedreplicasets.yaml
 	cp api/policy/federatedreplicaset-selector.yaml charts/replicafed/templates/validatingadmissionpolicy.yaml
+	@# Security: member ClusterRole manifests and member chart (internal/memberaccess), Pod Security policies.
+	mkdir -p charts/replicafed-member/crds charts/replicafed/files/policy
+	cp api/crds/replicafed.io_memberreplicasets.yaml charts/replicafed-member/crds/
+	cp api/policy/federatedreplicaset-podsecurity-*.yaml charts/replicafed/files/policy/
+	$(GO) run ./hack/memberrbac
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail if generated files are not committed.
-	@git diff --exit-code -- api charts/replicafed/files/crds charts/replicafed/templates/validatingadmissionpolicy.yaml || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- api charts/replicafed/files/crds)" || { git status --porcelain -- api charts/replicafed/files/crds; echo "untracked generated files: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code -- api charts/replicafed/files charts/replicafed/templates/validatingadmissionpolicy.yaml charts/replicafed-member deploy/member || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api charts/replicafed/files charts/replicafed-member deploy/member)" || { git status --porcelain -- api charts/replicafed/files charts/replicafed-member deploy/member; echo "untracked generated files: run 'make generate' and commit"; exit 1; }
 
 .PHONY: fmt
 fmt: ## Format Go code.
@@ -109,6 +114,7 @@ helm-lint: ## Lint and render the Helm chart.
 	  $(BIN)/helm lint charts/replicafed && \
 	  $(BIN)/helm template replicafed charts/replicafed --namespace replicafed-system > /dev/null; \
 	fi
+	@if [ -d charts/replicafed-member ]; then $(BIN)/helm lint charts/replicafed-member; fi
 
 .PHONY: demo
 demo: tools build ## Start a hub and three members on real control planes, three replicafed replicas, and the example FRS.

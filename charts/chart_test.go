@@ -19,6 +19,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -113,6 +114,7 @@ type manifests struct {
 	roleBindings        []*rbacv1.RoleBinding
 	policies            []*admissionv1.ValidatingAdmissionPolicy
 	policyBindings      []*admissionv1.ValidatingAdmissionPolicyBinding
+	networkPolicies     []*networkingv1.NetworkPolicy
 	crds                []*apiextensionsv1.CustomResourceDefinition
 	// hooks are objects helm creates only at a hook (helm.sh/hook), such as
 	// the pre-delete uninstall guard; `helm template` prints them too.
@@ -199,6 +201,10 @@ func decode(t *testing.T, out string) *manifests {
 			c := &apiextensionsv1.CustomResourceDefinition{}
 			m.crds = append(m.crds, c)
 			obj = c
+		case "NetworkPolicy":
+			p := &networkingv1.NetworkPolicy{}
+			m.networkPolicies = append(m.networkPolicies, p)
+			obj = p
 		default:
 			t.Fatalf("unexpected kind %q rendered", kind)
 		}
@@ -476,12 +482,13 @@ func checkPDB(t *testing.T, m *manifests) {
 // checkPolicy checks the generated admission policy is bound and denies.
 func checkPolicy(t *testing.T, m *manifests) {
 	t.Helper()
-	if len(m.policies) != 1 || len(m.policyBindings) != 1 {
-		t.Fatalf("want one ValidatingAdmissionPolicy and one binding, got %d and %d", len(m.policies), len(m.policyBindings))
+	// The selector policy; the Pod Security ones are checked in security_test.go.
+	pol, bind := m.policy("federatedreplicasets.replicafed.io")
+	if pol == nil || bind == nil {
+		t.Fatalf("want the selector ValidatingAdmissionPolicy and its binding, got %d policies and %d bindings", len(m.policies), len(m.policyBindings))
 	}
-	b := m.policyBindings[0].Spec
-	if b.PolicyName != m.policies[0].Name || !slices.Contains(b.ValidationActions, admissionv1.Deny) {
-		t.Errorf("binding %+v does not deny through policy %s", b, m.policies[0].Name)
+	if !slices.Contains(bind.Spec.ValidationActions, admissionv1.Deny) {
+		t.Errorf("binding %+v does not deny through policy %s", bind.Spec, pol.Name)
 	}
 }
 

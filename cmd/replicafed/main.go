@@ -37,8 +37,9 @@ func main() {
 
 // execute loads the configuration, sets up logging and runs until ctx ends,
 // returning the process exit code; `replicafed version` prints the build
-// identity instead. It takes the environment, stdout and stderr as arguments
-// so tests need not touch the real ones.
+// identity and `join`/`unjoin` manage member access instead. It takes the
+// environment, stdout and stderr as arguments so tests need not touch the
+// real ones.
 func execute(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "version" {
 		if len(args) > 1 {
@@ -47,6 +48,9 @@ func execute(ctx context.Context, args []string, lookupEnv func(string) (string,
 		}
 		fmt.Fprintln(stdout, version.Get())
 		return exitOK
+	}
+	if len(args) > 0 && (args[0] == "join" || args[0] == "unjoin") {
+		return runMemberCommand(ctx, args[0], args[1:], stdout, stderr)
 	}
 	fs := pflag.NewFlagSet("replicafed", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
