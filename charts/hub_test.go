@@ -28,7 +28,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
@@ -684,24 +683,27 @@ func buildReplicafed(t *testing.T) string {
 	return out
 }
 
-// registerMember creates the member kubeconfig Secret the way NOTES.txt
-// tells users to, from the selector and key in the rendered config.
-func registerMember(t *testing.T, h *hub, cfg renderedConfig, name string, member *testcluster.Cluster) {
+// registerMember registers the member the way NOTES.txt tells users to:
+// `replicafed join`, which grants the least-privilege member ClusterRole to a
+// ServiceAccount in the member and writes the labelled kubeconfig Secret into
+// the hub, with the namespace, label and key the rendered config reads.
+func registerMember(t *testing.T, h *hub, binary string, cfg renderedConfig, name string, member *testcluster.Cluster) {
 	t.Helper()
-	kc, err := os.ReadFile(member.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
 	set, err := labels.ConvertSelectorToLabelsMap(cfg.Clusters.SecretSelector)
-	if err != nil {
-		t.Fatalf("secretSelector %q: %v", cfg.Clusters.SecretSelector, err)
+	if err != nil || len(set) != 1 {
+		t.Fatalf("secretSelector %q is not one key=value (%v)", cfg.Clusters.SecretSelector, err)
 	}
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cfg.Clusters.SecretNamespace, Labels: set},
-		Data:       map[string][]byte{cfg.Clusters.SecretKey: kc},
+	var label string
+	for k, v := range set {
+		if v != "true" {
+			t.Fatalf("secretSelector %q: join labels Secrets %s=true", cfg.Clusters.SecretSelector, k)
+		}
+		label = k
 	}
-	if _, err := h.kube.CoreV1().Secrets(s.Namespace).Create(context.Background(), s, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("creating member Secret: %v", err)
+	cmd := exec.Command(binary, "join", name, "--member-kubeconfig", member.Kubeconfig, "--hub-kubeconfig", h.c.Kubeconfig,
+		"--namespace", cfg.Clusters.SecretNamespace, "--secret-label", label, "--secret-key", cfg.Clusters.SecretKey)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("replicafed join: %v\n%s", err, out)
 	}
 }
 

@@ -57,13 +57,13 @@ func TestInstallOnHub(t *testing.T) {
 	flags := installFlags(t)
 
 	out := h.helm(t, append([]string{"install", release, chartDir, "--create-namespace"}, flags...)...)
-	if !strings.Contains(out, "kubectl -n "+namespace+" create secret generic member-a") {
-		t.Errorf("NOTES lack the member Secret step:\n%s", out)
+	if !strings.Contains(out, "replicafed join member-a") || !strings.Contains(out, "--namespace "+namespace) {
+		t.Errorf("NOTES lack the member registration step the test follows:\n%s", out)
 	}
 	checkInstalledObjects(t, h)
 
 	cfg := configOf(t, h)
-	registerMember(t, h, cfg, memberName, member)
+	registerMember(t, h, binary, cfg, memberName, member)
 	pods := newPodRunner(t, h, binary)
 	pods.startAll(t, namespace, fullname)
 	pods.waitReady(t)
@@ -125,7 +125,7 @@ func TestInstallOnHub(t *testing.T) {
 	// released as usual.
 	raftTLSSecret(t, h, namespace, "raft-tls", []string{pods.ipOf(0), pods.ipOf(1), pods.ipOf(2)})
 	h.helm(t, append([]string{"install", release, chartDir, "--set", "raft.tls.secretName=raft-tls"}, flags...)...)
-	registerMember(t, h, configOf(t, h), memberName, member)
+	registerMember(t, h, binary, configOf(t, h), memberName, member)
 	pods.startAll(t, namespace, fullname)
 	pods.waitReady(t)
 	for _, p := range pods.pods {
