@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 
@@ -29,7 +30,7 @@ func TestMemberCommandUsage(t *testing.T) {
 		{[]string{"unjoin", "a", "--labels", "x=y"}, "unknown flag: --labels"},
 	} {
 		var stderr bytes.Buffer
-		code := execute(context.Background(), tc.args, env(nil), &stderr)
+		code := execute(context.Background(), tc.args, env(nil), io.Discard, &stderr)
 		if code != exitConfig || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), exitConfig, tc.want)
 		}
