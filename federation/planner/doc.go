@@ -69,6 +69,89 @@
 // short, the rest is still placed by weight (band 5) rather than dropped, so
 // the missing replicas are visible as Pending pods and as Shortfall.
 //
+// CostOrdered splits band 4 into tiers of deletionCost, the highest cost
+// first: every member of a tier is filled up to min(maxReplicas, capacity)
+// before the next tier gets a seat, and inside a tier seats go by Webster on
+// the static weights (weight 0 gets only its minimum; a member of unknown
+// capacity takes all the growth that reaches its tier). deletionCost already
+// means "scale-down removes the lowest cost first", so reserved capacity has
+// the high cost: filling from the highest cost is what puts scale-up on
+// reserved capacity first, and since scale-down is the seat sequence cut
+// shorter, it empties the pay-as-you-go tiers first and reserved capacity
+// last. (Issue 14 says "ascending deletionCost"; with the field's meaning
+// that would fill pay-as-you-go first, the opposite of its stated goal.)
+// Minimums (band 1), kept pods (bands 2 and 3) and the overflow (band 5, by
+// static weight) are as for Weighted, and so are house monotonicity and
+// determinism. Running pods are not moved into a higher tier that gains room
+// (moveBack Never); under OnRecovery the ideal is the tiered division, the
+// move-back fills the highest tier below its ideal first and removes
+// surplus from the lowest cost first. The name says what orders the fill, as
+// Weighted and AvailableCapacity do, and pairs with the deletionCost field.
+//
+// # Taints and tolerations
+//
+// Members carry taints from their registration (Member.Taints) and the
+// placement has tolerations, matched as a pod's tolerations match a node's
+// taints (an empty effect matches both, an empty key with Exists matches
+// every taint). Only NoSchedule and NoExecute exist; other effects are
+// ignored.
+//
+//   - NoSchedule not tolerated: the member is Cordoned. It keeps the pods it
+//     runs, within its previous target, and gets no new seat: minReplicas
+//     and growth stop at those pods. Scale-down removes its pods in the usual
+//     order, so they may leave; nothing evicts them.
+//   - NoExecute not tolerated: the member is Evicted, target 0 and its seats
+//     planned elsewhere at once, exactly like a member unreachable past its
+//     grace period (within max and capacity elsewhere, Pending and reported
+//     when nothing fits, never dropped).
+//   - NoExecute tolerated with tolerationSeconds: Cordoned until
+//     TimeAdded + the shortest matching tolerationSeconds, Evicted from then
+//     on (0 evicts at once; a matching toleration without seconds tolerates it
+//     for ever). A zero TimeAdded means the window has not started, as a zero
+//     UnhealthySince never fails a member over.
+//
+// Under moveBack OnRecovery a Cordoned member's pods are kept like a held
+// member's (all alike), so no move-back touches them. Result.RequeueAt is the
+// earliest toleration end, grace period end or unschedulable threshold ahead:
+// Plan reads no clock, so the caller plans again then.
+//
+// # Spread constraints
+//
+// Each placement.spreadConstraints entry groups the candidates by the value
+// of a member label (members without the label take no part: target 0). A
+// group is eligible when one of its members can run replicas: it keeps pods
+// (a held or cordoned member within its target) or can grow (active, room
+// under maxReplicas, weight or minimum above 0). The groups chosen are the
+// first min(eligible, maxGroups) in this order: most seats kept (so running
+// replicas are not moved by a change of weights, capacity or a member's
+// recovery), then most votes (static weight, or capacity under
+// AvailableCapacity), then the label value. Members of the other groups are
+// Excluded (target 0, reason SpreadConstraint). Constraints apply in list
+// order, each among the members the ones before it left; the planner does
+// not search for a combination, so a later constraint can empty a group an
+// earlier one chose, and the recount after all of them reports it.
+//
+// Every chosen group gets a floor of one seat on its best member (most seats
+// kept, then able to grow, then votes, then name) unless a member of the group
+// already has a minimum, so with replicas >= groups each chosen group runs at
+// least one replica; the rest divides by the strategy as usual. Fewer eligible
+// groups than minGroups, or fewer replicas than minGroups, is never a silent
+// partial placement: Result.Spread says so (Satisfied false, a message for the
+// SpreadUnsatisfied condition), and the replicas are still placed on the
+// eligible groups, since running in one region beats not running.
+//
+// # Duplicated mode
+//
+// placement.mode Duplicated runs replicas in every candidate, capped by its
+// maxReplicas (an explicit ceiling the user set); weight, minReplicas, the
+// strategy and the move-back policy do not apply. Capacity does not cap it
+// either: replicas beyond it are OverCapacity and Shortfall, as Pending pods.
+// A held member keeps at most its previous target, a cordoned one at most the
+// pods it runs, and failed-over, evicted and excluded members get 0. Spread
+// constraints choose the groups whose members run the copies. Surge is 0 (the
+// total is members x replicas by design), and Unplaced is replicas when no
+// member runs any.
+//
 // # Stability
 //
 // Ready pods keep their seats when weights, clusters or health change: a
@@ -125,46 +208,100 @@
 // more move in that plan. With OnRecovery, deletionCost orders only the
 // replicas above the ideal: the policy asks for the weighted division.
 //
-// # Compared with Karmada and KubeFed (fleet-anchors.md §5)
+// # Compared with Karmada and KubeFed
 //
-//   - Uneven remainders (karmada#4220, kubefed ceil rounding 2/2/1/0,
-//     clusternet#526): Webster rounding gives 2/1/1/1 for 5 over 4 and 0/1/1
-//     for 2 over 3:6:9, and the UID hash spreads the odd replica across FRS.
-//   - 2 replicas at 2:1 (karmada#6424): Webster gives 1:1, because 1.33 and
+// The rules answer problems users reported against earlier fleet managers
+// (the issues are linked below):
+//
+//   - Uneven remainders ([karmada#4220], KubeFed's ceiling rounding giving
+//     2/2/1/0, [clusternet#526]): Webster rounding gives 2/1/1/1 for 5 over 4
+//     and 0/1/1 for 2 over 3:6:9, and the UID hash spreads the odd replica
+//     across FRS.
+//   - 2 replicas at 2:1 ([karmada#6424]): Webster gives 1:1, because 1.33 and
 //     0.67 both round to 1; floor+remainder gave 2:0.
-//   - Scale 5 -> 6 lowering a member (karmada#6735): impossible, the plan is
+//   - Scale 5 -> 6 lowering a member ([karmada#6735]): impossible, the plan is
 //     a prefix of one seat sequence; Karmada's steady mode re-divides from
 //     scratch on scale-down and merges deltas on scale-up.
-//   - No minimum per cluster (karmada#6511, #5986): minReplicas is a band of
-//     its own, with a written rule when minimums exceed replicas; KubeFed let
-//     the low-weight clusters lose their minimum entirely.
-//   - Capacity-blind weights and Pending pods (karmada#4805, #5527, #2843,
-//     #4708): capacity caps every band but the last; KubeFed instead doubled
-//     Pending replicas as "overflow" on full clusters.
-//   - Unsafe or over-provisioning failover (karmada#2769, #3736, #7455,
-//     #1640): a grace period holds the target, failover never drops replicas
-//     when nothing fits (they go Pending, reported), a recovered member's
-//     stale pods are not kept, and a move back never exceeds the surge or
-//     removes ready pods before their replacements are ready.
-//   - No move back, or unwanted moves (karmada#1189, #4840, kubefed#763,
-//     #1369 versus karmada#3272, #7662): one explicit policy, Never or
-//     OnRecovery, with a budget; unschedulable pods move after a threshold.
-//   - Scale-down choice (karmada#4910, #2583, #5997, federation#70): not-ready
-//     and Pending replicas go first fleet-wide, then the lowest
-//     deletionCost, then the member most above its weighted share.
+//   - No minimum per cluster ([karmada#6511], [karmada#5986]): minReplicas is
+//     a band of its own, with a written rule when minimums exceed replicas;
+//     KubeFed let the low-weight clusters lose their minimum entirely.
+//   - Capacity-blind weights and Pending pods ([karmada#4805],
+//     [karmada#5527], [karmada#2843], [karmada#4708]): capacity caps every
+//     band but the last; KubeFed instead doubled Pending replicas as
+//     "overflow" on full clusters.
+//   - Unsafe or over-provisioning failover ([karmada#2769], [karmada#3736],
+//     [karmada#7455], [karmada#1640]): a grace period holds the target,
+//     failover never drops replicas when nothing fits (they go Pending,
+//     reported), a recovered member's stale pods are not kept, and a move
+//     back never exceeds the surge or removes ready pods before their
+//     replacements are ready.
+//   - No move back, or unwanted moves ([karmada#1189], [karmada#4840],
+//     [kubefed#763], [kubefed#1369] versus [karmada#3272], [karmada#7662]):
+//     one explicit policy, Never or OnRecovery, with a budget; unschedulable
+//     pods move after a threshold.
+//   - Scale-down choice ([karmada#4910], [karmada#2583], [karmada#5997],
+//     [federation#70]): not-ready and Pending replicas go first fleet-wide,
+//     then the lowest deletionCost, then the member most above its weighted
+//     share.
+//   - Fill order by cost ([karmada#2583], [karmada#5997], [karmada#7078]):
+//     Karmada answers with overflow affinities, ordered cluster groups filled
+//     in turn; CostOrdered does it per member with the deletionCost that
+//     already orders scale-down, so scale-up and scale-down are one sequence.
+//   - Spread constraints ([karmada#5986], Karmada ignoring spreadConstraints
+//     for static weights in [karmada-spread]): minGroups holds for divided
+//     replicas under every strategy, each chosen group gets a replica, and an
+//     unmet constraint is reported rather than placed partially in silence.
+//   - Cluster taints ([karmada-taints], and NoExecute eviction deleting
+//     workloads: [karmada#5150], [karmada#7455]): a NoExecute taint moves
+//     replicas through the failover path, which never drops replicas that
+//     fit nowhere, and tolerationSeconds gives a bounded stay.
+//   - Duplicated ([karmada-duplicated]): the same mode as Karmada's
+//     replicaSchedulingType Duplicated, with maxReplicas honoured and
+//     unreachable or evicted members at 0.
 //
 // # Cost
 //
-// One plan is O(M log M) for M candidate members when members are passed
-// sorted by name. A band that fits whole is filled without ranking; the one
-// band that is only partly filled does not hand out its seats one by one:
-// every seat whose Webster priority is above a threshold (Sainte-Laguë's
-// divisor, refined once for members at their limit) is a prefix of the seat
-// sequence, so it is given in bulk, and the few seats between that prefix and
-// the wanted count are added or taken back a priority level at a time (one
-// seat per member per level, the level's members ordered by the tie-breaks
-// with a quickselect), or with a heap at O(log M) per seat after a few
-// levels. The result is the same seat sequence as one seat at a time (see
-// TestAwardMatchesOneByOne and TestPlanOutputsStable). See
-// BenchmarkPlan10kFRSx100Members.
+// A band that fits whole is filled without ranking. The one band that is
+// only partly filled is not handed out seat by seat: seats are ranked by
+// priority first, so the seats above any priority threshold come before all
+// others, and award gives at once every seat above the lowest threshold that
+// fits (a binary search over the priorities of the seats of the member with
+// the most votes). That leaves fewer seats than members, at most one each,
+// and a selection gives them to the members whose next seat ranks first. The
+// result is the seat sequence of one seat at a time (see
+// TestAwardMatchesOneByOne and TestPlanOutputsStable), at O(M log N) for N
+// replicas over M candidates rather than O(N log M) (one more search for each
+// member that reaches its limit inside the band): a plan for a million
+// replicas costs about what one for a hundred does. Members not sorted by
+// name cost a sort, O(M log M). See BenchmarkPlan10kFRSx100Members.
+//
+// [karmada#1189]: https://github.com/karmada-io/karmada/issues/1189
+// [karmada#5150]: https://github.com/karmada-io/karmada/issues/5150
+// [karmada#7078]: https://github.com/karmada-io/karmada/issues/7078
+// [karmada-spread]: https://github.com/karmada-io/karmada/tree/master/pkg/scheduler/core/spreadconstraint
+// [karmada-taints]: https://github.com/karmada-io/karmada/blob/master/pkg/apis/policy/v1alpha1/propagation_types.go
+// [karmada-duplicated]: https://github.com/karmada-io/karmada/blob/master/pkg/apis/policy/v1alpha1/propagation_types.go
+// [karmada#1640]: https://github.com/karmada-io/karmada/issues/1640
+// [karmada#2583]: https://github.com/karmada-io/karmada/issues/2583
+// [karmada#2769]: https://github.com/karmada-io/karmada/issues/2769
+// [karmada#2843]: https://github.com/karmada-io/karmada/issues/2843
+// [karmada#3272]: https://github.com/karmada-io/karmada/issues/3272
+// [karmada#3736]: https://github.com/karmada-io/karmada/issues/3736
+// [karmada#4220]: https://github.com/karmada-io/karmada/issues/4220
+// [karmada#4708]: https://github.com/karmada-io/karmada/issues/4708
+// [karmada#4805]: https://github.com/karmada-io/karmada/issues/4805
+// [karmada#4840]: https://github.com/karmada-io/karmada/issues/4840
+// [karmada#4910]: https://github.com/karmada-io/karmada/issues/4910
+// [karmada#5527]: https://github.com/karmada-io/karmada/issues/5527
+// [karmada#5986]: https://github.com/karmada-io/karmada/issues/5986
+// [karmada#5997]: https://github.com/karmada-io/karmada/issues/5997
+// [karmada#6424]: https://github.com/karmada-io/karmada/issues/6424
+// [karmada#6511]: https://github.com/karmada-io/karmada/issues/6511
+// [karmada#6735]: https://github.com/karmada-io/karmada/issues/6735
+// [karmada#7455]: https://github.com/karmada-io/karmada/issues/7455
+// [karmada#7662]: https://github.com/karmada-io/karmada/issues/7662
+// [kubefed#763]: https://github.com/kubernetes-retired/kubefed/issues/763
+// [kubefed#1369]: https://github.com/kubernetes-retired/kubefed/issues/1369
+// [clusternet#526]: https://github.com/clusternet/clusternet/issues/526
+// [federation#70]: https://github.com/kubernetes-retired/federation/issues/70
 package planner
