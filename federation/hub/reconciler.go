@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/internal/ctxjoin"
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/federation/aggregate"
 	"github.com/replicafed/replicafed/federation/capacity"
@@ -84,7 +85,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !ok {
 		return ctrl.Result{}, nil
 	}
-	ctx, cancel := mergeCancel(ctx, lctx)
+	ctx, cancel := ctxjoin.Join(ctx, lctx)
 	defer cancel()
 	log := ctrl.LoggerFrom(ctx)
 
