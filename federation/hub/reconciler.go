@@ -17,12 +17,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
-	"github.com/replicafed/replicafed/internal/ctxjoin"
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/federation/aggregate"
 	"github.com/replicafed/replicafed/federation/capacity"
 	"github.com/replicafed/replicafed/federation/planner"
 	"github.com/replicafed/replicafed/federation/registry"
+	"github.com/replicafed/replicafed/internal/ctxjoin"
 	"github.com/replicafed/replicafed/internal/metrics"
 )
 
