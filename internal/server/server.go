@@ -38,6 +38,7 @@ import (
 	"github.com/replicafed/replicafed/federation/health"
 	"github.com/replicafed/replicafed/federation/hub"
 	"github.com/replicafed/replicafed/federation/membersetup"
+	"github.com/replicafed/replicafed/federation/prune"
 	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/metrics"
@@ -175,9 +176,14 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 	if err := mgr.Add(&awareRunnable{Aware: prep}); err != nil {
 		return fmt.Errorf("adding member preparation: %w", err)
 	}
+	pruner := prune.New(n, reg.Registered)
+	if err := local.Add(pruner); err != nil {
+		return fmt.Errorf("adding member state pruner: %w", err)
+	}
 	reg.OnChange(func(cluster string, joined bool) {
 		if !joined {
 			reports.ForgetCluster(cluster)
+			pruner.Trigger()
 		}
 		enqueueAll(ctx, local, trigger)
 	})
