@@ -16,6 +16,13 @@
 // move budget once they arrive. A plan that cannot be committed still gets a
 // status that shows what the members run, with the Planned condition False.
 //
+// Member taints come from the registrations (registry.AnnotationTaints); a
+// taint without timeAdded counts from when this replica first saw it, in
+// memory (taints.go), so a handover restarts such a toleration window and
+// only ever lengthens it. The reconcile comes back at planner.Result.RequeueAt
+// (grace period, unschedulable threshold or toleration running out). Warning
+// events are emitted when a warning's text changes, not on every pass.
+//
 // Triggers from outside the hub watch (member reports, health changes, a new
 // leader) go through a workqueue (Triggers) and are never dropped.
 package hub
