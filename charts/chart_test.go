@@ -806,6 +806,7 @@ func TestRBAC(t *testing.T) {
 			if got := m.statefulSet.Spec.Template.Spec.ServiceAccountName; got != sa.Name {
 				t.Errorf("pods run as %q, ServiceAccount is %q", got, sa.Name)
 			}
+			m.clusterRoles = withoutAggregated(m.clusterRoles) // checked in TestAggregatedRoles
 			if len(m.clusterRoles) != 1 || len(m.roles) != 1 {
 				t.Fatalf("want 1 ClusterRole and 1 Role, got %d and %d", len(m.clusterRoles), len(m.roles))
 			}
