@@ -56,7 +56,7 @@ type MemberClusterStatus struct {
 	// Taints are the member's taints from its registration.
 	// +optional
 	Taints []ClusterTaint `json:"taints,omitempty"`
-	// LastUpdateTime is when this status was computed.
+	// LastUpdateTime is when this status last changed.
 	// +optional
 	LastUpdateTime *metav1.Time `json:"lastUpdateTime,omitempty"`
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,7 +57,7 @@ func TestPrinterColumns(t *testing.T) {
 
 	kubectl := func(args ...string) []string {
 		t.Helper()
-		cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", hub.Kubeconfig, "-n", "default"}, args...)...)
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", hub.Kubeconfig}, args...)...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
@@ -79,7 +80,7 @@ func TestPrinterColumns(t *testing.T) {
 		return out
 	}
 
-	plain := columns(kubectl("get", "frs", "web"))
+	plain := columns(kubectl("get", "-n", "default", "frs", "web"))
 	for col, want := range map[string]string{
 		"NAME": "web", "DESIRED": "8", "CURRENT": "8", "READY": "7", "CLUSTERS": "3",
 		"SPREAD": "member-a=4,member-b=2,member-c=2",
@@ -93,10 +94,32 @@ func TestPrinterColumns(t *testing.T) {
 			t.Errorf("kubectl get frs shows %s; it belongs to -o wide", col)
 		}
 	}
-	wide := columns(kubectl("get", "frs", "web", "-o", "wide"))
+	wide := columns(kubectl("get", "-n", "default", "frs", "web", "-o", "wide"))
 	for col, want := range map[string]string{"AVAILABLE": "6", "UNSCHEDULABLE": "2", "SPREAD": "member-a=4,member-b=2,member-c=2"} {
 		if wide[col] != want {
 			t.Errorf("kubectl get frs -o wide: %s = %q, want %q (row %v)", col, wide[col], want, wide)
 		}
+	}
+
+	mc := &v1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: "member-b"}}
+	if err := c.Create(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+	mc.Status = v1alpha1.MemberClusterStatus{Health: v1alpha1.ClusterUnreachable, KubernetesVersion: "v1.36.3", Nodes: 3,
+		FederatedReplicaSets: 2, Pods: 5, Problem: "kubeconfig-broken"}
+	if err := c.Status().Update(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+	got := columns(kubectl("get", "memberclusters"))
+	for col, want := range map[string]string{"NAME": "member-b", "HEALTH": "Unreachable", "VERSION": "v1.36.3", "NODES": "3", "FRS": "2", "PODS": "5"} {
+		if got[col] != want {
+			t.Errorf("kubectl get memberclusters: %s = %q, want %q (row %v)", col, got[col], want, got)
+		}
+	}
+	if _, ok := got["AGE"]; !ok {
+		t.Errorf("kubectl get memberclusters has no AGE column: %v", got)
+	}
+	if got := columns(kubectl("get", "mc", "-o", "wide")); got["PROBLEM"] != "kubeconfig-broken" {
+		t.Errorf("kubectl get mc -o wide: PROBLEM = %q", got["PROBLEM"])
 	}
 }

@@ -411,3 +411,30 @@ func (r *Registry) Registered(ctx context.Context) ([]Registration, error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
+
+// SecretProblem says why a member's kubeconfig Secret cannot give a client
+// (no such key, a kubeconfig that does not parse); empty when it can, and for
+// static members. It reads the hub cache and parses the kubeconfig, so it is
+// meant for occasional status, not every reconcile.
+func (r *Registry) SecretProblem(ctx context.Context, name string) string {
+	for _, s := range r.opts.Static {
+		if s.Name == name {
+			return ""
+		}
+	}
+	if r.mgr == nil {
+		return ""
+	}
+	sec := &corev1.Secret{}
+	if err := r.mgr.GetLocalManager().GetCache().Get(ctx, clientKey(r.opts.SecretNamespace, name), sec); err != nil {
+		return fmt.Sprintf("reading kubeconfig Secret: %v", err)
+	}
+	raw, ok := sec.Data[r.opts.SecretKey]
+	if !ok || len(raw) == 0 {
+		return fmt.Sprintf("kubeconfig Secret %s/%s has no data key %q", sec.Namespace, sec.Name, r.opts.SecretKey)
+	}
+	if _, err := clientcmd.RESTConfigFromKubeConfig(raw); err != nil {
+		return fmt.Sprintf("kubeconfig Secret %s/%s: %v", sec.Namespace, sec.Name, err)
+	}
+	return ""
+}

@@ -6,6 +6,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,7 @@ import (
 	"github.com/replicafed/replicafed/federation/health"
 	"github.com/replicafed/replicafed/federation/hub"
 	"github.com/replicafed/replicafed/federation/membersetup"
+	"github.com/replicafed/replicafed/federation/memberstatus"
 	"github.com/replicafed/replicafed/federation/prune"
 	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/internal/kubescheme"
@@ -214,6 +216,12 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 			MoveBack:               cfg.Failover.MoveBack,
 		},
 		Clock: clock.RealClock{},
+	}
+	if err := local.Add(&memberstatus.Writer{Hub: local.GetClient(), Registered: reg.Registered, Members: reg, Health: rec.Health, Gate: n,
+		Problem: func(ctx context.Context, c string) string {
+			return cmp.Or(rec.MemberProblems(c), reg.SecretProblem(ctx, c))
+		}}); err != nil {
+		return fmt.Errorf("adding MemberCluster writer: %w", err)
 	}
 	err = ctrl.NewControllerManagedBy(local).
 		// Orphan deletions leave their only trace on one watch event; catch
