@@ -120,7 +120,11 @@ func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaS
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		pm := planner.Member{Name: name, Labels: labels[name], Taints: r.taints.convert(name, taints[name], now)}
+		var recorded []v1alpha1.ClusterTaint
+		if r.RecordedTaints != nil && len(taints[name]) > 0 {
+			recorded = r.RecordedTaints(ctx, name)
+		}
+		pm := planner.Member{Name: name, Labels: labels[name], Taints: r.taints.convert(name, taints[name], recorded, now)}
 		st, known := r.Health.State(name)
 		if known {
 			switch st.Health {

@@ -62,6 +62,10 @@ type Reconciler struct {
 	// Registered lists the registered members, engaged here or not
 	// (registry.Registry.Registered); optional, the engaged ones otherwise.
 	Registered func(ctx context.Context) ([]registry.Registration, error)
+	// RecordedTaints returns a member's taints with the timeAdded recorded
+	// for those registered without one (memberstatus.RecordedTaints);
+	// optional.
+	RecordedTaints func(ctx context.Context, cluster string) []v1alpha1.ClusterTaint
 
 	lastWrite syncMap[string, time.Time]
 	// taints stands in for missing taint times; warned dedupes warnings.

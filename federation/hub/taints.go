@@ -10,13 +10,16 @@ import (
 
 // taintClock stands in for the timeAdded of member taints registered
 // without one: a NoExecute toleration's tolerationSeconds must count from
-// somewhere, and "just now" on every pass would never let it run out. It
-// counts from when this replica first saw the taint.
+// somewhere, and "just now" on every pass would never let it run out.
 //
-// The record is in memory: a new leader starts the window again from its
-// own first sight. That only ever lengthens a toleration (replicas are never
-// evicted early), the same rule as waitedOut; a taint that must run out on
-// time carries its own timeAdded (registry.AnnotationTaints).
+// The time is the one recorded in the member's MemberCluster status (the
+// leader stamps it there within seconds of first seeing the taint, see
+// memberstatus), so a new leader continues the same window; until it is
+// recorded, when this replica first saw the taint. A handover before the
+// record restarts the window from the new leader's first sight, which only
+// ever lengthens a toleration (replicas are never evicted early), the same
+// rule as waitedOut. A taint that must run out on time carries its own
+// timeAdded (registry.AnnotationTaints).
 type taintClock struct {
 	mu   sync.Mutex
 	seen map[string]map[taintID]time.Time
@@ -30,7 +33,7 @@ type taintID struct {
 // convert returns a member's taints for the planner, filling a missing
 // timeAdded with the first sight, and forgets taints the member no longer
 // has (a taint removed and added again starts a new window).
-func (c *taintClock) convert(cluster string, taints []v1alpha1.ClusterTaint, now time.Time) []planner.Taint {
+func (c *taintClock) convert(cluster string, taints, recorded []v1alpha1.ClusterTaint, now time.Time) []planner.Taint {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(taints) == 0 {
@@ -49,9 +52,11 @@ func (c *taintClock) convert(cluster string, taints []v1alpha1.ClusterTaint, now
 			pt.TimeAdded = t.TimeAdded.Time
 		} else {
 			id := taintID{t.Key, t.Value, t.Effect}
-			first, ok := prev[id]
+			first, ok := recordedTime(recorded, id)
 			if !ok {
-				first = now
+				if first, ok = prev[id]; !ok {
+					first = now
+				}
 			}
 			cur[id] = first
 			pt.TimeAdded = first
@@ -60,6 +65,16 @@ func (c *taintClock) convert(cluster string, taints []v1alpha1.ClusterTaint, now
 	}
 	c.seen[cluster] = cur
 	return out
+}
+
+// recordedTime is the timeAdded recorded for the taint id, if any.
+func recordedTime(recorded []v1alpha1.ClusterTaint, id taintID) (time.Time, bool) {
+	for _, r := range recorded {
+		if r.Key == id.key && r.Value == id.value && r.Effect == id.effect && r.TimeAdded != nil {
+			return r.TimeAdded.Time, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // retain forgets the members not in names.

@@ -188,3 +188,34 @@ func TestDuplicatedDesiredIsSumOfTargets(t *testing.T) {
 		t.Fatalf("spread = %q, want a=3,b=3", st.Spread)
 	}
 }
+
+// A new leader continues the toleration window recorded for a taint
+// registered without timeAdded, instead of starting its own.
+func TestTaintWindowContinuesFromRecordedTime(t *testing.T) {
+	obj := frs(4, func(f *v1alpha1.FederatedReplicaSet) {
+		f.Spec.Placement.Tolerations = []v1alpha1.ClusterToleration{{
+			Key: "maintenance", Operator: v1alpha1.TolerationExists, Effect: v1alpha1.TaintNoExecute, TolerationSeconds: ptr.To[int64](30),
+		}}
+	})
+	e := newEnv(t, true, obj, healthy("a", "b"), nil, nil)
+	taint := v1alpha1.ClusterTaint{Key: "maintenance", Effect: v1alpha1.TaintNoExecute}
+	e.r.Registered = registrations(registry.Registration{Name: "a"}, registry.Registration{Name: "b", Taints: []v1alpha1.ClusterTaint{taint}})
+	recorded := taint
+	recorded.TimeAdded = &metav1.Time{Time: now.Add(-20 * time.Second)}
+	e.r.RecordedTaints = func(_ context.Context, cluster string) []v1alpha1.ClusterTaint {
+		if cluster == "b" {
+			return []v1alpha1.ClusterTaint{recorded}
+		}
+		return nil
+	}
+	_ = e.targets.SetTargets(context.Background(), FRSRef{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 2, "b": 2})
+	report(e, "a", 2)
+	report(e, "b", 2)
+	res, err := e.r.Reconcile(context.Background(), req())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter != 10*time.Second {
+		t.Fatalf("RequeueAfter = %v, want 10s (30s from the recorded time, 20s ago)", res.RequeueAfter)
+	}
+}

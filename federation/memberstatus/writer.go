@@ -148,6 +148,11 @@ func (w *Writer) Sync(ctx context.Context) error {
 	registered := map[string]bool{}
 	for _, reg := range regs {
 		registered[reg.Name] = true
+		var recorded []v1alpha1.ClusterTaint
+		if mc := existing[reg.Name]; mc != nil {
+			recorded = mc.Status.Taints
+		}
+		reg.Taints = stampTaints(reg.Taints, recorded, w.clock().Now())
 		st := w.status(ctx, reg, frsCount[reg.Name], pods[reg.Name])
 		if err := w.write(ctx, reg.Name, existing[reg.Name], st); err != nil {
 			errs = append(errs, err)
@@ -302,4 +307,43 @@ func truncate(s string) string {
 		return s
 	}
 	return s[:limit-3] + "..."
+}
+
+// stampTaints returns taints with a timeAdded on each: its own, the one
+// recorded before for the same taint, or now. The hub counts
+// tolerationSeconds of a taint registered without timeAdded from the
+// recorded time, so every leader counts from the same moment.
+func stampTaints(taints, recorded []v1alpha1.ClusterTaint, now time.Time) []v1alpha1.ClusterTaint {
+	if len(taints) == 0 {
+		return nil
+	}
+	out := make([]v1alpha1.ClusterTaint, len(taints))
+	for i, t := range taints {
+		out[i] = *t.DeepCopy()
+		if t.TimeAdded != nil {
+			continue
+		}
+		at := metav1.NewTime(now)
+		for _, r := range recorded {
+			if r.Key == t.Key && r.Value == t.Value && r.Effect == t.Effect && r.TimeAdded != nil {
+				at = *r.TimeAdded
+				break
+			}
+		}
+		out[i].TimeAdded = &at
+	}
+	return out
+}
+
+// RecordedTaints returns a function that reads a member's taints, as last
+// recorded with their timeAdded, from its MemberCluster (hub.Reconciler's
+// RecordedTaints).
+func RecordedTaints(hub client.Reader) func(ctx context.Context, cluster string) []v1alpha1.ClusterTaint {
+	return func(ctx context.Context, cluster string) []v1alpha1.ClusterTaint {
+		mc := &v1alpha1.MemberCluster{}
+		if err := hub.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
+			return nil
+		}
+		return mc.Status.Taints
+	}
 }

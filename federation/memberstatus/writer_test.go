@@ -142,3 +142,25 @@ func TestSync(t *testing.T) {
 		t.Errorf("version asked %d times in two passes, want 1 (cached)", versionCalls)
 	}
 }
+
+func TestStampTaints(t *testing.T) {
+	t0 := metav1.NewTime(now.Add(-time.Minute))
+	own := metav1.NewTime(now.Add(-time.Hour))
+	taints := []v1alpha1.ClusterTaint{
+		{Key: "recorded", Effect: v1alpha1.TaintNoExecute},
+		{Key: "new", Effect: v1alpha1.TaintNoExecute},
+		{Key: "own", Effect: v1alpha1.TaintNoSchedule, TimeAdded: &own},
+		{Key: "recorded", Value: "other", Effect: v1alpha1.TaintNoExecute}, // another value: another taint
+	}
+	recorded := []v1alpha1.ClusterTaint{{Key: "recorded", Effect: v1alpha1.TaintNoExecute, TimeAdded: &t0}}
+	got := stampTaints(taints, recorded, now)
+	want := []time.Time{t0.Time, now, own.Time, now}
+	for i := range got {
+		if got[i].TimeAdded == nil || !got[i].TimeAdded.Time.Equal(want[i]) {
+			t.Errorf("taint %d (%s) timeAdded = %v, want %v", i, got[i].Key, got[i].TimeAdded, want[i])
+		}
+	}
+	if taints[1].TimeAdded != nil {
+		t.Error("stampTaints changed its input")
+	}
+}

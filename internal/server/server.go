@@ -197,6 +197,7 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		Registry:       reg,
 		Health:         &health.Replicated{Local: monitor, Record: n},
 		Registered:     reg.Registered,
+		RecordedTaints: memberstatus.RecordedTaints(local.GetClient()),
 		Targets:        targets,
 		Reports:        reports,
 		Gate:           n,
