@@ -192,6 +192,11 @@ type FederatedReplicaSetSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	MoveBudget MoveBudget `json:"moveBudget,omitempty"`
+
+	// ScaleDown tunes which pods a member removes first when its target
+	// drops.
+	// +optional
+	ScaleDown *ScaleDown `json:"scaleDown,omitempty"`
 }
 
 // ClusterHealth is replicafed's view of a member cluster.
