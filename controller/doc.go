@@ -17,7 +17,10 @@
 //   - expectations: the Store interface (fixed; raftstore implements it) and
 //     Memory, the in-process store with upstream's counting semantics.
 //   - podstate: active/terminating/ready/available predicates.
-//   - ranking: upstream's deletion order and the pods-to-delete choice.
+//   - ranking: upstream's deletion order (plus optional node cost tiers) and
+//     the pods-to-delete choice.
+//   - dependencies: the ConfigMaps, Secrets, ServiceAccounts and PVCs a pod
+//     template references (for spec.propagateDependencies).
 //   - replicastatus: status counts, the ReplicaFailure condition, the
 //     next-availability requeue, unschedulable counts.
 //   - slowstart: 1, 2, 4, … batches stopping at the first failing batch.
