@@ -46,7 +46,6 @@ func Of(spec *corev1.PodSpec) []Ref {
 	c := collector{seen: map[key]int{}}
 	sa := spec.ServiceAccountName
 	if sa == "" {
-		//lint:ignore SA1019 the API server still copies it into serviceAccountName
 		sa = spec.DeprecatedServiceAccount
 	}
 	if sa != DefaultServiceAccount {
