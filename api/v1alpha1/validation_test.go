@@ -132,6 +132,9 @@ func TestFederatedReplicaSetValidation(t *testing.T) {
 		if m := s.MoveBudget.MaxUnavailable; m == nil || m.IntValue() != 0 {
 			t.Errorf("maxUnavailable default = %v, want 0", m)
 		}
+		if s.DeletionPolicy != v1alpha1.DeletionPolicyDelete {
+			t.Errorf("deletionPolicy default = %q, want Delete", s.DeletionPolicy)
+		}
 	})
 
 	cases := []struct {
@@ -178,6 +181,9 @@ func TestFederatedReplicaSetValidation(t *testing.T) {
 		}, "Unsupported value"},
 		{"unknown move-back policy", func(f *v1alpha1.FederatedReplicaSet) {
 			f.Spec.Failover.MoveBack = "Sometimes"
+		}, "Unsupported value"},
+		{"unknown deletion policy", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.DeletionPolicy = "Keep"
 		}, "Unsupported value"},
 		{"negative minReadySeconds", func(f *v1alpha1.FederatedReplicaSet) {
 			f.Spec.MinReadySeconds = -3
