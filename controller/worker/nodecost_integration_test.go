@@ -178,9 +178,13 @@ func (e *env) placePod(app string, j int, pl placed, nodes map[string]string) st
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("%s-%02d", app, j), Labels: map[string]string{"app": app}},
 		Spec: corev1.PodSpec{
-			NodeName:                      nodes[pl.node],
-			Containers:                    []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}},
-			Tolerations:                   []corev1.Toleration{testcluster.KwokToleration},
+			NodeName:   nodes[pl.node],
+			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}},
+			// The plain node never reports, so the node lifecycle controller
+			// taints it unreachable: its pods must stay however slow the test.
+			Tolerations: []corev1.Toleration{testcluster.KwokToleration,
+				{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+				{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}},
 			TerminationGracePeriodSeconds: ptr.To[int64](0),
 		},
 	}
