@@ -62,3 +62,13 @@ func (e *Engine) nodeTiers(ctx context.Context, nc *v1alpha1.NodeCost) func(*cor
 		return t
 	}
 }
+
+// NodeCostFor is the node cost a Workload carries for frs: its own
+// spec.scaleDown.nodeCost, else the controller's default def (nil for none).
+// The result is a copy.
+func NodeCostFor(frs *v1alpha1.FederatedReplicaSet, def *v1alpha1.NodeCost) *v1alpha1.NodeCost {
+	if sd := frs.Spec.ScaleDown; sd != nil && sd.NodeCost != nil {
+		return sd.NodeCost.DeepCopy()
+	}
+	return def.DeepCopy()
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -110,4 +111,34 @@ func TestSyncNodeCost(t *testing.T) {
 			t.Fatalf("owner spec.nodeCost = %+v, want the workload's", got)
 		}
 	})
+}
+
+func TestNodeCostFor(t *testing.T) {
+	own := &v1alpha1.NodeCost{Key: "own", Integer: true}
+	def := &v1alpha1.NodeCost{Key: "default", Values: []string{"spot"}}
+	with := &v1alpha1.FederatedReplicaSet{Spec: v1alpha1.FederatedReplicaSetSpec{ScaleDown: &v1alpha1.ScaleDown{NodeCost: own}}}
+	without := &v1alpha1.FederatedReplicaSet{}
+	emptyScaleDown := &v1alpha1.FederatedReplicaSet{Spec: v1alpha1.FederatedReplicaSetSpec{ScaleDown: &v1alpha1.ScaleDown{}}}
+	cases := []struct {
+		name string
+		frs  *v1alpha1.FederatedReplicaSet
+		def  *v1alpha1.NodeCost
+		want *v1alpha1.NodeCost
+	}{
+		{"own wins over default", with, def, own},
+		{"default when unset", without, def, def},
+		{"default when scaleDown has no nodeCost", emptyScaleDown, def, def},
+		{"none", without, nil, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := NodeCostFor(c.frs, c.def)
+			if !equality.Semantic.DeepEqual(got, c.want) {
+				t.Fatalf("NodeCostFor = %+v, want %+v", got, c.want)
+			}
+			if got != nil && (got == own || got == def) {
+				t.Fatal("NodeCostFor must return a copy")
+			}
+		})
+	}
 }
