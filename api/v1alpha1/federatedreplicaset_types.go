@@ -205,6 +205,11 @@ type FederatedReplicaSetSpec struct {
 	// +optional
 	MoveBudget MoveBudget `json:"moveBudget,omitempty"`
 
+	// ScaleDown tunes which pods a member removes first when its target
+	// drops.
+	// +optional
+	ScaleDown *ScaleDown `json:"scaleDown,omitempty"`
+
 	// DeletionPolicy says what happens to the pods in the members when this
 	// object is deleted: Delete (the default) removes them, Orphan leaves them
 	// running without a controller. An explicit `--cascade=orphan` on the

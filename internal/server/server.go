@@ -89,7 +89,7 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		SecretSelector:  cfg.Clusters.SecretSelector,
 		SecretKey:       cfg.Clusters.SecretKey,
 		Scheme:          scheme,
-		RESTOptions:     []func(*rest.Config) error{memberLimits(cfg.Controller), memberWriteDeadline(cfg.Controller.MemberWriteTimeout)},
+		RESTOptions:     []func(*rest.Config) error{memberLimits(cfg.Controller), memberWriteDeadline(cfg.Controller.MemberWriteTimeout, func() bool { _, ok := n.Allowed(); return ok })},
 		Health:          monitor,
 	}
 	for _, s := range cfg.Clusters.Static {
