@@ -336,8 +336,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, frs *v1alpha1.FederatedRep
 	}
 	if frs.Spec.Placement.Mode == v1alpha1.PlacementDuplicated {
 		// Every selected member runs spec.replicas: the fleet wants the sum
-		// of the plan's targets.
-		in.Desired = int32(min(res.Total(), math.MaxInt32))
+		// of the plan's targets (spec.replicas while no member can run any,
+		// so the status does not call nothing ready).
+		if total := res.Total(); total > 0 {
+			in.Desired = int32(min(total, math.MaxInt32))
+		}
 	}
 	if sel, err := metav1.LabelSelectorAsSelector(frs.Spec.Selector); err == nil {
 		in.Selector = sel.String()

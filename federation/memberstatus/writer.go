@@ -79,6 +79,10 @@ type Writer struct {
 	VersionTTL time.Duration
 	// Clock is injected for tests; the real clock when nil.
 	Clock clock.WithTicker
+	// OnTaintsChanged is called after a pass that recorded a change of some
+	// member's taints (the hub then re-plans: nothing else watches the
+	// registration annotations); optional.
+	OnTaintsChanged func()
 
 	versions map[string]version
 }
@@ -145,6 +149,7 @@ func (w *Writer) Sync(ctx context.Context) error {
 		existing[list.Items[i].Name] = &list.Items[i]
 	}
 	var errs []error
+	taintsChanged := false
 	registered := map[string]bool{}
 	for _, reg := range regs {
 		registered[reg.Name] = true
@@ -154,6 +159,9 @@ func (w *Writer) Sync(ctx context.Context) error {
 		}
 		reg.Taints = stampTaints(reg.Taints, recorded, w.clock().Now())
 		st := w.status(ctx, reg, frsCount[reg.Name], pods[reg.Name])
+		if !equality.Semantic.DeepEqual(st.Taints, recorded) && (len(st.Taints) > 0 || len(recorded) > 0) {
+			taintsChanged = true
+		}
 		if err := w.write(ctx, reg.Name, existing[reg.Name], st); err != nil {
 			errs = append(errs, err)
 		}
@@ -165,6 +173,9 @@ func (w *Writer) Sync(ctx context.Context) error {
 		if err := w.Hub.Delete(ctx, mc); client.IgnoreNotFound(err) != nil {
 			errs = append(errs, fmt.Errorf("deleting MemberCluster %s of an unregistered member: %w", name, err))
 		}
+	}
+	if taintsChanged && w.OnTaintsChanged != nil {
+		w.OnTaintsChanged()
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("writing MemberClusters: %v", errs)

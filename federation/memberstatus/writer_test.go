@@ -84,7 +84,7 @@ func TestSync(t *testing.T) {
 		Registered: func(context.Context) ([]registry.Registration, error) {
 			return []registry.Registration{
 				{Name: "a", Labels: map[string]string{"region": "eu"}},
-				{Name: "b"},
+				{Name: "b", Taints: []v1alpha1.ClusterTaint{{Key: "maintenance", Effect: v1alpha1.TaintNoExecute}}},
 			}, nil
 		},
 		Members: members{"a": {Name: "a", Cluster: memberCluster{c: memberA}}},
@@ -101,6 +101,8 @@ func TestSync(t *testing.T) {
 		Version: func(context.Context, *registry.Member) (string, error) { versionCalls++; return "v1.36.3", nil },
 		Clock:   clocktesting.NewFakeClock(now),
 	}
+	taintChanges := 0
+	w.OnTaintsChanged = func() { taintChanges++ }
 	ctx := context.Background()
 	if err := w.Sync(ctx); err != nil {
 		t.Fatal(err)
@@ -130,6 +132,12 @@ func TestSync(t *testing.T) {
 		t.Errorf("MemberCluster of an unregistered member: %v, want deleted", err)
 	}
 	get("foreign") // not ours: kept
+	if len(b.Status.Taints) != 1 || b.Status.Taints[0].TimeAdded == nil || !b.Status.Taints[0].TimeAdded.Time.Equal(now) {
+		t.Errorf("member b taints = %+v, want one stamped now", b.Status.Taints)
+	}
+	if taintChanges != 1 {
+		t.Errorf("OnTaintsChanged called %d times after the first pass, want 1", taintChanges)
+	}
 
 	before := updates
 	if err := w.Sync(ctx); err != nil {
@@ -137,6 +145,9 @@ func TestSync(t *testing.T) {
 	}
 	if updates != before {
 		t.Errorf("an unchanged pass wrote %d statuses", updates-before)
+	}
+	if taintChanges != 1 {
+		t.Errorf("an unchanged pass reported a taint change (%d calls)", taintChanges)
 	}
 	if versionCalls != 1 {
 		t.Errorf("version asked %d times in two passes, want 1 (cached)", versionCalls)
