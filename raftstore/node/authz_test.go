@@ -18,8 +18,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/replicafed/replicafed/internal/testpki"
-	tu "github.com/replicafed/replicafed/raftstore/internal/testutil"
 	"github.com/replicafed/replicafed/raftstore/fsm"
+	tu "github.com/replicafed/replicafed/raftstore/internal/testutil"
 	"github.com/replicafed/replicafed/raftstore/node"
 	"github.com/replicafed/replicafed/raftstore/transport"
 )
@@ -67,8 +67,8 @@ func (s *raftStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.C
 }
 
 func (s *raftStream) Accept() (net.Conn, error) { <-s.closed; return nil, net.ErrClosed }
-func (s *raftStream) Close() error               { close(s.closed); return nil }
-func (s *raftStream) Addr() net.Addr             { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1} }
+func (s *raftStream) Close() error              { close(s.closed); return nil }
+func (s *raftStream) Addr() net.Addr            { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1} }
 
 // rpcCall sends one side-channel request; it returns the reply's error
 // text, or the transport error.
