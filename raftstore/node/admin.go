@@ -92,8 +92,9 @@ func (n *Node) auth(mutate bool, h http.HandlerFunc) http.Handler {
 			return
 		}
 		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.PeerCertificates) > 0 {
-			names := transport.Identity(r.TLS.PeerCertificates[0])
-			if (mutate && n.inConfiguration(names, true)) || (!mutate && n.knownPeer(names)) {
+			cert := r.TLS.PeerCertificates[0]
+			p := transport.Peer{Verified: true, Names: transport.Identity(cert), Cert: cert}
+			if (mutate && n.inConfiguration(p, true)) || (!mutate && n.knownPeer(p)) {
 				h(w, r)
 				return
 			}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 
 	"github.com/hashicorp/raft"
@@ -30,20 +31,36 @@ import (
 
 var errNotAuthorized = errors.New("unauthorized")
 
-// knownPeer reports whether one of names is a server of the raft
-// configuration or a configured peer.
-func (n *Node) knownPeer(names []string) bool {
-	for _, p := range n.cfg.Peers {
-		if slices.Contains(names, p.ID) {
+// A certificate stands for a peer when a first label of its common name or
+// DNS names is the peer's name (transport.Identity), or when it is valid
+// for the DNS name in the peer's address (wildcards as in x509, so one
+// certificate for *.<headless service>.<ns>.svc stands for every replica of
+// a release). IP addresses never identify a peer.
+func matches(p transport.Peer, name, address string) bool {
+	if slices.Contains(p.Names, name) {
+		return true
+	}
+	host, _, err := net.SplitHostPort(address)
+	if err != nil || p.Cert == nil || net.ParseIP(host) != nil {
+		return false
+	}
+	return p.Cert.VerifyHostname(host) == nil
+}
+
+// knownPeer reports whether p is a server of the raft configuration or a
+// configured peer.
+func (n *Node) knownPeer(p transport.Peer) bool {
+	for _, c := range n.cfg.Peers {
+		if matches(p, c.ID, c.Address) {
 			return true
 		}
 	}
-	return n.inConfiguration(names, false)
+	return n.inConfiguration(p, false)
 }
 
-// inConfiguration reports whether one of names is a server (a voter, when
-// votersOnly) of this node's raft configuration.
-func (n *Node) inConfiguration(names []string, votersOnly bool) bool {
+// inConfiguration reports whether p is a server (a voter, when votersOnly)
+// of this node's raft configuration.
+func (n *Node) inConfiguration(p transport.Peer, votersOnly bool) bool {
 	if !n.started.Load() {
 		return false
 	}
@@ -55,7 +72,7 @@ func (n *Node) inConfiguration(names []string, votersOnly bool) bool {
 		if votersOnly && s.Suffrage != raft.Voter {
 			continue
 		}
-		if slices.Contains(names, serverName(string(s.ID))) {
+		if matches(p, serverName(string(s.ID)), string(s.Address)) {
 			return true
 		}
 	}
@@ -68,7 +85,7 @@ func (n *Node) tokenOK(tok string) bool {
 
 // authorizeRaft admits a raft connection.
 func (n *Node) authorizeRaft(p transport.Peer) error {
-	if !p.Verified || !n.knownPeer(p.Names) {
+	if !p.Verified || !n.knownPeer(p) {
 		return fmt.Errorf("%w: identity %v is neither in the raft configuration nor a configured peer", errNotAuthorized, p.Names)
 	}
 	return nil
@@ -81,17 +98,17 @@ func (n *Node) authorizeRPC(p transport.Peer, req *rpcRequest) error {
 	case "status":
 		// A peer about to join asks for the leader first: with the admin
 		// token it need not be known yet.
-		if p.Verified && !n.knownPeer(p.Names) && !n.tokenOK(req.Token) {
+		if p.Verified && !n.knownPeer(p) && !n.tokenOK(req.Token) {
 			return fmt.Errorf("%w: identity %v is neither in the raft configuration nor a configured peer, and no admin token was given", errNotAuthorized, p.Names)
 		}
 		return nil
 	case "apply":
-		if p.Verified && !n.knownPeer(p.Names) {
+		if p.Verified && !n.knownPeer(p) {
 			return fmt.Errorf("%w: identity %v is neither in the raft configuration nor a configured peer", errNotAuthorized, p.Names)
 		}
 		return nil
 	case "join":
-		if p.Verified && !slices.Contains(p.Names, serverName(req.ID)) {
+		if p.Verified && !matches(p, serverName(req.ID), req.Address) {
 			return fmt.Errorf("%w: identity %v may not join as %q", errNotAuthorized, p.Names, serverName(req.ID))
 		}
 		if n.cfg.AdminToken != "" {
@@ -100,12 +117,12 @@ func (n *Node) authorizeRPC(p transport.Peer, req *rpcRequest) error {
 			}
 			return nil
 		}
-		if p.Verified && !n.knownPeer(p.Names) {
+		if p.Verified && !n.knownPeer(p) {
 			return fmt.Errorf("%w: %q is not a configured peer and no admin token is set", errNotAuthorized, serverName(req.ID))
 		}
 		return nil
 	case "addvoter", "remove":
-		if p.Verified && !n.knownPeer(p.Names) {
+		if p.Verified && !n.knownPeer(p) {
 			return fmt.Errorf("%w: identity %v is neither in the raft configuration nor a configured peer", errNotAuthorized, p.Names)
 		}
 		if n.cfg.AdminToken != "" && !n.tokenOK(req.Token) {

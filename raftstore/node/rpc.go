@@ -89,7 +89,7 @@ func (n *Node) serveRPC(c net.Conn, p transport.Peer) {
 	}
 	_ = c.SetDeadline(time.Now().Add(n.cfg.ApplyTimeout + 5*time.Second))
 	limit := uint32(maxRPCSize)
-	if p.Verified && !n.knownPeer(p.Names) {
+	if p.Verified && !n.knownPeer(p) {
 		limit = maxStrangerFrame
 	}
 	var req rpcRequest

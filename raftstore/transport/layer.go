@@ -9,6 +9,7 @@ package transport
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -58,6 +59,8 @@ type Peer struct {
 	Verified bool
 	// Names is the certificate's identity (see Identity).
 	Names []string
+	// Cert is the verified leaf certificate; nil without TLS.
+	Cert *x509.Certificate
 	// Remote is the remote network address, for logs.
 	Remote string
 }
@@ -161,7 +164,7 @@ func (l *Layer) handshake(raw net.Conn) {
 			raw.Close() // unreachable with RequireAndVerifyClientCert
 			return
 		}
-		peer.Verified, peer.Names = true, Identity(st.PeerCertificates[0])
+		peer.Verified, peer.Names, peer.Cert = true, Identity(st.PeerCertificates[0]), st.PeerCertificates[0]
 		c = tc
 	}
 	var b [1]byte
