@@ -25,6 +25,7 @@ import (
 	"github.com/replicafed/replicafed/api/policy"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/internal/testpki"
 )
 
 // Namespace is where replicafed runs in the hub.
@@ -196,6 +197,12 @@ func (f *Fleet) startReplicas(o Options, binary string) error {
 	if err != nil {
 		return err
 	}
+	// Mutual TLS on raft and the admin endpoint, as in production: one CA
+	// for the fleet, a certificate per replica named for its raft ID.
+	ca, err := testpki.NewCA("replicafed-raft")
+	if err != nil {
+		return err
+	}
 	type ports struct{ raft, admin, health int }
 	ps := make([]ports, o.Replicas)
 	var peers []map[string]any
@@ -217,6 +224,10 @@ func (f *Fleet) startReplicas(o Options, binary string) error {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return fmt.Errorf("creating replica directory: %w", err)
 		}
+		certs, err := ca.Issue(filepath.Join(dir, "tls"), id)
+		if err != nil {
+			return fmt.Errorf("issuing the certificate of %s: %w", id, err)
+		}
 		cfg := map[string]any{
 			"logging": map[string]any{"level": "2", "format": "json"},
 			"hub":     map[string]any{"kubeconfig": f.Hub.Kubeconfig(), "namespace": Namespace},
@@ -228,6 +239,7 @@ func (f *Fleet) startReplicas(o Options, binary string) error {
 				"id": id, "bindAddress": loopback(ps[i].raft), "advertiseAddress": loopback(ps[i].raft),
 				"peers": peers, "dataDir": filepath.Join(dir, "raft"),
 				"adminAddress": loopback(ps[i].admin), "adminToken": token,
+				"tls": map[string]any{"certFile": certs.CertFile, "keyFile": certs.KeyFile, "caFile": certs.CAFile},
 			},
 			"failover": map[string]any{
 				"healthProbe": map[string]any{"interval": "1s", "timeout": "1s", "failureThreshold": 2, "successThreshold": 1},
@@ -240,7 +252,10 @@ func (f *Fleet) startReplicas(o Options, binary string) error {
 		if err != nil {
 			return fmt.Errorf("encoding replica config: %w", err)
 		}
-		r := newReplica(id, loopback(ps[i].admin), binary, dir)
+		r, err := newReplica(id, loopback(ps[i].admin), binary, dir, certs)
+		if err != nil {
+			return err
+		}
 		if err := os.WriteFile(r.ConfigPath, raw, 0o600); err != nil {
 			return fmt.Errorf("writing replica config: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/internal/testpki"
 )
 
 // Replica is one replicafed process.
@@ -21,15 +22,24 @@ type Replica struct {
 	ConfigPath, LogPath string
 
 	proc *testcluster.Process
+	// admin calls the admin endpoint over TLS with the replica's own
+	// certificate, which the endpoint accepts for reads.
+	admin *http.Client
 }
 
-func newReplica(id, admin, binary, dir string) *Replica {
+func newReplica(id, admin, binary, dir string, certs testpki.Files) (*Replica, error) {
+	tlsCfg, err := testpki.ClientTLS(certs)
+	if err != nil {
+		return nil, fmt.Errorf("admin client of %s: %w", id, err)
+	}
+	tlsCfg.ServerName = "127.0.0.1"
 	r := &Replica{
 		ID: id, AdminAddress: admin,
 		ConfigPath: filepath.Join(dir, "config.yaml"), LogPath: filepath.Join(dir, "replicafed.log"),
+		admin: &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}},
 	}
 	r.proc = &testcluster.Process{Name: id, Path: binary, Args: []string{"--config", r.ConfigPath}, LogPath: r.LogPath}
-	return r
+	return r, nil
 }
 
 // Status is what a replica's admin endpoint reports.
@@ -61,11 +71,11 @@ func (r *Replica) Stop() { r.proc.Stop(15 * time.Second) }
 func (r *Replica) Status(ctx context.Context) (Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.AdminAddress+"/status", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+r.AdminAddress+"/status", nil)
 	if err != nil {
 		return Status{}, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := r.admin.Do(req)
 	if err != nil {
 		return Status{}, err
 	}
