@@ -492,7 +492,15 @@ func (c *chaos) disrupt(ctx context.Context, kind disruption, r *roundResult, ev
 			return
 		}
 		event("SIGCONT to %s", old.ID)
-		c.waitNewLeader(ctx, nil, oldTerm, r, event)
+		// Followers normally elect a leader while it is frozen; if it kept
+		// its term that is worth knowing, but breaks no promise.
+		if !c.waitNewLeader(ctx, nil, oldTerm, nil, event) {
+			if l, t := c.leader(ctx); l != nil {
+				r.notes = append(r.notes, fmt.Sprintf("no election during the %s pause: %s still leads in term %d", stopFor, l.ID, t))
+			} else {
+				fail("no leader within 1m of SIGCONT")
+			}
+		}
 	case leaderKill:
 		old.Kill()
 		event("SIGKILL to leader %s (term %d)", old.ID, oldTerm)
@@ -537,8 +545,10 @@ func (c *chaos) restart(x *fleet.Replica, r *roundResult, event func(string, ...
 	r.failures = append(r.failures, fmt.Sprintf("%s does not answer within 1m of its restart", x.ID))
 }
 
-// waitNewLeader waits for a leader in a later term (other than not, if set).
-func (c *chaos) waitNewLeader(ctx context.Context, not *fleet.Replica, term uint64, r *roundResult, event func(string, ...any)) {
+// waitNewLeader waits for a leader in a later term (other than not, if set);
+// if none comes within a minute it records a failure in r (when not nil) and
+// returns false.
+func (c *chaos) waitNewLeader(ctx context.Context, not *fleet.Replica, term uint64, r *roundResult, event func(string, ...any)) bool {
 	var got *fleet.Replica
 	var gotTerm uint64
 	ok := tryPoll(time.Minute, func(ctx context.Context) (bool, error) {
@@ -546,10 +556,17 @@ func (c *chaos) waitNewLeader(ctx context.Context, not *fleet.Replica, term uint
 		return got != nil && gotTerm > term && (not == nil || got.ID != not.ID), nil
 	})
 	if !ok {
-		r.failures = append(r.failures, fmt.Sprintf("no new leader within 1m (last seen %v term %d)", got, gotTerm))
-		return
+		id := "none"
+		if got != nil {
+			id = got.ID
+		}
+		if r != nil {
+			r.failures = append(r.failures, fmt.Sprintf("no new leader within 1m (last seen %s term %d)", id, gotTerm))
+		}
+		return false
 	}
 	event("new leader %s term %d", got.ID, gotTerm)
+	return true
 }
 
 // waitConverged polls until every member runs want (all Ready, none
