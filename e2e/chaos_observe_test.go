@@ -193,6 +193,20 @@ func (o *observer) sample(ctx context.Context) {
 	o.mu.Unlock()
 }
 
+// initialActive counts, by member, the pods not terminating when the
+// observer started.
+func (o *observer) initialActive() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := map[string]int{}
+	for _, r := range o.pods {
+		if r.initial && r.deleting.IsZero() {
+			out[r.member]++
+		}
+	}
+	return out
+}
+
 // progress returns how many pods were created and how many deletions
 // started since the observer started.
 func (o *observer) progress() (created, deleted int) {

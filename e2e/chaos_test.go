@@ -87,7 +87,7 @@ type chaosPlan struct {
 // plus one other disruption each way, at least 50 leader disruptions.
 // REPLICAFED_CHAOS_REPLICAS and REPLICAFED_CHAOS_CYCLES override the size.
 func chaosPlanFromEnv(t *testing.T) chaosPlan {
-	p := chaosPlan{mode: "short", high: 60}
+	p := chaosPlan{mode: "short", high: 90}
 	long := os.Getenv("REPLICAFED_CHAOS") == "long"
 	cycles := 7
 	if long {
@@ -110,16 +110,18 @@ func chaosPlanFromEnv(t *testing.T) chaosPlan {
 	// Halving keeps both counts multiples of 3: equal weights give an
 	// exact, known spread.
 	p.low = p.high / 2
+	others := []disruption{followerTerm, rotation, faultyMember}
+	leaders := []disruption{leaderTerm, transfer, leaderStop, leaderKill}
 	if !long {
-		p.rounds = []roundSpec{
-			{leaderTerm, true}, {leaderStop, false}, {leaderStop, true}, {leaderKill, false},
-			{transfer, true}, {followerTerm, false}, {rotation, true}, {faultyMember, false},
+		// Every leader disruption both ways, then each other one once.
+		for _, k := range leaders {
+			p.rounds = append(p.rounds, roundSpec{k, true}, roundSpec{k, false})
 		}
+		p.rounds = append(p.rounds, roundSpec{followerTerm, true}, roundSpec{rotation, false}, roundSpec{faultyMember, true})
 		return p
 	}
-	others := []disruption{followerTerm, rotation, faultyMember}
 	for c := range cycles {
-		for _, k := range []disruption{leaderTerm, transfer, leaderStop, leaderKill} {
+		for _, k := range leaders {
 			p.rounds = append(p.rounds, roundSpec{k, true}, roundSpec{k, false})
 		}
 		p.rounds = append(p.rounds, roundSpec{others[c%3], true}, roundSpec{others[(c+1)%3], false})
@@ -182,9 +184,12 @@ func TestChaos(t *testing.T) {
 	if e.f.Proxy(proxiedMember) == nil {
 		t.Fatalf("%s is not behind a fault proxy in the shared fleet", proxiedMember)
 	}
+	if err := os.WriteFile(filepath.Join(c.art, "chaos-rounds.log"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	started := time.Now()
 	logf(t, "chaos %s form: %d rounds, %d <-> %d replicas, converge bound %s", plan.mode, len(plan.rounds), plan.low, plan.high, convergeBound)
-	c.newFRS()
+	c.newFRS(plan.low)
 	t.Cleanup(func() { _ = e.f.Proxy(proxiedMember).SetFaults(faultproxy.Faults{}) })
 
 	var results []*roundResult
@@ -195,12 +200,14 @@ func TestChaos(t *testing.T) {
 		r := c.round(i+1, spec)
 		results = append(results, r)
 		logf(t, "round %d/%d %s %d->%d: %s", i+1, len(plan.rounds), spec.kind, r.from, r.to, r.summary())
+		c.appendRoundsLog(r)
 		if r.failed() {
 			path := c.writeRoundLog(r)
 			t.Errorf("round %d (%s, scale %d->%d) violated the failover promise (details: e2e/%s):\n%s",
 				r.n, spec.kind, r.from, r.to, path, r.detail())
-			// The next round starts from a clean object.
-			c.replaceFRS()
+			// The next round starts from a clean object at this round's
+			// target.
+			c.replaceFRS(r.to)
 		}
 	}
 	table := chaosTable(plan, results, time.Since(started))
@@ -218,21 +225,22 @@ func (c *chaos) spread(n int) map[string]int {
 	return out
 }
 
-// newFRS creates the round's FederatedReplicaSet at the low count and waits
-// for it to converge.
-func (c *chaos) newFRS() {
+// newFRS creates a FederatedReplicaSet with n replicas and waits for it to
+// converge.
+func (c *chaos) newFRS(n int) {
 	c.gen++
 	c.name = fmt.Sprintf("chaos-%d", c.gen)
 	c.e.create(frsSpec{
-		name: c.name, replicas: int32(c.plan.low),
+		name: c.name, replicas: int32(n),
 		clusters: []v1alpha1.ClusterPreference{pref(memberA, 1, -1), pref(memberB, 1, -1), pref(memberC, 1, -1)},
 		budget:   v1alpha1.MoveBudget{MaxSurge: ptr.To(intstr.FromInt32(chaosSurge)), MaxUnavailable: ptr.To(intstr.FromInt32(0))},
 	})
-	c.e.waitSplit(c.name, split(c.spread(c.plan.low)))
+	c.e.waitSplit(c.name, split(c.spread(n)))
 }
 
-// replaceFRS deletes the current object (and its pods) and starts afresh.
-func (c *chaos) replaceFRS() {
+// replaceFRS deletes the current object (and its pods) and starts afresh
+// with n replicas.
+func (c *chaos) replaceFRS(n int) {
 	_ = c.e.f.Proxy(proxiedMember).SetFaults(faultproxy.Faults{})
 	if err := c.ensureFleet(); err != nil {
 		c.t.Fatalf("fleet not healthy after a failed round: %v", err)
@@ -244,7 +252,7 @@ func (c *chaos) replaceFRS() {
 			return err == nil && len(ps) == 0, nil
 		})
 	}
-	c.newFRS()
+	c.newFRS(n)
 }
 
 // replicaStatuses asks every running replica at once.
@@ -368,6 +376,10 @@ func (c *chaos) round(n int, spec roundSpec) *roundResult {
 		r.failures = append(r.failures, "starting the observer: "+err.Error())
 		return r
 	}
+	if got := obs.initialActive(); !sameCounts(got, check.oldT) {
+		// Something changed the pods after the previous round converged.
+		r.failures = append(r.failures, fmt.Sprintf("round starts from %s, not the previous round's converged %s", fmtCounts(got), fmtCounts(check.oldT)))
+	}
 	stopped := false
 	stopObs := func() {
 		if !stopped {
@@ -394,6 +406,9 @@ func (c *chaos) round(n int, spec roundSpec) *roundResult {
 		return r
 	}
 	event("scaled %d -> %d", r.from, r.to)
+	want := c.spread(r.to)
+	track := c.trackConvergence(want)
+	defer track.stop()
 
 	// Disrupt once a tenth of the change has happened, mid-scale.
 	need := max(abs(r.to-r.from)/10, 1)
@@ -412,13 +427,16 @@ func (c *chaos) round(n int, spec roundSpec) *roundResult {
 	check.disrupted = time.Now()
 	c.disrupt(ctx, spec.kind, r, event)
 
-	want := c.spread(r.to)
-	conv, last := c.waitConverged(ctx, want, check.start.Add(convergeBound))
+	conv, since, last := track.wait(check.start.Add(convergeBound))
+	track.stop()
 	if conv {
 		r.converged = true
-		r.convergeIn = time.Since(check.start)
-		r.afterDisr = time.Since(check.disrupted)
-		event("converged: %s", split(want))
+		r.convergeIn = since.Sub(check.start)
+		r.afterDisr = since.Sub(check.disrupted)
+		event("converged to %s since %s", split(want), relTime(since, check.start, check.disrupted))
+		if since.Before(check.disrupted) {
+			r.notes = append(r.notes, "the scale had converged before the disruption landed")
+		}
 	} else {
 		r.failures = append(r.failures, fmt.Sprintf("not converged to %s within %s of the scale: %s", split(want), convergeBound, last))
 		event("not converged: %s", last)
@@ -569,16 +587,77 @@ func (c *chaos) waitNewLeader(ctx context.Context, not *fleet.Replica, term uint
 	return true
 }
 
-// waitConverged polls until every member runs want (all Ready, none
-// terminating) and the hub status reports it for the current generation.
-func (c *chaos) waitConverged(ctx context.Context, want map[string]int, deadline time.Time) (bool, string) {
-	var last string
-	ok := tryPoll(time.Until(deadline), func(ctx context.Context) (bool, error) {
-		done, msg := c.e.splitReached(ctx, c.name, split(want))
-		last = msg
-		return done, nil
-	})
-	return ok, last
+// convergence polls whether the round's target state holds, from the scale
+// request on, and remembers since when it has held without a break.
+type convergence struct {
+	mu     sync.Mutex
+	since  time.Time // start of the current streak; zero while not converged
+	last   string
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// trackConvergence starts polling: every member runs want, all Ready, none
+// terminating, and the hub status reports it for the current generation.
+func (c *chaos) trackConvergence(want map[string]int) *convergence {
+	ctx, cancel := context.WithCancel(context.Background())
+	v := &convergence{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(v.done)
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+			ok, msg := c.e.splitReached(pctx, c.name, split(want))
+			pcancel()
+			now := time.Now()
+			v.mu.Lock()
+			v.last = msg
+			switch {
+			case ok && v.since.IsZero():
+				v.since = now
+			case !ok && ctx.Err() == nil:
+				v.since = time.Time{}
+			}
+			v.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return v
+}
+
+// wait returns once the state holds (and since when) or at the deadline.
+func (v *convergence) wait(deadline time.Time) (bool, time.Time, string) {
+	for {
+		v.mu.Lock()
+		since, last := v.since, v.last
+		v.mu.Unlock()
+		if !since.IsZero() {
+			return true, since, last
+		}
+		if time.Now().After(deadline) {
+			return false, time.Time{}, last
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (v *convergence) stop() {
+	v.cancel()
+	<-v.done
+}
+
+func sameCounts(a, b map[string]int) bool {
+	for _, m := range allMembers {
+		if a[m] != b[m] {
+			return false
+		}
+	}
+	return true
 }
 
 // tryPollFast polls a cheap in-memory condition every 5 ms.
@@ -629,6 +708,18 @@ func (r *roundResult) detail() string {
 		fmt.Fprintf(&b, "    %s\n", l)
 	}
 	return b.String()
+}
+
+// appendRoundsLog adds every round's summary, findings and timeline to
+// chaos-rounds.log.
+func (c *chaos) appendRoundsLog(r *roundResult) {
+	f, err := os.OpenFile(filepath.Join(c.art, "chaos-rounds.log"), os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		c.t.Errorf("opening chaos-rounds.log: %v", err)
+		return
+	}
+	defer func() { _ = f.Close() }()
+	_, _ = fmt.Fprintf(f, "round %d: %s, scale %d -> %d of %s: %s\n%s\n", r.n, r.spec.kind, r.from, r.to, c.name, r.summary(), r.detail())
 }
 
 // writeRoundLog saves a failed round's details and the replicas' log tails.
