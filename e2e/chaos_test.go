@@ -187,6 +187,10 @@ func TestChaos(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(c.art, "chaos-rounds.log"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	old, _ := filepath.Glob(filepath.Join(c.art, "chaos-round-*.log"))
+	for _, f := range old {
+		_ = os.Remove(f)
+	}
 	started := time.Now()
 	logf(t, "chaos %s form: %d rounds, %d <-> %d replicas, converge bound %s", plan.mode, len(plan.rounds), plan.low, plan.high, convergeBound)
 	c.newFRS(plan.low)
