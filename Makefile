@@ -41,9 +41,11 @@ fmt: ## Format Go code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: lint
-lint: ## go vet and a gofmt check.
+lint: ## go vet, a gofmt check and staticcheck (pinned in hack/tools/staticcheck).
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
+	hack/tools/build.sh staticcheck
+	$(BIN)/staticcheck ./...
 
 .PHONY: build
 build: ## Build bin/replicafed.

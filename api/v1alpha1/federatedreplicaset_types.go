@@ -285,5 +285,5 @@ type FederatedReplicaSetList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&FederatedReplicaSet{}, &FederatedReplicaSetList{})
+	knownTypes = append(knownTypes, &FederatedReplicaSet{}, &FederatedReplicaSetList{})
 }

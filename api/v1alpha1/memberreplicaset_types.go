@@ -107,5 +107,5 @@ type MemberReplicaSetList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&MemberReplicaSet{}, &MemberReplicaSetList{})
+	knownTypes = append(knownTypes, &MemberReplicaSet{}, &MemberReplicaSetList{})
 }

@@ -9,8 +9,9 @@ import (
 	v1alpha1 "github.com/replicafed/replicafed/api/v1alpha1"
 )
 
-// TestWorkedExamples replays the worked examples of fleet-anchors.md. Each
-// case says what Karmada / KubeFed / Clusternet produce and what we produce.
+// TestWorkedExamples replays examples from the Karmada, KubeFed and Clusternet
+// issues the package documentation links. Each case says what those projects
+// produce and what we produce.
 func TestWorkedExamples(t *testing.T) {
 	type want map[string]int32
 	cases := []struct {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,151 +49,105 @@ type Selection struct {
 // unless also listed); every member when both are empty. Members need not be
 // sorted.
 func Select(p *v1alpha1.Placement, members []Member) Selection {
-	var sc planner
 	var sel Selection
 	sel.Candidates = make([]Candidate, 0, len(members))
-	sc.forEachCandidate(p, members, &sel, func(c Candidate, _ int) {
+	eachCandidate(p, members, &sel, func(_ int, c Candidate) {
 		sel.Candidates = append(sel.Candidates, c)
-	}, func() { sel.Candidates = sel.Candidates[:0] })
+	})
 	return sel
 }
 
-// sortedOrder returns member indexes in name order, or nil when the members
-// are already sorted (the common case, checked in linear time), and whether
-// two members may share a name (false only when the sorted check saw none).
-func (sc *planner) sortedOrder(members []Member) (order []int, dups bool) {
-	for i := 1; i < len(members); i++ {
-		switch c := strings.Compare(members[i].Name, members[i-1].Name); {
-		case c == 0:
-			dups = true
-		case c < 0:
-			order = slices.Grow(sc.order[:0], len(members))[:len(members)]
-			sc.order = order
-			for j := range order {
-				order[j] = j
-			}
-			slices.SortStableFunc(order, func(a, b int) int {
-				return strings.Compare(members[a].Name, members[b].Name)
-			})
-			return order, true
+// eachCandidate calls yield for every candidate of the placement in name
+// order, with the member's index in members, and records in sel what was
+// unregistered, duplicated or invalid. sel.Candidates is left alone.
+func eachCandidate(p *v1alpha1.Placement, members []Member, sel *Selection, yield func(index int, c Candidate)) {
+	order := nameOrder(members)
+	at := func(k int) int { // index in members of the k-th member by name
+		if order == nil {
+			return k
 		}
+		return order[k]
 	}
-	return nil, dups
-}
-
-// forEachCandidate calls emit for every candidate in name order, with its
-// index in members, and fills the bookkeeping fields of sel. Its scratch
-// space lives in sc; it allocates otherwise only for problems.
-//
-// Without listed clusters the members are checked for name order on the way
-// rather than in a pass of their own (a pass over every member is a pass over
-// cold memory when each plan has its own member slice); when they turn out
-// unsorted, restart is called and the candidates are emitted again from the
-// start, in name order.
-func (sc *planner) forEachCandidate(p *v1alpha1.Placement, members []Member, sel *Selection, emit func(c Candidate, index int), restart func()) {
-	var order []int
-	dups := true
-	checking := len(p.Clusters) == 0 // no binary search below: order checked in the loop
-	if !checking {
-		order, dups = sc.sortedOrder(members)
-	}
-	idx := func(i int) int {
-		if order != nil {
-			return order[i]
-		}
-		return i
-	}
-	at := func(i int) *Member { return &members[idx(i)] }
-	n := len(members)
-	all := len(p.Clusters) == 0 && p.ClusterSelector == nil
-	var selector *metav1.LabelSelector
+	everyMember := len(p.Clusters) == 0 && p.ClusterSelector == nil
+	var selector *compiledSelector
 	if p.ClusterSelector != nil {
 		if err := validateSelector(p.ClusterSelector); err != nil {
 			sel.SelectorError = err
 		} else {
-			selector = p.ClusterSelector
-			sc.pairs = labelPairs(sc.pairs[:0], selector)
+			selector = compileSelector(p.ClusterSelector)
 		}
 	}
-	// prefOf[i] is the index in p.Clusters of member i's preference, or -1.
-	// Binary search over the sorted members keeps this O(N log M).
-	var prefOf []int32
+	// listedAs[k] is 1 + the index in p.Clusters of the preference naming the
+	// k-th member by name, or 0.
+	var listedAs []int32
 	if len(p.Clusters) > 0 {
-		prefOf = slices.Grow(sc.prefOf[:0], n)[:n]
-		sc.prefOf = prefOf
-		for i := range prefOf {
-			prefOf[i] = -1
-		}
+		listedAs = make([]int32, len(members))
 		for j := range p.Clusters {
 			name := p.Clusters[j].Name
-			lo, hi := 0, n
-			for lo < hi {
-				mid := int(uint(lo+hi) >> 1)
-				if at(mid).Name < name {
-					lo = mid + 1
-				} else {
-					hi = mid
-				}
-			}
+			k, found := sort.Find(len(members), func(k int) int { return strings.Compare(name, members[at(k)].Name) })
 			switch {
-			case lo == n || at(lo).Name != name:
+			case !found:
 				sel.Unregistered = append(sel.Unregistered, name)
-			case prefOf[lo] < 0:
-				prefOf[lo] = int32(j)
+			case listedAs[k] == 0: // CEL forbids a second entry for one name; ignore it
+				listedAs[k] = int32(j) + 1
 			}
-			// A second preference for the same name is ignored (CEL forbids it).
 		}
 	}
-	// Only listed members can be candidates: skip the others early.
-	listedOnly := !all && selector == nil && len(p.Clusters) > 0
-	for i := 0; i < n; i++ {
-		m := at(i)
-		if checking && i > 0 {
-			switch c := strings.Compare(m.Name, members[i-1].Name); {
-			case c < 0:
-				restart()
-				sel.Duplicates = sel.Duplicates[:0]
-				order, _ = sc.sortedOrder(members)
-				checking = false
-				i = -1
-				continue
-			case c == 0:
-				sel.Duplicates = append(sel.Duplicates, m.Name)
-				continue
-			}
-		} else if !checking && dups && i > 0 && at(i-1).Name == m.Name {
+	for k := range members {
+		i := at(k)
+		m := &members[i]
+		if k > 0 && members[at(k-1)].Name == m.Name {
 			sel.Duplicates = append(sel.Duplicates, m.Name)
 			continue
 		}
-		if listedOnly && prefOf[i] < 0 {
-			continue
-		}
 		c := Candidate{Member: m, Weight: 1, MaxReplicas: unbounded}
-		if len(p.Clusters) > 0 && prefOf[i] >= 0 {
-			pref := &p.Clusters[prefOf[i]]
-			c.Listed = true
-			if pref.Weight != nil {
-				c.Weight = max(*pref.Weight, 0)
-			}
-			if pref.MinReplicas != nil {
-				c.MinReplicas = max(*pref.MinReplicas, 0)
-			}
-			if pref.MaxReplicas != nil {
-				c.MaxReplicas = max(*pref.MaxReplicas, 0)
-			}
-			if pref.DeletionCost != nil {
-				c.DeletionCost = *pref.DeletionCost
-			}
+		if listedAs != nil && listedAs[k] > 0 {
+			resolvePreference(&c, &p.Clusters[listedAs[k]-1])
 		}
-		c.MinReplicas = min(c.MinReplicas, c.MaxReplicas)
-		if all || c.Listed || (selector != nil && matchCompiled(sc.pairs, selector.MatchExpressions, m.Labels)) {
-			emit(c, idx(i))
+		if everyMember || c.Listed || (selector != nil && selector.matches(m.Labels)) {
+			yield(i, c)
 		}
 	}
 }
 
+// resolvePreference applies a listed cluster's preference to its candidate.
+func resolvePreference(c *Candidate, pref *v1alpha1.ClusterPreference) {
+	c.Listed = true
+	if pref.Weight != nil {
+		c.Weight = max(*pref.Weight, 0)
+	}
+	if pref.MaxReplicas != nil {
+		c.MaxReplicas = max(*pref.MaxReplicas, 0)
+	}
+	if pref.MinReplicas != nil {
+		c.MinReplicas = min(max(*pref.MinReplicas, 0), c.MaxReplicas)
+	}
+	if pref.DeletionCost != nil {
+		c.DeletionCost = *pref.DeletionCost
+	}
+}
+
+// nameOrder returns the indexes of members sorted by name, or nil when they
+// already are (as the registry keeps them). The sort is stable, so of two
+// members with one name the first given comes first.
+func nameOrder(members []Member) []int {
+	sorted := true
+	for i := 1; i < len(members) && sorted; i++ {
+		sorted = members[i-1].Name <= members[i].Name
+	}
+	if sorted {
+		return nil
+	}
+	order := make([]int, len(members))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(members[a].Name, members[b].Name) })
+	return order
+}
+
 // validateSelector refuses operators and value lists a LabelSelector does not
-// allow, so matchSelector can stay allocation-free.
+// allow, so that matching cannot fail.
 func validateSelector(s *metav1.LabelSelector) error {
 	for _, e := range s.MatchExpressions {
 		switch e.Operator {
@@ -211,36 +166,41 @@ func validateSelector(s *metav1.LabelSelector) error {
 	return nil
 }
 
+// compiledSelector is a validated LabelSelector with its matchLabels in a
+// slice, so matching it against every member ranges over a slice instead of
+// starting a map iteration per member. It means what
+// metav1.LabelSelectorAsSelector means, without building a labels.Selector per
+// plan.
+type compiledSelector struct {
+	labels      []labelPair
+	expressions []metav1.LabelSelectorRequirement
+}
+
 // labelPair is one matchLabels entry of a selector.
 type labelPair struct{ key, value string }
 
-// labelPairs appends the matchLabels of s to dst, so that matching a selector
-// against every member ranges over a slice instead of starting a map
-// iteration per member.
-func labelPairs(dst []labelPair, s *metav1.LabelSelector) []labelPair {
+func compileSelector(s *metav1.LabelSelector) *compiledSelector {
+	c := &compiledSelector{expressions: s.MatchExpressions}
 	for k, v := range s.MatchLabels {
-		dst = append(dst, labelPair{k, v})
+		c.labels = append(c.labels, labelPair{k, v})
 	}
-	return dst
+	return c
 }
 
-// matchSelector evaluates a validated LabelSelector against labels with the
-// same meaning as metav1.LabelSelectorAsSelector, without building a
-// labels.Selector per call (that dominated the benchmark). An empty selector
-// matches everything.
-func matchSelector(s *metav1.LabelSelector, lbls map[string]string) bool {
-	return matchCompiled(labelPairs(nil, s), s.MatchExpressions, lbls)
+// matchSelector reports whether a validated selector matches the labels. An
+// empty selector matches everything.
+func matchSelector(s *metav1.LabelSelector, labels map[string]string) bool {
+	return compileSelector(s).matches(labels)
 }
 
-// matchCompiled is matchSelector with the matchLabels already in a slice.
-func matchCompiled(pairs []labelPair, exprs []metav1.LabelSelectorRequirement, lbls map[string]string) bool {
-	for _, l := range pairs {
-		if got, ok := lbls[l.key]; !ok || got != l.value {
+func (s *compiledSelector) matches(labels map[string]string) bool {
+	for _, l := range s.labels {
+		if got, ok := labels[l.key]; !ok || got != l.value {
 			return false
 		}
 	}
-	for _, e := range exprs {
-		got, ok := lbls[e.Key]
+	for _, e := range s.expressions {
+		got, ok := labels[e.Key]
 		switch e.Operator {
 		case metav1.LabelSelectorOpIn:
 			if !ok || !slices.Contains(e.Values, got) {

@@ -125,46 +125,80 @@
 // more move in that plan. With OnRecovery, deletionCost orders only the
 // replicas above the ideal: the policy asks for the weighted division.
 //
-// # Compared with Karmada and KubeFed (fleet-anchors.md §5)
+// # Compared with Karmada and KubeFed
 //
-//   - Uneven remainders (karmada#4220, kubefed ceil rounding 2/2/1/0,
-//     clusternet#526): Webster rounding gives 2/1/1/1 for 5 over 4 and 0/1/1
-//     for 2 over 3:6:9, and the UID hash spreads the odd replica across FRS.
-//   - 2 replicas at 2:1 (karmada#6424): Webster gives 1:1, because 1.33 and
+// The rules answer problems users reported against earlier fleet managers
+// (the issues are linked below):
+//
+//   - Uneven remainders ([karmada#4220], KubeFed's ceiling rounding giving
+//     2/2/1/0, [clusternet#526]): Webster rounding gives 2/1/1/1 for 5 over 4
+//     and 0/1/1 for 2 over 3:6:9, and the UID hash spreads the odd replica
+//     across FRS.
+//   - 2 replicas at 2:1 ([karmada#6424]): Webster gives 1:1, because 1.33 and
 //     0.67 both round to 1; floor+remainder gave 2:0.
-//   - Scale 5 -> 6 lowering a member (karmada#6735): impossible, the plan is
+//   - Scale 5 -> 6 lowering a member ([karmada#6735]): impossible, the plan is
 //     a prefix of one seat sequence; Karmada's steady mode re-divides from
 //     scratch on scale-down and merges deltas on scale-up.
-//   - No minimum per cluster (karmada#6511, #5986): minReplicas is a band of
-//     its own, with a written rule when minimums exceed replicas; KubeFed let
-//     the low-weight clusters lose their minimum entirely.
-//   - Capacity-blind weights and Pending pods (karmada#4805, #5527, #2843,
-//     #4708): capacity caps every band but the last; KubeFed instead doubled
-//     Pending replicas as "overflow" on full clusters.
-//   - Unsafe or over-provisioning failover (karmada#2769, #3736, #7455,
-//     #1640): a grace period holds the target, failover never drops replicas
-//     when nothing fits (they go Pending, reported), a recovered member's
-//     stale pods are not kept, and a move back never exceeds the surge or
-//     removes ready pods before their replacements are ready.
-//   - No move back, or unwanted moves (karmada#1189, #4840, kubefed#763,
-//     #1369 versus karmada#3272, #7662): one explicit policy, Never or
-//     OnRecovery, with a budget; unschedulable pods move after a threshold.
-//   - Scale-down choice (karmada#4910, #2583, #5997, federation#70): not-ready
-//     and Pending replicas go first fleet-wide, then the lowest
-//     deletionCost, then the member most above its weighted share.
+//   - No minimum per cluster ([karmada#6511], [karmada#5986]): minReplicas is
+//     a band of its own, with a written rule when minimums exceed replicas;
+//     KubeFed let the low-weight clusters lose their minimum entirely.
+//   - Capacity-blind weights and Pending pods ([karmada#4805],
+//     [karmada#5527], [karmada#2843], [karmada#4708]): capacity caps every
+//     band but the last; KubeFed instead doubled Pending replicas as
+//     "overflow" on full clusters.
+//   - Unsafe or over-provisioning failover ([karmada#2769], [karmada#3736],
+//     [karmada#7455], [karmada#1640]): a grace period holds the target,
+//     failover never drops replicas when nothing fits (they go Pending,
+//     reported), a recovered member's stale pods are not kept, and a move
+//     back never exceeds the surge or removes ready pods before their
+//     replacements are ready.
+//   - No move back, or unwanted moves ([karmada#1189], [karmada#4840],
+//     [kubefed#763], [kubefed#1369] versus [karmada#3272], [karmada#7662]):
+//     one explicit policy, Never or OnRecovery, with a budget; unschedulable
+//     pods move after a threshold.
+//   - Scale-down choice ([karmada#4910], [karmada#2583], [karmada#5997],
+//     [federation#70]): not-ready and Pending replicas go first fleet-wide,
+//     then the lowest deletionCost, then the member most above its weighted
+//     share.
 //
 // # Cost
 //
-// One plan is O(M log M) for M candidate members when members are passed
-// sorted by name. A band that fits whole is filled without ranking; the one
-// band that is only partly filled does not hand out its seats one by one:
-// every seat whose Webster priority is above a threshold (Sainte-Laguë's
-// divisor, refined once for members at their limit) is a prefix of the seat
-// sequence, so it is given in bulk, and the few seats between that prefix and
-// the wanted count are added or taken back a priority level at a time (one
-// seat per member per level, the level's members ordered by the tie-breaks
-// with a quickselect), or with a heap at O(log M) per seat after a few
-// levels. The result is the same seat sequence as one seat at a time (see
-// TestAwardMatchesOneByOne and TestPlanOutputsStable). See
-// BenchmarkPlan10kFRSx100Members.
+// A band that fits whole is filled without ranking. The one band that is
+// only partly filled is not handed out seat by seat: seats are ranked by
+// priority first, so the seats above any priority threshold come before all
+// others, and award gives at once every seat above the lowest threshold that
+// fits (a binary search over the priorities of the seats of the member with
+// the most votes). That leaves fewer seats than members, at most one each,
+// and a selection gives them to the members whose next seat ranks first. The
+// result is the seat sequence of one seat at a time (see
+// TestAwardMatchesOneByOne and TestPlanOutputsStable), at O(M log N) for N
+// replicas over M candidates rather than O(N log M) (one more search for each
+// member that reaches its limit inside the band): a plan for a million
+// replicas costs about what one for a hundred does. Members not sorted by
+// name cost a sort, O(M log M). See BenchmarkPlan10kFRSx100Members.
+//
+// [karmada#1189]: https://github.com/karmada-io/karmada/issues/1189
+// [karmada#1640]: https://github.com/karmada-io/karmada/issues/1640
+// [karmada#2583]: https://github.com/karmada-io/karmada/issues/2583
+// [karmada#2769]: https://github.com/karmada-io/karmada/issues/2769
+// [karmada#2843]: https://github.com/karmada-io/karmada/issues/2843
+// [karmada#3272]: https://github.com/karmada-io/karmada/issues/3272
+// [karmada#3736]: https://github.com/karmada-io/karmada/issues/3736
+// [karmada#4220]: https://github.com/karmada-io/karmada/issues/4220
+// [karmada#4708]: https://github.com/karmada-io/karmada/issues/4708
+// [karmada#4805]: https://github.com/karmada-io/karmada/issues/4805
+// [karmada#4840]: https://github.com/karmada-io/karmada/issues/4840
+// [karmada#4910]: https://github.com/karmada-io/karmada/issues/4910
+// [karmada#5527]: https://github.com/karmada-io/karmada/issues/5527
+// [karmada#5986]: https://github.com/karmada-io/karmada/issues/5986
+// [karmada#5997]: https://github.com/karmada-io/karmada/issues/5997
+// [karmada#6424]: https://github.com/karmada-io/karmada/issues/6424
+// [karmada#6511]: https://github.com/karmada-io/karmada/issues/6511
+// [karmada#6735]: https://github.com/karmada-io/karmada/issues/6735
+// [karmada#7455]: https://github.com/karmada-io/karmada/issues/7455
+// [karmada#7662]: https://github.com/karmada-io/karmada/issues/7662
+// [kubefed#763]: https://github.com/kubernetes-retired/kubefed/issues/763
+// [kubefed#1369]: https://github.com/kubernetes-retired/kubefed/issues/1369
+// [clusternet#526]: https://github.com/clusternet/clusternet/issues/526
+// [federation#70]: https://github.com/kubernetes-retired/federation/issues/70
 package planner

@@ -80,8 +80,6 @@ func settle(in Input, r Result) Input {
 	return next
 }
 
-func sumTargets(r Result) int64 { return r.Total() }
-
 func targetsString(r Result) string {
 	keys := slices.Sorted(maps.Keys(r.TargetMap()))
 	s := ""

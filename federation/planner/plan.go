@@ -24,75 +24,58 @@ var (
 	defaultMaxUnavailable = intstr.FromInt32(0)
 )
 
-type memberKind uint8
-
-const (
-	kindHealthy memberKind = iota
-	kindHeld
-	kindFailed
-)
-
-// slot is one candidate member while planning.
-//
-// It holds no pointers (the member is an index into planner.members), so
-// filling thousands of them costs no write barriers and no GC scanning.
+// slot is one candidate member while a plan is made: its limits, the seats it
+// may keep, and the seats it holds so far. (Fields are ordered to keep it
+// small: a plan allocates one per candidate.)
 type slot struct {
-	mi   int32 // index of the member in planner.members
-	kind memberKind
-	prev int32
-	lo   int32
-	hi   int32
-	// capacity is Current+FreeCapacity, lowered to the schedulable pods when
-	// pods are unschedulable past the threshold; unbounded when unknown.
+	// mi, lo, w and ws keep the short names TestAwardMatchesOneByOne uses.
+	w  uint64 // votes of the growth bands: the static weight, or the capacity under AvailableCapacity
+	ws uint64 // static weight: votes of the overflow band, tie-break of the floors band
+	mi int32  // index of the member in planner.members
+	lo int32  // floor: minReplicas, 0 once failed over, at most a held target
+
+	hash uint64 // tie-break, set by ensureHash on first use
+
+	previous int32 // previous target
+	ceiling  int32 // maxReplicas, or a held member's previous target
+	// capacity is current pods + free capacity, lowered to the schedulable
+	// pods when pods are unschedulable past the threshold; unbounded when
+	// unknown.
 	capacity int32
-	capKnown bool
-	stale    bool // pods unschedulable past the threshold
-	// Seats a member may keep, cumulative: ready pods, + scheduled not-ready
-	// pods, + unscheduled pods; all within the previous target, max and capacity.
-	keep, keepSched, keepAll int32
-	w, ws                    uint64 // effective and static weight
-	cost                     int32
-	hash                     uint64
-	hashed                   bool
-	seats                    int32
-	ideal                    int32 // the weighted division without history (OnRecovery)
-	base                     int32 // seats before the move-back step
+	// Seats the member may keep, each within the previous target, the ceiling
+	// and the capacity, and each including the one before: ready pods, then
+	// scheduled pods that are not ready, then unscheduled pods.
+	keepReady, keepScheduled, keepAll int32
+	deletionCost                      int32
+
+	seats          int32 // seats held so far
+	ideal          int32 // the weighted division without history (moveBack OnRecovery)
+	beforeMoveBack int32 // seats before the move-back step
+
+	state         TargetState
+	capacityKnown bool
+	stuck         bool // pods unschedulable past the threshold
+	hashed        bool
 }
 
+// planner holds one plan in progress.
 type planner struct {
-	members   []Member // Input.Members of the plan in progress
-	slots     []slot
-	room      []int32
-	ids       []int32
-	entries   []entry
-	heap      []entry
-	tied      []int32
-	keys      []tieKey
-	prefOf    []int32
-	pairs     []labelPair
-	order     []int
-	remaining int64
-	seed      uint64
-	// floors and kept are the sums of lo and keepAll over the slots: when one
-	// is 0, the bands it bounds are empty and are skipped. notReady and
-	// unscheduled say whether some slot has keepSched > keep, keepAll >
-	// keepSched: without them those bands add nothing to the keep band.
-	floors, kept          int64
-	notReady, unscheduled bool
+	members   []Member // Input.Members
+	seed      uint64   // tie-break hash of the FRS UID
+	slots     []slot   // the candidates, in name order
+	room      []int32  // per slot, seats it may still take in the band being filled
+	remaining int64    // seats still to hand out
+
+	// Whether some slot has a floor, pods to keep, not-ready pods and
+	// unscheduled pods: fill skips the bands that are empty for every slot.
+	anyFloor, anyKept, anyNotReady, anyUnscheduled bool
+
+	ids []int32 // scratch: the slots with room in a band
 }
 
-// plannerPool recycles the scratch slices: planning 10,000 FRS otherwise
-// spends most of its time allocating and collecting them.
-var plannerPool = sync.Pool{New: func() any { return new(planner) }}
-
-func (p *planner) release() {
-	p.members = nil // the pool must hold no input alive
-	clear(p.pairs)
-	p.pairs = p.pairs[:0]
-	p.slots = p.slots[:0]
-	p.remaining = 0
-	plannerPool.Put(p)
-}
+// planners recycles the planners' memory: planning 10,000 FRS otherwise
+// spends more time allocating and collecting slots than planning.
+var planners = sync.Pool{New: func() any { return new(planner) }}
 
 // Plan divides in.Replicas among the candidate members of in.Placement. It is
 // a pure function of its input: no clock, no clients, the same Result for the
@@ -104,27 +87,23 @@ func Plan(in Input) Result {
 	threshold := durationOr(in.Failover.UnschedulableThreshold, DefaultUnschedulableThreshold)
 	replicas := int64(max(in.Replicas, 0))
 
-	p := plannerPool.Get().(*planner)
-	defer p.release()
-	p.seed = uidSeed(in.UID)
-	p.members = in.Members
+	p := planners.Get().(*planner)
+	defer func() {
+		p.members = nil // hold no input alive in the pool
+		planners.Put(p)
+	}()
+	*p = planner{members: in.Members, seed: uidSeed(in.UID), slots: p.slots[:0], room: p.room[:0], ids: p.ids[:0]}
 	var sel Selection
-	prevFound := 0
-	p.slots = slices.Grow(p.slots[:0], len(in.Members))
-	p.forEachCandidate(&in.Placement, in.Members, &sel, func(c Candidate, mi int) {
-		var prev int32
-		if len(in.Previous) > 0 {
-			v, ok := in.Previous[c.Member.Name]
-			if ok {
-				prevFound++
-			}
-			prev = v
+	previousFound := 0 // entries of in.Previous that are candidates
+	eachCandidate(&in.Placement, in.Members, &sel, func(index int, c Candidate) {
+		previous, ok := in.Previous[c.Member.Name]
+		if ok {
+			previousFound++
 		}
-		p.slots = p.slots[:len(p.slots)+1] // initSlot sets every field
-		initSlot(&p.slots[len(p.slots)-1], &c, int32(mi), max(prev, 0), in.Now, grace, threshold)
-	}, func() {
-		p.slots, prevFound = p.slots[:0], 0
+		p.slots = append(p.slots, slot{})
+		p.slots[len(p.slots)-1].init(c, int32(index), max(previous, 0), in.Now, grace, threshold)
 	})
+	p.room = slices.Grow(p.room, len(p.slots))[:len(p.slots)]
 	res.Unregistered = sel.Unregistered
 	res.SelectorError = sel.SelectorError
 	for _, d := range sel.Duplicates {
@@ -133,23 +112,19 @@ func Plan(in Input) Result {
 	if in.Placement.Strategy == v1alpha1.StrategyAvailableCapacity {
 		p.capacityWeights()
 	}
-	p.room = slices.Grow(p.room[:0], len(p.slots))[:len(p.slots)]
-	p.ids = slices.Grow(p.ids[:0], len(p.slots))
-
-	var minSum, kept int64
-	p.notReady, p.unscheduled = false, false
+	var floors int64
 	for i := range p.slots {
 		s := &p.slots[i]
-		minSum += int64(s.lo)
-		kept += int64(s.keepAll)
-		p.notReady = p.notReady || s.keepSched > s.keep
-		p.unscheduled = p.unscheduled || s.keepAll > s.keepSched
+		floors += int64(s.lo)
+		p.anyKept = p.anyKept || s.keepAll > 0
+		p.anyNotReady = p.anyNotReady || s.keepScheduled > s.keepReady
+		p.anyUnscheduled = p.anyUnscheduled || s.keepAll > s.keepScheduled
 	}
-	p.floors, p.kept = minSum, kept
-	if minSum > replicas {
+	p.anyFloor = floors > 0
+	if floors > replicas {
 		res.MinimumsExceedReplicas = true
 		res.Notes = append(res.Notes, fmt.Sprintf(
-			"minReplicas add up to %d, more than the %d replicas: replicas divided in proportion to the minimums", minSum, replicas))
+			"minReplicas add up to %d, more than the %d replicas: replicas divided in proportion to the minimums", floors, replicas))
 	}
 
 	onRecovery := in.Failover.MoveBack == v1alpha1.MoveBackOnRecovery
@@ -159,68 +134,67 @@ func Plan(in Input) Result {
 	p.fill(replicas, onRecovery)
 	res.Unplaced = int32(p.remaining)
 	for i := range p.slots {
-		p.slots[i].base = p.slots[i].seats
+		p.slots[i].beforeMoveBack = p.slots[i].seats
 	}
 	if onRecovery {
 		surge, unavailable, notes := resolveBudget(in.MoveBudget, int32(replicas))
 		res.Notes = append(res.Notes, notes...)
 		res.MovesPending = p.moveBack(replicas, surge, unavailable)
 	}
-	p.result(&res, &in, replicas, prevFound, grace, threshold)
+	p.result(&res, &in, replicas, previousFound, grace, threshold)
 	return res
 }
 
-func initSlot(s *slot, c *Candidate, mi, prev int32, now time.Time, grace, threshold time.Duration) {
+// init resolves a candidate's health, capacity and pods into the slot's
+// limits.
+func (s *slot) init(c Candidate, mi, previous int32, now time.Time, grace, threshold time.Duration) {
 	m := c.Member
-	// Zero, then set fields one by one: a composite literal is built on the
-	// stack and copied over with wide loads that stall on the fresh stores.
-	*s = slot{}
-	s.mi, s.prev = mi, prev
-	s.lo, s.hi, s.cost = c.MinReplicas, c.MaxReplicas, c.DeletionCost
-	s.ws, s.capacity = uint64(c.Weight), unbounded
-	s.w = s.ws
+	*s = slot{
+		mi: mi, lo: c.MinReplicas, w: uint64(c.Weight), ws: uint64(c.Weight),
+		previous: previous, ceiling: c.MaxReplicas, capacity: unbounded, deletionCost: c.DeletionCost,
+	}
 	switch {
 	case m.Health == Healthy:
-		s.kind = kindHealthy
+		s.state = StateActive
 	case m.Health == Unhealthy && !m.UnhealthySince.IsZero() && now.Sub(m.UnhealthySince) >= grace:
-		s.kind = kindFailed
+		s.state = StateFailedOver
 	default:
-		s.kind = kindHeld
+		s.state = StateHeld
 	}
-	switch s.kind {
-	case kindFailed:
-		s.lo, s.hi = 0, 0
-	case kindHeld:
+	switch s.state {
+	case StateFailedOver:
+		s.lo, s.ceiling = 0, 0
+	case StateHeld:
 		// Nothing is known about its pods: keep the previous target as if
 		// ready, never grow it.
-		s.keep = min(prev, s.hi)
+		s.keepReady = min(previous, s.ceiling)
 		if s.ws == 0 {
-			s.keep = min(s.keep, s.lo)
+			s.keepReady = min(s.keepReady, s.lo)
 		}
-		s.keepSched, s.keepAll = s.keep, s.keep
-		s.lo = min(s.lo, s.keep)
-		s.hi = s.keep
-	case kindHealthy:
-		cur := max(m.Current, 0)
+		s.keepScheduled, s.keepAll = s.keepReady, s.keepReady
+		s.lo = min(s.lo, s.keepReady)
+		s.ceiling = s.keepReady
+	case StateActive:
+		current := max(m.Current, 0)
 		if m.FreeCapacity != nil {
-			s.capacity = sat32(int64(cur) + int64(max(*m.FreeCapacity, 0)))
-			s.capKnown = true
+			s.capacity = sat32(int64(current) + int64(max(*m.FreeCapacity, 0)))
+			s.capacityKnown = true
 		}
-		unsched := min(max(m.Unschedulable, 0), cur)
-		if unsched > 0 && !m.UnschedulableSince.IsZero() && now.Sub(m.UnschedulableSince) >= threshold {
-			s.stale = true
-			s.capacity = min(s.capacity, cur-unsched)
-			s.capKnown = true
-			unsched = 0 // no longer inside the capacity, so not kept either
+		unscheduled := min(max(m.Unschedulable, 0), current)
+		if unscheduled > 0 && !m.UnschedulableSince.IsZero() && now.Sub(m.UnschedulableSince) >= threshold {
+			s.stuck = true
+			s.capacity = min(s.capacity, current-unscheduled)
+			s.capacityKnown = true
+			unscheduled = 0 // no longer inside the capacity, so not kept either
 		}
-		limit := min(prev, s.hi, s.capacity)
+		limit := min(previous, s.ceiling, s.capacity)
 		if s.ws == 0 {
 			limit = min(limit, s.lo) // weight 0: replicas only for the minimum
 		}
-		ready := min(max(m.Ready, 0), cur)
-		s.keep = min(ready, limit)
-		s.keepSched = max(s.keep, min(cur-unsched, limit))
-		s.keepAll = max(s.keepSched, min(cur, limit))
+		ready := min(max(m.Ready, 0), current)
+		s.keepReady = min(ready, limit)
+		s.keepScheduled = max(s.keepReady, min(current-unscheduled, limit))
+		s.keepAll = max(s.keepScheduled, min(current, limit))
 	}
 }
 
@@ -233,7 +207,7 @@ func (p *planner) capacityWeights() {
 	var most int32
 	for i := range p.slots {
 		s := &p.slots[i]
-		if s.kind == kindHealthy && s.capKnown && s.ws > 0 {
+		if s.state == StateActive && s.capacityKnown && s.ws > 0 {
 			known = true
 			most = max(most, s.capacity)
 		}
@@ -246,7 +220,7 @@ func (p *planner) capacityWeights() {
 		switch {
 		case s.ws == 0:
 			s.w = 0
-		case s.kind == kindHealthy && s.capKnown:
+		case s.state == StateActive && s.capacityKnown:
 			s.w = uint64(s.capacity)
 		default:
 			s.w = uint64(most)
@@ -254,45 +228,34 @@ func (p *planner) capacityWeights() {
 	}
 }
 
-// Limits of the bands. Each returns the cumulative seats a slot may reach in
-// that band.
-func limitFloor(s *slot) int32       { return s.lo }
-func limitKeep(s *slot) int32        { return s.keep }
-func limitKeepSched(s *slot) int32   { return s.keepSched }
-func limitKeepAll(s *slot) int32     { return s.keepAll }
-func limitHeldKeep(s *slot) int32    { return s.keep * b2i(s.kind == kindHeld) }
-func limitKeepInIdeal(s *slot) int32 { return min(s.keep, s.ideal) }
-func limitKeepSchedInIdeal(s *slot) int32 {
-	return min(s.keepSched, max(s.keep, s.ideal))
-}
-func limitKeepAllInIdeal(s *slot) int32 { return min(s.keepAll, max(s.keep, s.ideal)) }
-func limitGrow(s *slot) int32 {
-	if s.kind != kindHealthy {
-		return 0
-	}
-	return min(s.hi, s.capacity)
-}
-func limitOverflow(s *slot) int32 {
-	if s.kind != kindHealthy {
-		return 0
-	}
-	return s.hi
-}
-func limitIdeal(s *slot) int32 {
-	if s.kind != kindHealthy {
-		return 0
-	}
-	return s.ideal
-}
+// A limit is the seats a slot may hold at the end of a band.
+type limit func(*slot) int32
 
-func b2i(b bool) int32 {
-	if b {
-		return 1
+// The bands' limits; see the package documentation for their order.
+var (
+	floor                limit = func(s *slot) int32 { return s.lo }
+	keepReady            limit = func(s *slot) int32 { return s.keepReady }
+	keepScheduled        limit = func(s *slot) int32 { return s.keepScheduled }
+	keepAll              limit = func(s *slot) int32 { return s.keepAll }
+	keepReadyInIdeal     limit = func(s *slot) int32 { return min(s.keepReady, s.ideal) }
+	keepScheduledInIdeal limit = func(s *slot) int32 { return min(s.keepScheduled, max(s.keepReady, s.ideal)) }
+	keepAllInIdeal       limit = func(s *slot) int32 { return min(s.keepAll, max(s.keepReady, s.ideal)) }
+	keepHeld             limit = func(s *slot) int32 { return when(s.state == StateHeld, s.keepReady) }
+	growWithinCapacity   limit = func(s *slot) int32 { return when(s.state == StateActive, min(s.ceiling, s.capacity)) }
+	growBeyondCapacity   limit = func(s *slot) int32 { return when(s.state == StateActive, s.ceiling) }
+	growToIdeal          limit = func(s *slot) int32 { return when(s.state == StateActive, s.ideal) }
+)
+
+// when returns seats if the condition holds, else 0.
+func when(condition bool, seats int32) int32 {
+	if condition {
+		return seats
 	}
 	return 0
 }
 
-func (p *planner) reset(replicas int64) {
+// start clears every slot's seats before a division of replicas.
+func (p *planner) start(replicas int64) {
 	for i := range p.slots {
 		p.slots[i].seats = 0
 	}
@@ -302,15 +265,15 @@ func (p *planner) reset(replicas int64) {
 // fillIdeal computes the division the weights ask for, ignoring where pods
 // run today (held members keep their seats): the goal of moveBack OnRecovery.
 func (p *planner) fillIdeal(replicas int64) {
-	p.reset(replicas)
-	if p.floors > 0 {
-		p.band(limitFloor, byFloors)
+	p.start(replicas)
+	if p.anyFloor {
+		p.band(floor, byFloors)
 	}
-	if p.kept > 0 {
-		p.band(limitHeldKeep, byCostThenWeight)
+	if p.anyKept {
+		p.band(keepHeld, byCostThenWeight)
 	}
-	p.band(limitGrow, byWeight)
-	p.band(limitOverflow, byStaticWeight)
+	p.band(growWithinCapacity, byWeight)
+	p.band(growBeyondCapacity, byStaticWeight)
 	for i := range p.slots {
 		p.slots[i].ideal = p.slots[i].seats
 	}
@@ -321,46 +284,46 @@ func (p *planner) fillIdeal(replicas int64) {
 // within capacity, then new seats by weight beyond capacity. Scale-down is the
 // same sequence cut shorter, so it removes seats in exactly reverse order.
 func (p *planner) fill(replicas int64, onRecovery bool) {
-	p.reset(replicas)
-	if p.floors > 0 {
-		p.band(limitFloor, byFloors)
+	p.start(replicas)
+	if p.anyFloor {
+		p.band(floor, byFloors)
 	}
-	switch {
-	case p.kept == 0:
-		// Nothing runs or is held: every keep band is empty.
-		p.band(limitGrow, byWeight)
-	case !onRecovery:
-		p.band(limitKeep, byCostThenWeight)
-		// Once the keep band is placed, whole or up to the last replica, a
-		// band whose limit equals keep on every slot has nothing to add.
-		if p.notReady {
-			p.band(limitKeepSched, byCostThenWeight)
+	// A keep band adds nothing when no slot has seats of its kind: the bands
+	// before it already reached its limit.
+	if !onRecovery {
+		if p.anyKept {
+			p.band(keepReady, byCostThenWeight)
 		}
-		if p.unscheduled {
-			p.band(limitKeepAll, byCostThenWeight)
+		if p.anyNotReady {
+			p.band(keepScheduled, byCostThenWeight)
 		}
-		p.band(limitGrow, byWeight)
-	default:
+		if p.anyUnscheduled {
+			p.band(keepAll, byCostThenWeight)
+		}
+		p.band(growWithinCapacity, byWeight)
+	} else {
 		// Existing pods above the ideal come after those within it, so a
 		// scale-down (or a finished move) removes them first; not-ready pods
 		// above the ideal even yield to new seats of members below it.
-		p.band(limitKeepInIdeal, byCostThenWeight)
-		p.band(limitKeep, byCostThenWeight)
-		if p.notReady {
-			p.band(limitKeepSchedInIdeal, byCostThenWeight)
+		if p.anyKept {
+			p.band(keepReadyInIdeal, byCostThenWeight)
+			p.band(keepReady, byCostThenWeight)
 		}
-		if p.notReady || p.unscheduled {
-			p.band(limitKeepAllInIdeal, byCostThenWeight)
+		if p.anyNotReady {
+			p.band(keepScheduledInIdeal, byCostThenWeight)
 		}
-		p.band(limitGrow, byWeight)
-		if p.notReady {
-			p.band(limitKeepSched, byCostThenWeight)
+		if p.anyNotReady || p.anyUnscheduled {
+			p.band(keepAllInIdeal, byCostThenWeight)
 		}
-		if p.unscheduled {
-			p.band(limitKeepAll, byCostThenWeight)
+		p.band(growWithinCapacity, byWeight)
+		if p.anyNotReady {
+			p.band(keepScheduled, byCostThenWeight)
+		}
+		if p.anyUnscheduled {
+			p.band(keepAll, byCostThenWeight)
 		}
 	}
-	p.band(limitOverflow, byStaticWeight)
+	p.band(growBeyondCapacity, byStaticWeight)
 }
 
 // moveBack moves the division towards the ideal within the budget and returns
@@ -369,67 +332,57 @@ func (p *planner) fill(replicas int64, onRecovery bool) {
 // the ideal are removed beyond that only up to unavailable (the rest leave in
 // a later plan, when fill sees the new pods ready and drops the surplus).
 func (p *planner) moveBack(replicas int64, surge, unavailable int32) int32 {
-	var need, total int64
+	var below, total int64
 	for i := range p.slots {
 		s := &p.slots[i]
 		total += int64(s.seats)
-		if s.kind == kindHealthy && s.ideal > s.seats {
-			need += int64(s.ideal - s.seats)
+		if s.state == StateActive {
+			below += int64(max(s.ideal-s.seats, 0))
 		}
 	}
-	if need == 0 {
-		return p.pendingAbove()
-	}
-	for cut := int64(0); cut < min(int64(unavailable), need); cut++ {
-		victim := int32(-1)
-		for i := range p.slots {
-			s := &p.slots[i]
-			if s.kind != kindHealthy || s.seats <= s.ideal || s.seats <= s.lo {
-				continue
+	if below > 0 {
+		for range min(int64(unavailable), below) {
+			victim := p.lowestLastSeatAboveIdeal()
+			if victim < 0 {
+				break
 			}
-			// The member whose last seat has the lowest priority gives it up.
-			if victim < 0 || p.lastSeatBelow(int32(i), victim) {
-				victim = int32(i)
-			}
+			p.slots[victim].seats--
+			total--
 		}
-		if victim < 0 {
-			break
-		}
-		p.slots[victim].seats--
-		total--
+		p.remaining = min(replicas+int64(surge)-total, below)
+		p.band(growToIdeal, byWeight)
+		p.remaining = 0
 	}
-	p.remaining = min(replicas+int64(surge)-total, need)
-	p.band(limitIdeal, byWeight)
-	p.remaining = 0
 	// Still to move: the larger of what is missing below the ideal and what
 	// is left above it (the surplus leaves once its replacements are ready).
 	var under, over int64
 	for i := range p.slots {
 		s := &p.slots[i]
-		if s.kind != kindHealthy {
-			continue
+		if s.state == StateActive {
+			under += int64(max(s.ideal-s.seats, 0))
+			over += int64(max(s.seats-s.ideal, 0))
 		}
-		under += int64(max(s.ideal-s.seats, 0))
-		over += int64(max(s.seats-s.ideal, 0))
 	}
 	return sat32(max(under, over))
 }
 
-// pendingAbove counts seats above the ideal when nothing is missing below it
-// (only possible when capacity or held members skew the ideal).
-func (p *planner) pendingAbove() int32 {
-	var over int64
+// lowestLastSeatAboveIdeal returns the active slot above its ideal and its
+// floor whose last seat ranks lowest (the reverse of award's order), or -1.
+func (p *planner) lowestLastSeatAboveIdeal() int32 {
+	victim := int32(-1)
 	for i := range p.slots {
 		s := &p.slots[i]
-		if s.kind == kindHealthy {
-			over += int64(max(s.seats-s.ideal, 0))
+		if s.state != StateActive || s.seats <= s.ideal || s.seats <= s.lo {
+			continue
+		}
+		if victim < 0 || p.lastSeatBelow(int32(i), victim) {
+			victim = int32(i)
 		}
 	}
-	return sat32(over)
+	return victim
 }
 
-// lastSeatBelow reports whether slot a's last seat ranks below slot b's,
-// which is the reverse of the order in which award hands seats out.
+// lastSeatBelow reports whether slot a's last seat ranks below slot b's.
 func (p *planner) lastSeatBelow(a, b int32) bool {
 	p.slots[a].seats--
 	p.slots[b].seats--
@@ -470,98 +423,86 @@ func ResolveBudget(b v1alpha1.MoveBudget, replicas int32) (maxSurge, maxUnavaila
 	return s, u
 }
 
-func (p *planner) result(res *Result, in *Input, replicas int64, prevFound int, grace, threshold time.Duration) {
+// result writes the slots' seats into res as targets, changes and notes.
+func (p *planner) result(res *Result, in *Input, replicas int64, previousFound int, grace, threshold time.Duration) {
 	res.Targets = make([]Target, len(p.slots))
-	var total, over int64
-	changes := 0
+	changed := 0
 	for i := range p.slots {
-		if p.slots[i].seats != p.slots[i].prev {
-			changes++
+		if p.slots[i].seats != p.slots[i].previous {
+			changed++
 		}
 	}
-	if changes > 0 {
-		res.Changes = make([]Change, 0, changes)
+	if changed > 0 {
+		res.Changes = make([]Change, 0, changed)
 	}
+	var total, overCapacity int64
 	for i := range p.slots {
 		s := &p.slots[i]
 		name := p.members[s.mi].Name
-		// Filled in place, field by field (see initSlot), and never read
-		// back: the fresh memory is usually not in cache yet, and a load
-		// would wait for it where stores do not.
-		t := &res.Targets[i]
-		t.Cluster, t.Replicas, t.Previous = name, s.seats, s.prev
+		t := Target{Cluster: name, Replicas: s.seats, Previous: s.previous, State: s.state}
 		total += int64(s.seats)
-		switch s.kind {
-		case kindHeld:
-			t.State = StateHeld
-		case kindFailed:
-			t.State = StateFailedOver
+		if s.state == StateActive && s.capacityKnown && s.seats > s.capacity {
+			t.OverCapacity = s.seats - s.capacity
+			overCapacity += int64(t.OverCapacity)
 		}
-		var overCap int32
-		if s.kind == kindHealthy && s.capKnown && s.seats > s.capacity {
-			overCap = s.seats - s.capacity
-			t.OverCapacity = overCap
-			over += int64(overCap)
-		}
-		if s.kind != kindHealthy || s.stale || overCap > 0 {
+		res.Targets[i] = t
+		if s.state != StateActive || s.stuck || t.OverCapacity > 0 {
 			res.MemberNotes = append(res.MemberNotes, MemberNote{Cluster: name, Message: p.note(s, t, in.Now, grace, threshold)})
 		}
-		if s.seats != s.prev {
-			res.Changes = res.Changes[:len(res.Changes)+1]
-			c := &res.Changes[len(res.Changes)-1]
-			c.Cluster, c.From, c.To, c.Reason = name, s.prev, s.seats, reasonFor(s)
+		if s.seats != s.previous {
+			res.Changes = append(res.Changes, Change{Cluster: name, From: s.previous, To: s.seats, Reason: reasonFor(s)})
 		}
 	}
-	res.Shortfall = sat32(over + int64(res.Unplaced))
+	res.Shortfall = sat32(overCapacity + int64(res.Unplaced))
 	res.Surge = sat32(max(total-replicas, 0))
-	if prevFound < len(in.Previous) {
-		extra := false
-		for name, v := range in.Previous {
-			if v == 0 {
-				continue
-			}
-			if _, ok := findTarget(res.Targets, name); !ok {
-				res.Changes = append(res.Changes, Change{Cluster: name, From: v, To: 0, Reason: ReasonNotSelected})
-				extra = true
-			}
+	if previousFound == len(in.Previous) {
+		return // every previous member is still a candidate
+	}
+	unselected := false
+	for name, v := range in.Previous {
+		if _, ok := slices.BinarySearchFunc(res.Targets, name, func(t Target, name string) int {
+			return strings.Compare(t.Cluster, name)
+		}); v != 0 && !ok {
+			res.Changes = append(res.Changes, Change{Cluster: name, From: v, To: 0, Reason: ReasonNotSelected})
+			unselected = true
 		}
-		if extra {
-			slices.SortFunc(res.Changes, func(a, b Change) int { return strings.Compare(a.Cluster, b.Cluster) })
-		}
+	}
+	if unselected {
+		slices.SortFunc(res.Changes, func(a, b Change) int { return strings.Compare(a.Cluster, b.Cluster) })
 	}
 }
 
 func reasonFor(s *slot) Reason {
 	switch {
-	case s.kind == kindFailed:
+	case s.state == StateFailedOver:
 		return ReasonFailover
-	case s.seats != s.base:
+	case s.seats != s.beforeMoveBack:
 		return ReasonRebalance
-	case s.stale && s.seats < s.prev:
+	case s.stuck && s.seats < s.previous:
 		return ReasonUnschedulable
-	case s.seats > s.prev:
+	case s.seats > s.previous:
 		return ReasonScaleUp
 	default:
 		return ReasonScaleDown
 	}
 }
 
-func (p *planner) note(s *slot, t *Target, now time.Time, grace, threshold time.Duration) string {
+func (p *planner) note(s *slot, t Target, now time.Time, grace, threshold time.Duration) string {
 	m := &p.members[s.mi]
 	var parts []string
 	switch {
-	case s.kind == kindFailed:
+	case s.state == StateFailedOver:
 		parts = append(parts, fmt.Sprintf("unreachable for %s, longer than the %s grace period: replicas planned elsewhere",
 			now.Sub(m.UnhealthySince).Round(time.Second), grace))
-	case s.kind == kindHeld && m.Health == Unhealthy && !m.UnhealthySince.IsZero():
+	case s.state == StateHeld && m.Health == Unhealthy && !m.UnhealthySince.IsZero():
 		parts = append(parts, fmt.Sprintf("unreachable for %s, within the %s grace period: target held",
 			now.Sub(m.UnhealthySince).Round(time.Second), grace))
-	case s.kind == kindHeld && m.Health == Unhealthy:
+	case s.state == StateHeld && m.Health == Unhealthy:
 		parts = append(parts, "unreachable (since unknown): target held")
-	case s.kind == kindHeld:
+	case s.state == StateHeld:
 		parts = append(parts, "health unknown: target held")
 	}
-	if s.stale {
+	if s.stuck {
 		parts = append(parts, fmt.Sprintf("%d pods unschedulable for over %s: capped at %d schedulable pods",
 			m.Unschedulable, threshold, s.capacity))
 	}
@@ -578,12 +519,7 @@ func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
 	return d.Duration
 }
 
+// sat32 clamps v to [0, math.MaxInt32].
 func sat32(v int64) int32 {
-	if v > unbounded {
-		return unbounded
-	}
-	if v < 0 {
-		return 0
-	}
-	return int32(v)
+	return int32(min(max(v, 0), unbounded))
 }

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds the pinned tool binaries into bin/, skipping any whose stamp already
 # matches the pinned module version and Go version. Usage:
-#   hack/tools/build.sh [tool...]      (default: all)
+#   hack/tools/build.sh [tool...]      (default: all but staticcheck)
+# BIN_DIR overrides the output directory (default: bin/).
 # Tools: kube (kube-apiserver, kube-scheduler, kube-controller-manager), etcd,
-# kwok (binary plus its fast stage definitions), helm, controller-gen.
+# kwok (binary plus its fast stage definitions), helm, controller-gen,
+# staticcheck (for `make lint`; not built by default).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -90,6 +92,15 @@ build_controller_gen() {
   echo "$want" > "$bin/.controller-gen.stamp"
 }
 
+build_staticcheck() {
+  local v; v=$(module_version staticcheck honnef.co/go/tools)
+  local want="honnef.co/go/tools@$v $gover"
+  if up_to_date staticcheck "$want" staticcheck; then echo "staticcheck $v: up to date"; return; fi
+  echo "staticcheck $v: building"
+  (cd "$root/hack/tools/staticcheck" && go build -trimpath -o "$bin/staticcheck" honnef.co/go/tools/cmd/staticcheck)
+  echo "$want" > "$bin/.staticcheck.stamp"
+}
+
 tools=("$@")
 [ ${#tools[@]} -gt 0 ] || tools=(controller-gen etcd kube kwok helm)
 for t in "${tools[@]}"; do
@@ -100,6 +111,7 @@ for t in "${tools[@]}"; do
     kwok) build_kwok ;;
     helm) build_helm ;;
     controller-gen) build_controller_gen ;;
+    staticcheck) build_staticcheck ;;
     *) echo "unknown tool: $t" >&2; exit 2 ;;
   esac
   echo "  ($t: $(( $(date +%s) - start ))s)"
