@@ -25,10 +25,10 @@ func chaosTable(plan chaosPlan, results []*roundResult, took time.Duration) stri
 		plan.mode, time.Now().UTC().Format("2006-01-02 15:04 MST"), len(results), leaderRounds, plan.low, plan.high, chaosSurge, failed, took.Round(time.Second))
 	fmt.Fprintf(&b, "Machine: %d CPUs, load average %s, test binary race=%v. Converge bound %s from the scale request.\n\n",
 		runtime.NumCPU(), loadAverage(), raceEnabled, convergeBound)
-	b.WriteString("| disruption | rounds (up/down) | over-target samples | duplicate creates | deletes below target | not converged | time to converge (median, max) |\n")
-	b.WriteString("|---|---|---|---|---|---|---|\n")
+	b.WriteString("| disruption | rounds (up/down) | failed rounds | over-target samples | duplicate creates | deletes below target | below-target samples | not converged | time to converge (median, max) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, k := range allDisruptions {
-		var up, down, over, dup, below, notConv int
+		var up, down, fails, over, dup, below, belowS, notConv int
 		var times []time.Duration
 		for _, r := range results {
 			if r.spec.kind != k {
@@ -39,9 +39,13 @@ func chaosTable(plan chaosPlan, results []*roundResult, took time.Duration) stri
 			} else {
 				down++
 			}
+			if r.failed() {
+				fails++
+			}
 			over += r.findings.overSamples
 			dup += r.findings.duplicates
-			below += r.findings.extraDeletes + r.findings.belowSamples
+			below += r.findings.extraDeletes
+			belowS += r.findings.belowSamples
 			if r.converged {
 				times = append(times, r.convergeIn)
 			} else {
@@ -56,11 +60,13 @@ func chaosTable(plan chaosPlan, results []*roundResult, took time.Duration) stri
 			slices.Sort(times)
 			conv = fmt.Sprintf("%.1f s, %.1f s", median(times).Seconds(), times[len(times)-1].Seconds())
 		}
-		fmt.Fprintf(&b, "| %s | %d (%d/%d) | %d | %d | %d | %d | %s |\n", k, up+down, up, down, over, dup, below, notConv, conv)
+		fmt.Fprintf(&b, "| %s | %d (%d/%d) | %d | %d | %d | %d | %d | %d | %s |\n", k, up+down, up, down, fails, over, dup, below, belowS, notConv, conv)
 	}
 	b.WriteString("\nOver-target samples: 100 ms samples in which a member ran more than max(old, new target) + maxSurge active pods, or the fleet more than max(old, new replicas) + maxSurge. ")
 	b.WriteString("Duplicate creates: distinct pods created beyond the missing replicas (watched in every member), plus any create on a scale-down. ")
-	b.WriteString("Deletes below target: deletes beyond the surplus on a scale-down, any delete on a scale-up, plus samples below the new target on a scale-down.\n")
+	b.WriteString("Deletes below target: deletes beyond the surplus on a scale-down, or any delete on a scale-up. ")
+	b.WriteString("Below-target samples: samples in which a member ran fewer active pods than its new target, or the fleet fewer than the new replicas, on a scale-down. ")
+	b.WriteString("Time to converge: from the scale request until every member runs its target, all Ready, and the hub status says so (converged rounds only).\n")
 	return b.String()
 }
 
