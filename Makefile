@@ -23,33 +23,75 @@ tools: ## Build pinned tools (etcd, kube-apiserver, kube-scheduler, kube-control
 	hack/tools/build.sh $(TEST_TOOLS)
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code and CRDs (api/crds, charts/replicafed/crds).
+# maxDescLen: the embedded pod template's descriptions alone put the
+# FederatedReplicaSet CRD past the 256 KiB annotation limit of client-side
+# `kubectl apply` (its last-applied annotation); 120 characters keeps it
+# about 185 KB as JSON (TestCRDClientSideApply in charts/ checks it applies).
+CRD_MAX_DESC_LEN := 120
+
+generate: ## Regenerate deepcopy code and CRDs (api/crds, charts/replicafed/files/crds).
 	hack/tools/build.sh controller-gen
 	$(BIN)/controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
-	$(BIN)/controller-gen crd:generateEmbeddedObjectMeta=true paths=./api/... output:crd:artifacts:config=api/crds
-	mkdir -p charts/replicafed/crds
-	cp api/crds/*.yaml charts/replicafed/crds/
+	$(BIN)/controller-gen crd:generateEmbeddedObjectMeta=true,maxDescLen=$(CRD_MAX_DESC_LEN) paths=./api/... output:crd:artifacts:config=api/crds
+	@# The chart installs the hub CRD as a template (so `helm upgrade` updates
+	@# it) that `helm uninstall` keeps: deleting it would delete every
+	@# FederatedReplicaSet.
+	rm -rf charts/replicafed/crds
+	mkdir -p charts/replicafed/files/crds
+	sed '/^  annotations:$$/a\    helm.sh/resource-policy: keep' api/crds/replicafed.io_federatedreplicasets.yaml \
+	  > charts/replicafed/files/crds/replicafed.io_federatedreplicasets.yaml
 	cp api/policy/federatedreplicaset-selector.yaml charts/replicafed/templates/validatingadmissionpolicy.yaml
+	@# Security: member ClusterRole manifests and member chart (internal/memberaccess), Pod Security policies.
+	mkdir -p charts/replicafed-member/crds charts/replicafed/files/policy
+	cp api/crds/replicafed.io_memberreplicasets.yaml charts/replicafed-member/crds/
+	cp api/policy/federatedreplicaset-podsecurity-*.yaml charts/replicafed/files/policy/
+	$(GO) run ./hack/memberrbac
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail if generated files are not committed.
-	@git diff --exit-code -- api charts/replicafed/crds charts/replicafed/templates/validatingadmissionpolicy.yaml || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- api charts/replicafed/crds)" || { git status --porcelain -- api charts/replicafed/crds; echo "untracked generated files: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code -- api charts/replicafed/files charts/replicafed/templates/validatingadmissionpolicy.yaml charts/replicafed-member deploy/member || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api charts/replicafed/files charts/replicafed-member deploy/member)" || { git status --porcelain -- api charts/replicafed/files charts/replicafed-member deploy/member; echo "untracked generated files: run 'make generate' and commit"; exit 1; }
 
 .PHONY: fmt
 fmt: ## Format Go code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: lint
-lint: ## go vet, a gofmt check and staticcheck (pinned in hack/tools/staticcheck).
+lint: ## go vet, a gofmt check, staticcheck (pinned in hack/tools/staticcheck) and actionlint on .github/workflows.
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
-	hack/tools/build.sh staticcheck
+	hack/tools/build.sh staticcheck actionlint
 	$(BIN)/staticcheck ./...
+	@# shellcheck and pyflakes off: their presence differs between machines.
+	$(BIN)/actionlint -shellcheck= -pyflakes=
+
+# Release identity stamped into the binary (internal/version) and the image.
+# The version is the chart's appVersion, so the chart's default image tag
+# names what `make image` builds.
+VERSION     ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' charts/replicafed/Chart.yaml)
+COMMIT      ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+COMMIT_TIME ?= $(shell git log -1 --format=%cI 2>/dev/null || echo 1970-01-01T00:00:00Z)
+VERSION_LDFLAGS := -X github.com/replicafed/replicafed/internal/version.Version=$(VERSION) -X github.com/replicafed/replicafed/internal/version.Commit=$(COMMIT)
 
 .PHONY: build
-build: ## Build bin/replicafed.
-	$(GO) build -o $(BIN)/replicafed ./cmd/replicafed
+build: ## Build bin/replicafed (version stamped).
+	$(GO) build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/replicafed ./cmd/replicafed
+
+IMAGE_REPO      ?= ghcr.io/replicafed/replicafed
+IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
+IMAGE_OUT       ?= $(ROOT)/dist/image
+
+.PHONY: image
+image: ## Build the multi-arch image without Docker: $(IMAGE_OUT)/oci (OCI layout) and $(IMAGE_OUT)/replicafed.oci.tar (OCI archive for `kind load image-archive`).
+	@mkdir -p $(IMAGE_OUT)
+	@for p in $(IMAGE_PLATFORMS); do \
+	  echo "building replicafed $(VERSION) for $$p"; \
+	  CGO_ENABLED=0 GOOS=$${p%%/*} GOARCH=$${p##*/} $(GO) build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" \
+	    -o $(IMAGE_OUT)/bin/$${p%%/*}_$${p##*/}/replicafed ./cmd/replicafed; \
+	done
+	$(GO) run ./hack/image --repository $(IMAGE_REPO) --version $(VERSION) --commit $(COMMIT) --created $(COMMIT_TIME) \
+	  $(foreach p,$(IMAGE_PLATFORMS),--binary $(p)=$(IMAGE_OUT)/bin/$(subst /,_,$(p))/replicafed) \
+	  --layout $(IMAGE_OUT)/oci --archive $(IMAGE_OUT)/replicafed.oci.tar
 
 .PHONY: test
 test: tools verify-generate lint helm-lint ## Run every test (unit, real API server integration, e2e).
@@ -72,6 +114,7 @@ helm-lint: ## Lint and render the Helm chart.
 	  $(BIN)/helm lint charts/replicafed && \
 	  $(BIN)/helm template replicafed charts/replicafed --namespace replicafed-system > /dev/null; \
 	fi
+	@if [ -d charts/replicafed-member ]; then $(BIN)/helm lint charts/replicafed-member; fi
 
 .PHONY: demo
 demo: tools build ## Start a hub and three members on real control planes, three replicafed replicas, and the example FRS.
@@ -86,9 +129,11 @@ chaos: tools ## Long chaos suite on the e2e fleet (>= 50 leader disruptions); ta
 	REPLICAFED_CHAOS=long $(GO) test $(GOTESTFLAGS) -count=1 -v -timeout 180m -run '^TestChaos$$' ./e2e/
 
 .PHONY: e2e-kind
-e2e-kind: ## The same e2e suite on kind clusters (needs Docker and kind).
-	REPLICAFED_E2E_PROVIDER=kind $(GO) test -timeout $(TEST_TIMEOUT) ./e2e/...
+e2e-kind: image ## The same e2e suite on kind clusters (needs Docker and kind); the image is loaded into every cluster.
+	REPLICAFED_E2E_PROVIDER=kind REPLICAFED_E2E_IMAGE_ARCHIVE=$(IMAGE_OUT)/replicafed.oci.tar REPLICAFED_E2E_IMAGE=$(IMAGE_REPO):$(VERSION) \
+	  $(GO) test -timeout $(TEST_TIMEOUT) ./e2e/...
 
 .PHONY: clean
-clean: ## Remove built binaries (keeps tool caches in the Go build cache).
+clean: ## Remove built binaries and images (keeps tool caches in the Go build cache).
 	rm -f $(BIN)/replicafed
+	rm -rf $(ROOT)/dist

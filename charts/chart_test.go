@@ -5,23 +5,28 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/spf13/pflag"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/config"
 	"github.com/replicafed/replicafed/internal/testcluster"
 )
@@ -54,10 +59,32 @@ func helmBin(t *testing.T) string {
 	return bin
 }
 
+// trackChart reads every chart file once in the test process: helm reads
+// them in a subprocess, which go test's result cache does not see, so a
+// changed chart would otherwise reuse a cached pass.
+var trackChart = sync.OnceValue(func() error {
+	for _, dir := range []string{chartDir, "testdata"} {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			_, err = os.ReadFile(path)
+			return err
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+})
+
 // runHelm runs bin/helm with its state directories inside a temp dir, so
 // the test neither reads nor writes the user's helm settings.
 func runHelm(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	if err := trackChart(); err != nil {
+		t.Fatalf("reading the chart: %v", err)
+	}
 	bin := helmBin(t)
 	home := t.TempDir()
 	cmd := exec.Command(bin, args...)
@@ -87,7 +114,12 @@ type manifests struct {
 	roleBindings        []*rbacv1.RoleBinding
 	policies            []*admissionv1.ValidatingAdmissionPolicy
 	policyBindings      []*admissionv1.ValidatingAdmissionPolicyBinding
-	kinds               []string
+	networkPolicies     []*networkingv1.NetworkPolicy
+	crds                []*apiextensionsv1.CustomResourceDefinition
+	// hooks are objects helm creates only at a hook (helm.sh/hook), such as
+	// the pre-delete uninstall guard; `helm template` prints them too.
+	hooks []map[string]any
+	kinds []string
 }
 
 // template renders the chart with extra helm flags and decodes every object
@@ -118,6 +150,12 @@ func decode(t *testing.T, out string) *manifests {
 			continue
 		}
 		kind, _ := u["kind"].(string)
+		if md, _ := u["metadata"].(map[string]any); md != nil {
+			if ann, _ := md["annotations"].(map[string]any); ann["helm.sh/hook"] != nil {
+				m.hooks = append(m.hooks, u)
+				continue
+			}
+		}
 		m.kinds = append(m.kinds, kind)
 		var obj any
 		switch kind {
@@ -158,6 +196,14 @@ func decode(t *testing.T, out string) *manifests {
 		case "ValidatingAdmissionPolicyBinding":
 			p := &admissionv1.ValidatingAdmissionPolicyBinding{}
 			m.policyBindings = append(m.policyBindings, p)
+			obj = p
+		case "CustomResourceDefinition":
+			c := &apiextensionsv1.CustomResourceDefinition{}
+			m.crds = append(m.crds, c)
+			obj = c
+		case "NetworkPolicy":
+			p := &networkingv1.NetworkPolicy{}
+			m.networkPolicies = append(m.networkPolicies, p)
 			obj = p
 		default:
 			t.Fatalf("unexpected kind %q rendered", kind)
@@ -436,12 +482,13 @@ func checkPDB(t *testing.T, m *manifests) {
 // checkPolicy checks the generated admission policy is bound and denies.
 func checkPolicy(t *testing.T, m *manifests) {
 	t.Helper()
-	if len(m.policies) != 1 || len(m.policyBindings) != 1 {
-		t.Fatalf("want one ValidatingAdmissionPolicy and one binding, got %d and %d", len(m.policies), len(m.policyBindings))
+	// The selector policy; the Pod Security ones are checked in security_test.go.
+	pol, bind := m.policy("federatedreplicasets.replicafed.io")
+	if pol == nil || bind == nil {
+		t.Fatalf("want the selector ValidatingAdmissionPolicy and its binding, got %d policies and %d bindings", len(m.policies), len(m.policyBindings))
 	}
-	b := m.policyBindings[0].Spec
-	if b.PolicyName != m.policies[0].Name || !slices.Contains(b.ValidationActions, admissionv1.Deny) {
-		t.Errorf("binding %+v does not deny through policy %s", b, m.policies[0].Name)
+	if !slices.Contains(bind.Spec.ValidationActions, admissionv1.Deny) {
+		t.Errorf("binding %+v does not deny through policy %s", bind.Spec, pol.Name)
 	}
 }
 
@@ -562,15 +609,32 @@ func TestScheduling(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// The hub CRD is a template (so `helm upgrade` updates it) that `helm
+// uninstall` keeps; it matches api/crds apart from that annotation.
 func TestCRDs(t *testing.T) {
-	out, err := runHelm(t, "template", release, chartDir, "--namespace", namespace, "--include-crds")
+	m := template(t)
+	if len(m.crds) != 1 {
+		t.Fatalf("want the FederatedReplicaSet CRD rendered, got %d CRDs", len(m.crds))
+	}
+	got := m.crds[0]
+	want, err := crds.Load(crds.FederatedReplicaSetFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"federatedreplicasets.replicafed.io", "memberreplicasets.replicafed.io"} {
-		if !strings.Contains(out, "name: "+name) {
-			t.Errorf("CRD %s not installed by the chart (run `make generate`)", name)
-		}
+	if got.Annotations["helm.sh/resource-policy"] != "keep" {
+		t.Errorf("CRD annotations %v, want helm.sh/resource-policy: keep", got.Annotations)
+	}
+	delete(got.Annotations, "helm.sh/resource-policy")
+	if !reflect.DeepEqual(got.Annotations, want.Annotations) || !reflect.DeepEqual(got.Spec, want.Spec) {
+		t.Error("the chart's CRD differs from api/crds: run `make generate`")
+	}
+	if out, err := runHelm(t, "template", release, chartDir, "--namespace", namespace, "--set", "crds.install=false"); err != nil {
+		t.Fatal(err)
+	} else if strings.Contains(out, "kind: CustomResourceDefinition") {
+		t.Error("crds.install=false still renders the CRD")
+	}
+	if entries, err := os.ReadDir(filepath.Join(chartDir, "crds")); err == nil && len(entries) > 0 {
+		t.Errorf("charts/replicafed/crds is not empty: helm would install those once and never upgrade them")
 	}
 }
 

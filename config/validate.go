@@ -61,6 +61,12 @@ func (p *problems) add(key, format string, args ...any) {
 	*p = append(*p, &FieldError{Key: key, Reason: fmt.Sprintf(format, args...)})
 }
 
+// MaxBurstReplicas is the largest controller.burstReplicas: one sync
+// reserves or deletes at most that many pods in one raft command, and the
+// FSM refuses commands with more items (raftstore/fsm.MaxItems; a test keeps
+// the two equal).
+const MaxBurstReplicas = 10000
+
 func (p *problems) positive(key string, d time.Duration) bool {
 	if d <= 0 {
 		p.add(key, "must be > 0, got %q", d.String())
@@ -289,8 +295,9 @@ func (c *Config) validateRaft(p *problems) {
 		p.add("raft.electionTimeout", "must be >= raft.heartbeatTimeout (%s), got %q", r.HeartbeatTimeout, r.ElectionTimeout.String())
 	}
 	p.atLeast("raft.leaderLeaseTimeout", r.LeaderLeaseTimeout, minRaftTimeout)
-	if r.HeartbeatTimeout > 0 && r.LeaderLeaseTimeout > r.HeartbeatTimeout {
-		p.add("raft.leaderLeaseTimeout", "must be <= raft.heartbeatTimeout (%s), got %q", r.HeartbeatTimeout, r.LeaderLeaseTimeout.String())
+	if r.HeartbeatTimeout > 0 && r.LeaderLeaseTimeout >= r.HeartbeatTimeout {
+		p.add("raft.leaderLeaseTimeout", "must be < raft.heartbeatTimeout (%s), got %q: a leader that lost its quorum must stop writing before followers can elect another",
+			r.HeartbeatTimeout, r.LeaderLeaseTimeout.String())
 	}
 	p.atLeast("raft.commitTimeout", r.CommitTimeout, minCommit)
 	p.atLeast("raft.snapshotInterval", r.SnapshotInterval, minRaftTimeout)
@@ -312,6 +319,13 @@ func (c *Config) validateController(p *problems) {
 	ctl := c.Controller
 	p.minInt("controller.workers", ctl.Workers, 1)
 	p.minInt("controller.burstReplicas", ctl.BurstReplicas, 1)
+	if ctl.BurstReplicas > MaxBurstReplicas {
+		p.add("controller.burstReplicas", "must be <= %d, the most pods one replicated command may reserve or delete, got %d", MaxBurstReplicas, ctl.BurstReplicas)
+	}
+	if p.positive("controller.memberWriteTimeout", ctl.MemberWriteTimeout) && c.Raft.LeaderLeaseTimeout > 0 && ctl.MemberWriteTimeout >= c.Raft.LeaderLeaseTimeout {
+		p.add("controller.memberWriteTimeout", "must be < raft.leaderLeaseTimeout (%s), got %q: a member write must end before a deposed leader's lease does",
+			c.Raft.LeaderLeaseTimeout, ctl.MemberWriteTimeout.String())
+	}
 	rateLimit(p, "controller.memberQPS", "controller.memberBurst", ctl.MemberQPS, ctl.MemberBurst)
 	p.positive("controller.expectationsTTL", ctl.ExpectationsTTL)
 	p.positive("controller.resyncPeriod", ctl.ResyncPeriod)

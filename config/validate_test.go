@@ -105,13 +105,18 @@ func TestValidateRefuses(t *testing.T) {
 		{"heartbeat zero", func(c *Config) { c.Raft.HeartbeatTimeout = 0 }, []string{"raft.heartbeatTimeout"}, `must be > 0, got "0s"`},
 		{"heartbeat negative", func(c *Config) { c.Raft.HeartbeatTimeout = -time.Second }, []string{"raft.heartbeatTimeout"}, `raft.heartbeatTimeout: must be > 0, got "-1s"`},
 		{"heartbeat below raft minimum", func(c *Config) {
-			c.Raft.HeartbeatTimeout = time.Millisecond
+			c.Raft.HeartbeatTimeout = 2 * time.Millisecond
 			c.Raft.LeaderLeaseTimeout = time.Millisecond
+			c.Controller.MemberWriteTimeout = time.Microsecond
 		},
 			[]string{"raft.heartbeatTimeout", "raft.leaderLeaseTimeout"}, "at least 5ms"},
 		{"election below heartbeat", func(c *Config) { c.Raft.ElectionTimeout = 800 * time.Millisecond }, []string{"raft.electionTimeout"}, "must be >= raft.heartbeatTimeout (1s)"},
 		{"election negative", func(c *Config) { c.Raft.ElectionTimeout = -1 }, []string{"raft.electionTimeout"}, "must be > 0"},
-		{"lease above heartbeat", func(c *Config) { c.Raft.LeaderLeaseTimeout = 2 * time.Second }, []string{"raft.leaderLeaseTimeout"}, "must be <= raft.heartbeatTimeout"},
+		{"lease above heartbeat", func(c *Config) { c.Raft.LeaderLeaseTimeout = 2 * time.Second }, []string{"raft.leaderLeaseTimeout"}, "must be < raft.heartbeatTimeout"},
+		{"lease equal to heartbeat", func(c *Config) { c.Raft.LeaderLeaseTimeout = c.Raft.HeartbeatTimeout }, []string{"raft.leaderLeaseTimeout"}, "must be < raft.heartbeatTimeout"},
+		{"member write timeout at the lease", func(c *Config) { c.Controller.MemberWriteTimeout = c.Raft.LeaderLeaseTimeout }, []string{"controller.memberWriteTimeout"}, "must be < raft.leaderLeaseTimeout"},
+		{"member write timeout zero", func(c *Config) { c.Controller.MemberWriteTimeout = 0 }, []string{"controller.memberWriteTimeout"}, "must be > 0"},
+		{"burst replicas above the raft command limit", func(c *Config) { c.Controller.BurstReplicas = 10001 }, []string{"controller.burstReplicas"}, "must be <= 10000"},
 		{"lease zero", func(c *Config) { c.Raft.LeaderLeaseTimeout = 0 }, []string{"raft.leaderLeaseTimeout"}, "must be > 0"},
 		{"commit zero", func(c *Config) { c.Raft.CommitTimeout = 0 }, []string{"raft.commitTimeout"}, "must be > 0"},
 		{"snapshot interval negative", func(c *Config) { c.Raft.SnapshotInterval = -time.Minute }, []string{"raft.snapshotInterval"}, "must be > 0"},

@@ -29,7 +29,29 @@
 // Inputs arrive through engine.WorkloadSource (what the hub wants) and results
 // leave through engine.StatusSink; engine.Gate decides whether this process
 // may write at all (the raft leader fence), so followers keep warm caches but
-// never write.
+// never write. A sync holds a gate permit for its whole duration: a
+// leadership handover cancels the permit's context and waits for the sync to
+// return before it transfers leadership.
+//
+// # Member writes across leader terms
+//
+//   - Before its first write for a key in a leader term (and when the store
+//     dropped observations, or the key stayed unsatisfied for
+//     Options.UnsatisfiedRequeue), the engine lists the key's pods with a
+//     quorum read, lets a term-aware store (expectations.TermReconciler)
+//     settle earlier terms' reservations from that list, and writes nothing
+//     until the informer cache has caught up with it (store resource
+//     version, else a pod-by-pod comparison). This plays the role of
+//     upstream 1.36's consistency store for the case that matters here: a
+//     new leader whose cache lags what the old leader saw.
+//   - A create refused by the API server releases its name
+//     (Store.CreationFailed); one whose outcome is unknown (timeout, 5xx,
+//     cancelled, transport error) keeps it (Store.CreationUnknown), so the
+//     retry reuses the name and a late landing collides with it.
+//   - A key whose expectations are unsatisfied requeues itself after
+//     Options.UnsatisfiedRequeue instead of waiting for an event.
+//   - Store.DeleteCluster, called when a member's worker stops, is local to
+//     the process; a replicated store never forgets shared state for it.
 //
 // # Deliberate differences from upstream
 //
@@ -55,7 +77,9 @@
 //   - Conditions are metav1.Condition: a failure with no replica difference
 //     gets reason "Failed" instead of upstream's empty reason.
 //   - terminatingReplicas is always set (upstream 1.35+ default).
-//   - No consistency store (1.36 StaleControllerConsistencyReplicaSet) and no
-//     deletion-age metric yet.
+//   - No deletion-age metric yet. Instead of upstream's consistency store
+//     (which tracks the resource versions of a controller's own writes), the
+//     engine compares its cache with a quorum list once per key and term,
+//     see above.
 //   - Events use the events.k8s.io API with reporting controller "replicafed".
 package controller

@@ -26,44 +26,95 @@
 //
 //  1. Leadership. A node opens a leader context only after raft elected it
 //     and a Barrier applied every earlier entry to its FSM; it records the
-//     term. The context is cancelled at once when raft steps down, and also
-//     when the node has not heard back from a quorum of voters within
-//     LeaderLeaseTimeout (the Gate, see node.Allowed). Followers refuse
-//     votes until HeartbeatTimeout has passed without the leader, and
-//     LeaderLeaseTimeout < HeartbeatTimeout, so a permitted write of the old
-//     leader never overlaps the first write of the next one; in-flight
-//     requests are cut by cancelling the context.
-//  2. Reserved names. Before creating pods for a (member, FRS) the leader
+//     term. Inside it sits the member-write gate: Node.Enter hands a member
+//     writer a permit (a context, the term, and a done func) only while the
+//     node leads, the gate is open and a quorum of voters answered within
+//     LeaderLeaseTimeout. The context is cancelled at once when raft steps
+//     down or quorum contact is lost for a lease. Followers refuse votes
+//     until HeartbeatTimeout has passed without the leader, and config
+//     refuses LeaderLeaseTimeout >= HeartbeatTimeout.
+//  2. Member-write deadline. Every mutating request to a member carries a
+//     deadline (controller.memberWriteTimeout, counted when the request
+//     leaves the client) that config keeps below LeaderLeaseTimeout, so a
+//     write the leader was permitted ends before another leader can be
+//     elected after this one loses its quorum.
+//  3. Handover. A planned handover (Node.TransferLeadership, the admin
+//     endpoint) and a graceful stop (Node.StepDown, called by the server on
+//     SIGTERM before anything else stops) close the gate first, which
+//     cancels every permit's context, wait until every permit is done
+//     (bounded by ApplyTimeout), run the BeforeTransfer hooks (the
+//     expectations store commits its last observations) and only then call
+//     raft's LeadershipTransfer, once. A failed planned transfer reopens the
+//     gate; StepDown keeps it closed for good.
+//  4. Term fencing. Reserve, ExpectDeletes, Reconcile and PruneMembers carry
+//     the term they were decided in, and the FSM refuses them (CodeStale)
+//     unless it equals the term of the raft entry that carries them: a
+//     command of a deposed or paused leader that reaches the log later, or
+//     a follower's (term 0), changes nothing. Settlements that free a name
+//     or forget expectations (SettleFailed, the forgets) are fenced the same
+//     way, per item; facts (a pod seen, a pod gone, a create held) apply in
+//     any term. Only a leader records and commits observations; a
+//     follower's or a stopping worker's Store.Delete and Store.DeleteCluster
+//     never touch replicated state.
+//  5. Reserved names. Before creating pods for a (member, FRS) the leader
 //     commits one Reserve entry. The FSM grants at most
 //     min(caller target, committed target) - active - outstanding
 //     reservations, and returns deterministic names: the prefix plus ten
 //     base32 characters of SHA-256(cluster ID, member, namespace, name,
 //     sequence). The sequence is global and never reused, the cluster ID is
 //     persisted with each replica's data, so a name is never handed out
-//     twice. Pods are created with exactly those names, so a retry, a
-//     deposed leader or a new leader repeating a create gets AlreadyExists,
-//     which counts as success. This is the deliberate difference from the
-//     upstream ReplicaSet controller, which creates pods with a random
-//     generateName suffix and so cannot make a create idempotent.
-//  3. Deletes are committed as a set (ExpectDeletes) before the calls and are
+//     twice for different slots. Pods are created with exactly those names,
+//     so a retry, a deposed leader or a new leader repeating a create gets
+//     AlreadyExists, which counts as success.
+//  6. Names are the fence. A create refused by the API server (a 4xx other
+//     than a timeout) releases its name (SettleFailed); a create whose
+//     outcome is unknown (timeout, 5xx, cancelled, transport error) holds
+//     it (SettleHold): a held reservation does not hold up the key, and the
+//     next Reserve hands held names out before new ones. So a request that
+//     still lands late (a paused process sending what it built before the
+//     pause) collides with the retry of its own name instead of adding a
+//     second pod for the slot.
+//  7. Deletes are committed as a set (ExpectDeletes) before the calls and are
 //     sent with a UID precondition.
-//  4. Every command carries a request ID. The FSM remembers the last 8,192
-//     and answers a repeat with the first result, because an Apply that
-//     fails with ErrLeadershipLost may still have committed.
-//  5. Observations (pod seen, create failed, pod gone) settle reservations
-//     and deletes. They apply to the store's local view at once and are
-//     committed in batches (ObservationBatchSize / ObservationFlushInterval);
-//     a Reserve also carries the key's unflushed observations so they are
-//     not counted twice. Scaling a member from 0 to 1,000 pods uses about a
-//     dozen raft entries. Reservations and deletes expire after the
-//     expectations TTL (5 minutes), measured on the leader's clock carried
-//     in each command: Apply never reads a clock.
-//  6. A new leader, after its Barrier, lists the pods of every key returned
-//     by Store.KeysToReconcile with a quorum read (not from an informer
-//     cache) and calls Store.ReconcileReservations: reservations of earlier
-//     terms whose pod exists are complete, the others are released, and
-//     earlier-term deletes are dropped. The key is then workable without
-//     waiting for the TTL. Until then Satisfied reports false for it.
+//  8. Every command carries a request ID. The FSM remembers the last 8,192
+//     (at most 8 MiB of results) and answers a repeat with the first
+//     result, because an Apply that fails with ErrLeadershipLost may still
+//     have committed.
+//  9. Observations (pod seen, create failed or unknown, pod gone) settle
+//     reservations and deletes. They apply to the store's local view at
+//     once and are committed in batches (ObservationBatchSize /
+//     ObservationFlushInterval); a Reserve also carries the key's
+//     unflushed observations so they are not counted twice. Scaling a member
+//     from 0 to 1,000 pods uses about a dozen raft entries. Uncommitted
+//     observations are bounded (16 batches, at least 10,000): over the
+//     bound they are dropped and Store.Epoch changes, which makes the engine
+//     re-verify every key from a quorum list (step 10). Reservations and
+//     deletes expire after the expectations TTL (5 minutes), measured on
+//     the leader's clock carried in each command: Apply never reads a clock.
+//  10. Takeover, per key. Before its first write for a key in a term (and
+//     after an epoch change, and when a key stayed unsatisfied for
+//     controller's UnsatisfiedRequeue), the member engine lists the key's
+//     pods with a quorum read and calls Store.ReconcileReservations in that
+//     term: reserved names whose pod exists are complete; earlier-term
+//     reservations without their pod are held for the current term (step
+//     6), never released; pending deletes whose pod is gone are settled and
+//     earlier-term ones dropped. Then it writes nothing until its informer
+//     cache has caught up with that list: the pod store's resource version
+//     is at least the list's, or every listed pod that counts is cached
+//     (with its deletion) and every cached one is listed or newer than the
+//     list. A failure retries through the workqueue; the server's takeover
+//     also re-enqueues every key holding earlier-term expectations each
+//     second until none is left, so members engaged after the election are
+//     covered. An unsatisfied key requeues itself well before the TTL.
+//  11. Excess. A pod that no reservation accounts for (for example a name
+//     released by an older version and created late) is counted like any
+//     other and deleted by the normal reconcile, by UID, when the member
+//     has more pods than its target.
+//  12. Bounded state. Node.PruneMembers (leader only, fenced) drops the
+//     health records and expectations of members no longer registered and
+//     expired expectations of every key; snapshots larger than
+//     fsm.MaxSnapshotBytes are refused on restore; one command carries at
+//     most fsm.MaxItems pods, which bounds controller.burstReplicas.
 //
 // # Membership
 //
@@ -76,6 +127,6 @@
 // replica that lost its disk comes back with a new UUID and replaces its
 // old entry. Voters are added and removed through the authenticated admin
 // handler (node.AdminHandler); the leader can remove voters that missed
-// heartbeats for DeadServerTimeout while MinVoters remain. Shutdown
-// transfers leadership first.
+// heartbeats for DeadServerTimeout while MinVoters remain. Shutdown steps
+// down first (step 3).
 package raftstore

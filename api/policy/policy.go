@@ -1,6 +1,7 @@
-// Package policy embeds the ValidatingAdmissionPolicy that checks a
-// FederatedReplicaSet's selector against its template labels, for the Helm
-// chart (copied by `make generate`) and for tests that install it.
+// Package policy embeds the ValidatingAdmissionPolicies on
+// FederatedReplicaSets, for the Helm chart (copied by `make generate`) and for
+// tests that install them: the selector policy (the selector must match the
+// template labels) and the Pod Security policies (PodSecurity).
 package policy
 
 import (

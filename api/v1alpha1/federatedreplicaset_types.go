@@ -7,7 +7,7 @@ import (
 )
 
 // PlacementStrategy selects how replicas are divided among member clusters.
-// +kubebuilder:validation:Enum=Weighted;AvailableCapacity
+// +kubebuilder:validation:Enum=Weighted;AvailableCapacity;CostOrdered
 type PlacementStrategy string
 
 const (
@@ -17,6 +17,12 @@ const (
 	// StrategyAvailableCapacity uses each member's estimated free capacity for the
 	// pod template as its weight.
 	StrategyAvailableCapacity PlacementStrategy = "AvailableCapacity"
+	// StrategyCostOrdered fills members in tiers of deletionCost, the highest
+	// cost (the capacity to keep longest, such as reserved capacity) first,
+	// each member up to its free capacity or maxReplicas before the next tier;
+	// members of one tier share by weight. Scale-down empties the tiers in the
+	// reverse order, lowest cost first.
+	StrategyCostOrdered PlacementStrategy = "CostOrdered"
 )
 
 // MoveBackPolicy says what happens to replicas moved away from a member when
@@ -82,10 +88,31 @@ type Placement struct {
 	// +optional
 	ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
 
-	// Strategy is how replicas are divided.
+	// Strategy is how replicas are divided (mode Divided only).
 	// +kubebuilder:default=Weighted
 	// +optional
 	Strategy PlacementStrategy `json:"strategy,omitempty"`
+
+	// Mode says whether spec.replicas is divided among the members (Divided)
+	// or run in full by every selected member (Duplicated).
+	// +kubebuilder:default=Divided
+	// +optional
+	Mode PlacementMode `json:"mode,omitempty"`
+
+	// SpreadConstraints spread the replicas over groups of members that share
+	// the value of a member label (region, zone, provider). They apply in list
+	// order, each among the members the ones before it kept.
+	// +listType=map
+	// +listMapKey=topologyKey
+	// +kubebuilder:validation:MaxItems=4
+	// +optional
+	SpreadConstraints []SpreadConstraint `json:"spreadConstraints,omitempty"`
+
+	// Tolerations let replicas run on members with matching taints.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Tolerations []ClusterToleration `json:"tolerations,omitempty"`
 }
 
 // Failover says when replicas leave a member that cannot run them. Unset

@@ -110,6 +110,9 @@ func TestFederatedReplicaSetValidation(t *testing.T) {
 		if s.Placement.Strategy != v1alpha1.StrategyWeighted {
 			t.Errorf("strategy default = %q, want Weighted", s.Placement.Strategy)
 		}
+		if s.Placement.Mode != v1alpha1.PlacementDivided {
+			t.Errorf("mode default = %q, want Divided", s.Placement.Mode)
+		}
 		if w := s.Placement.Clusters[0].Weight; w == nil || *w != 1 {
 			t.Errorf("weight default = %v, want 1", w)
 		}
@@ -179,6 +182,39 @@ func TestFederatedReplicaSetValidation(t *testing.T) {
 		{"negative minReadySeconds", func(f *v1alpha1.FederatedReplicaSet) {
 			f.Spec.MinReadySeconds = -3
 		}, "minReadySeconds"},
+		{"unknown mode", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.Mode = "Mirrored"
+		}, "Unsupported value"},
+		{"minGroups above maxGroups", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.SpreadConstraints = []v1alpha1.SpreadConstraint{{TopologyKey: "region", MinGroups: ptr.To[int32](3), MaxGroups: ptr.To[int32](2)}}
+		}, "minGroups must not exceed maxGroups"},
+		{"zero minGroups", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.SpreadConstraints = []v1alpha1.SpreadConstraint{{TopologyKey: "region", MinGroups: ptr.To[int32](0)}}
+		}, "minGroups"},
+		{"topology key not a label key", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.SpreadConstraints = []v1alpha1.SpreadConstraint{{TopologyKey: "bad key!"}}
+		}, "topologyKey"},
+		{"duplicate topology keys", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.SpreadConstraints = []v1alpha1.SpreadConstraint{{TopologyKey: "region"}, {TopologyKey: "region"}}
+		}, "Duplicate value"},
+		{"unknown toleration operator", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.Tolerations = []v1alpha1.ClusterToleration{{Key: "k", Operator: "Lt", Value: "1"}}
+		}, "Unsupported value"},
+		{"unknown taint effect", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.Tolerations = []v1alpha1.ClusterToleration{{Key: "k", Effect: "PreferNoSchedule"}}
+		}, "Unsupported value"},
+		{"Exists with a value", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.Tolerations = []v1alpha1.ClusterToleration{{Key: "k", Operator: v1alpha1.TolerationExists, Value: "v"}}
+		}, "value must be empty when operator is Exists"},
+		{"empty key with Equal", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.Tolerations = []v1alpha1.ClusterToleration{{Value: "v"}}
+		}, "an empty key requires operator Exists"},
+		{"tolerationSeconds without NoExecute", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.Tolerations = []v1alpha1.ClusterToleration{{Key: "k", Effect: v1alpha1.TaintNoSchedule, TolerationSeconds: ptr.To[int64](30)}}
+		}, "tolerationSeconds requires effect NoExecute"},
+		{"negative tolerationSeconds", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.Tolerations = []v1alpha1.ClusterToleration{{Key: "k", Effect: v1alpha1.TaintNoExecute, TolerationSeconds: ptr.To[int64](-1)}}
+		}, "tolerationSeconds"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -194,6 +230,39 @@ func TestFederatedReplicaSetValidation(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("placement features accepted", func(t *testing.T) {
+		frs := validFRS("placement-features")
+		frs.Spec.Placement = v1alpha1.Placement{
+			Strategy: v1alpha1.StrategyCostOrdered,
+			Mode:     v1alpha1.PlacementDuplicated,
+			SpreadConstraints: []v1alpha1.SpreadConstraint{
+				{TopologyKey: "topology.kubernetes.io/region", MinGroups: ptr.To[int32](2), MaxGroups: ptr.To[int32](2)},
+				{TopologyKey: "zone"},
+			},
+			Tolerations: []v1alpha1.ClusterToleration{
+				{Operator: v1alpha1.TolerationExists},
+				{Key: "maintenance", Value: "planned", Effect: v1alpha1.TaintNoExecute, TolerationSeconds: ptr.To[int64](300)},
+			},
+		}
+		if err := c.Create(ctx, frs); err != nil {
+			t.Fatalf("valid placement refused: %v", err)
+		}
+		got := &v1alpha1.FederatedReplicaSet{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(frs), got); err != nil {
+			t.Fatal(err)
+		}
+		p := got.Spec.Placement
+		if m := p.SpreadConstraints[1].MinGroups; m == nil || *m != 1 {
+			t.Errorf("minGroups default = %v, want 1", m)
+		}
+		if op := p.Tolerations[1].Operator; op != v1alpha1.TolerationEqual {
+			t.Errorf("toleration operator default = %q, want Equal", op)
+		}
+		if p.SpreadConstraints[1].MaxGroups != nil {
+			t.Errorf("maxGroups defaulted to %v, want unset", *p.SpreadConstraints[1].MaxGroups)
+		}
+	})
 
 	t.Run("selector is immutable", func(t *testing.T) {
 		frs := validFRS("immutable")

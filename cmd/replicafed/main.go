@@ -18,6 +18,7 @@ import (
 	"github.com/replicafed/replicafed/config"
 	"github.com/replicafed/replicafed/internal/logging"
 	"github.com/replicafed/replicafed/internal/server"
+	"github.com/replicafed/replicafed/internal/version"
 )
 
 // Exit codes.
@@ -29,15 +30,28 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := execute(ctx, os.Args[1:], os.LookupEnv, os.Stderr)
+	code := execute(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
 // execute loads the configuration, sets up logging and runs until ctx ends,
-// returning the process exit code. It takes the environment and stderr as
-// arguments so tests need not touch the real ones.
-func execute(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stderr io.Writer) int {
+// returning the process exit code; `replicafed version` prints the build
+// identity and `join`/`unjoin` manage member access instead. It takes the
+// environment, stdout and stderr as arguments so tests need not touch the
+// real ones.
+func execute(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "version" {
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "replicafed: version takes no arguments, got %q\n", args[1:])
+			return exitConfig
+		}
+		fmt.Fprintln(stdout, version.Get())
+		return exitOK
+	}
+	if len(args) > 0 && (args[0] == "join" || args[0] == "unjoin") {
+		return runMemberCommand(ctx, args[0], args[1:], stdout, stderr)
+	}
 	fs := pflag.NewFlagSet("replicafed", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	config.BindFlags(fs)
@@ -67,7 +81,10 @@ func execute(ctx context.Context, args []string, lookupEnv func(string) (string,
 // run starts replicafed from a validated configuration and blocks until ctx
 // ends. Components (raft store, hub manager, member engines) are wired here.
 func run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
+	v := version.Get()
 	log.Info("configuration loaded",
+		"version", v.Version,
+		"commit", v.Commit,
 		"raftID", cfg.Raft.ID,
 		"raftAdvertiseAddress", cfg.Raft.AdvertiseAddress,
 		"peers", len(cfg.Raft.Peers),

@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
+
+	"github.com/replicafed/replicafed/internal/version"
 )
 
 func env(m map[string]string) func(string) (string, bool) {
@@ -30,7 +33,7 @@ func TestBadConfigExitsWithOneLine(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			code := execute(context.Background(), tt.args, env(tt.env), &stderr)
+			code := execute(context.Background(), tt.args, env(tt.env), io.Discard, &stderr)
 			if code != exitConfig {
 				t.Errorf("exit code %d, want %d", code, exitConfig)
 			}
@@ -51,7 +54,7 @@ func TestValidConfigWithoutHubFailsToRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stderr bytes.Buffer
-	code := execute(ctx, []string{"--log-level=error", "--raft-data-dir=" + t.TempDir()}, env(map[string]string{"POD_NAME": "replicafed-0"}), &stderr)
+	code := execute(ctx, []string{"--log-level=error", "--raft-data-dir=" + t.TempDir()}, env(map[string]string{"POD_NAME": "replicafed-0"}), io.Discard, &stderr)
 	if code != exitFailed {
 		t.Fatalf("exit code %d, want %d; stderr: %s", code, exitFailed, stderr.String())
 	}
@@ -62,10 +65,25 @@ func TestValidConfigWithoutHubFailsToRun(t *testing.T) {
 
 func TestHelpExitsZero(t *testing.T) {
 	var stderr bytes.Buffer
-	if code := execute(context.Background(), []string{"--help"}, env(nil), &stderr); code != exitOK {
+	if code := execute(context.Background(), []string{"--help"}, env(nil), io.Discard, &stderr); code != exitOK {
 		t.Fatalf("exit code %d, want 0", code)
 	}
 	if !strings.Contains(stderr.String(), "--raft-bind-address") {
 		t.Errorf("help lacks --raft-bind-address: %s", stderr.String())
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	// The environment would fail a config load; version must not read it.
+	bad := env(map[string]string{"REPLICAFED_CONTROLLER_WORKERS": "many"})
+	if code := execute(context.Background(), []string{"version"}, bad, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit code %d, want 0; stderr: %s", code, stderr.String())
+	}
+	if got, want := strings.TrimSpace(stdout.String()), version.Get().String(); got != want {
+		t.Errorf("stdout %q, want %q", got, want)
+	}
+	if code := execute(context.Background(), []string{"version", "--json"}, bad, &stdout, &stderr); code != exitConfig {
+		t.Errorf("version with arguments: exit code %d, want %d", code, exitConfig)
 	}
 }

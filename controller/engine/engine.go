@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	"github.com/replicafed/replicafed/controller/ranking"
 	"github.com/replicafed/replicafed/controller/replicastatus"
 	"github.com/replicafed/replicafed/controller/slowstart"
+	"github.com/replicafed/replicafed/internal/ctxjoin"
 	"github.com/replicafed/replicafed/internal/metrics"
 )
 
@@ -73,13 +75,29 @@ type Options struct {
 	BurstReplicas int
 	// Clock is injected for tests; nil means the real clock.
 	Clock clock.PassiveClock
+	// PodStoreRV returns the resource version the pod informer's store has
+	// caught up to ("" when unknown); optional. It makes the cache check
+	// before the first write of a term cheap; without it pods are compared.
+	PodStoreRV func() string
+	// UnsatisfiedRequeue is how soon a key whose expectations are not
+	// satisfied is synced again without an event; it must be well below the
+	// expectations TTL. 0 means DefaultUnsatisfiedRequeue.
+	UnsatisfiedRequeue time.Duration
 }
+
+// DefaultUnsatisfiedRequeue is the default Options.UnsatisfiedRequeue.
+const DefaultUnsatisfiedRequeue = 15 * time.Second
+
+// cacheLagRequeue is how soon a key is synced again when the pod cache has
+// not caught up with a quorum list yet.
+const cacheLagRequeue = 200 * time.Millisecond
 
 // Engine syncs MemberReplicaSets of one member. It is safe for concurrent use
 // on different keys; the caller must not sync one key concurrently (the
 // workqueue guarantees that).
 type Engine struct {
-	o Options
+	o        Options
+	verified verified
 }
 
 // Result tells the caller when to sync the key again without an event.
@@ -102,6 +120,9 @@ func New(o Options) *Engine {
 	if o.APIReader == nil {
 		o.APIReader = o.Client
 	}
+	if o.UnsatisfiedRequeue <= 0 {
+		o.UnsatisfiedRequeue = DefaultUnsatisfiedRequeue
+	}
 	return &Engine{o: o}
 }
 
@@ -116,13 +137,18 @@ func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, err
 	ctx = ctrl.LoggerInto(ctx, log)
 	key := e.Key(nn)
 
-	gateCtx, ok := e.o.Gate.Allowed()
-	if !ok || gateCtx.Err() != nil {
+	gateCtx, term, done, ok := e.o.Gate.Enter()
+	if !ok {
 		log.V(2).Info("Writes not allowed here, skipping sync")
 		return Result{}, nil
 	}
-	ctx, cancel := joinCancel(ctx, gateCtx)
+	defer done()
+	if gateCtx.Err() != nil {
+		return Result{}, nil
+	}
+	ctx, cancel := ctxjoin.Join(ctx, gateCtx)
 	defer cancel()
+	ctx = expectations.WithTerm(ctx, term)
 
 	w, wanted := e.o.Source.Workload(key)
 	mrs := &v1alpha1.MemberReplicaSet{}
@@ -135,6 +161,7 @@ func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, err
 	switch {
 	case mrs == nil && (!wanted || w.Deleting):
 		e.o.Store.Delete(key)
+		e.verified.forget(key)
 		return Result{}, nil
 	case !wanted:
 		// Removing the MemberReplicaSet (and with it the pods) is the
@@ -153,14 +180,45 @@ func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, err
 		}
 	}
 
-	// Upstream order: expectations first, then list, so pods the informer has
-	// not shown yet cannot cause a duplicate create.
-	needsSync := e.o.Store.Satisfied(key)
-
 	selector, err := metav1.LabelSelectorAsSelector(mrs.Spec.Selector)
 	if err != nil || selector.Empty() {
 		log.Error(err, "Invalid or empty selector, not syncing", "selector", mrs.Spec.Selector)
 		return Result{}, nil
+	}
+
+	// Before the first pod write of a term (or after the store dropped
+	// observations) the cache must have caught up with a quorum list, and
+	// earlier terms' reservations are settled from that list: a new leader
+	// must not act on a cache that lags what the old leader saw.
+	if fresh := e.freshness(term); !e.verified.is(key, fresh) {
+		caughtUp, err := e.verify(ctx, key, mrs, selector)
+		if err != nil {
+			return Result{}, err
+		}
+		if !caughtUp {
+			return Result{RequeueAfter: cacheLagRequeue}, nil
+		}
+		e.verified.set(key, fresh)
+	}
+
+	// Upstream order: expectations first, then list, so pods the informer has
+	// not shown yet cannot cause a duplicate create.
+	needsSync := e.o.Store.Satisfied(key)
+	if !needsSync && e.verified.unsatisfiedFor(key, e.o.Clock.Now()) >= e.o.UnsatisfiedRequeue {
+		// An informer event that would settle an expectation may have been
+		// missed: settle from a quorum list instead of waiting for the TTL.
+		caughtUp, err := e.verify(ctx, key, mrs, selector)
+		if err != nil {
+			return Result{}, err
+		}
+		if !caughtUp {
+			return Result{RequeueAfter: cacheLagRequeue}, nil
+		}
+		e.verified.satisfied(key)
+		needsSync = e.o.Store.Satisfied(key)
+	}
+	if needsSync {
+		e.verified.satisfied(key)
 	}
 	all, err := e.listPods(ctx, mrs)
 	if err != nil {
@@ -203,17 +261,20 @@ func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, err
 	if manageErr != nil {
 		return Result{}, manageErr
 	}
+	var res Result
 	if d, ok := replicastatus.RequeueAfter(mrs.Status, mrs.Spec.MinReadySeconds, claimed, now, e.o.Clock); ok {
-		return Result{RequeueAfter: d}, nil
+		res.RequeueAfter = d
 	}
-	return Result{}, nil
-}
-
-// joinCancel returns a child of ctx also cancelled when gate ends.
-func joinCancel(ctx, gate context.Context) (context.Context, context.CancelFunc) {
-	child, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(gate, func() { cancel(fmt.Errorf("write permission ended: %w", context.Cause(gate))) })
-	return child, func() { stop(); cancel(nil) }
+	if !needsSync && !deleting {
+		// Outstanding expectations are settled by informer events; if one
+		// never comes, look again (and re-verify from a quorum list) well
+		// before the expectations TTL instead of waiting for an unrelated
+		// event.
+		if res.RequeueAfter == 0 || res.RequeueAfter > e.o.UnsatisfiedRequeue {
+			res.RequeueAfter = e.o.UnsatisfiedRequeue
+		}
+	}
+	return res, nil
 }
 
 func ownerSpec(w *Workload) v1alpha1.MemberReplicaSetSpec {
@@ -344,8 +405,11 @@ func (e *Engine) createPods(ctx context.Context, key expectations.Key, mrs *v1al
 	}
 	log.V(1).Info("Too few replicas", "need", mrs.Spec.Replicas, "active", active, "creating", len(names))
 	done := make([]bool, len(names))
+	createErrs := make([]error, len(names))
+	sent := make([]bool, len(names))
 	successes, err := slowstart.Run(len(names), 1, func(i int) error {
 		pod := NewPod(mrs, &w.Template, names[i])
+		sent[i] = true
 		cerr := e.o.Client.Create(ctx, pod)
 		switch {
 		case cerr == nil:
@@ -362,6 +426,7 @@ func (e *Engine) createPods(ctx context.Context, key expectations.Key, mrs *v1al
 			done[i] = true
 			return nil
 		}
+		createErrs[i] = cerr
 		e.event(mrs, corev1.EventTypeWarning, ReasonFailedCreate, "Create", "Error creating: %v", cerr)
 		return fmt.Errorf("creating pod for %s: %w", klog.KObj(mrs), cerr)
 	})
@@ -369,11 +434,30 @@ func (e *Engine) createPods(ctx context.Context, key expectations.Key, mrs *v1al
 		log.V(2).Info("Slow-start failure, lowering expectations", "skipped", skipped)
 	}
 	for i, ok := range done {
-		if !ok {
+		switch {
+		case ok:
+		case sent[i] && names[i] != "" && !createRefused(createErrs[i]):
+			// The pod may exist or still appear (a timeout, a cancelled
+			// call): keep the name for the slot, never a new one.
+			e.o.Store.CreationUnknown(key, names[i])
+		default:
 			e.o.Store.CreationFailed(key, names[i])
 		}
 	}
 	return err
+}
+
+// createRefused reports whether a create failed in a way that proves the
+// pod was not created: the API server answered with a client error other
+// than a timeout. Anything else (5xx, timeouts, transport errors, a
+// cancelled context) leaves the outcome unknown.
+func createRefused(err error) bool {
+	var st apierrors.APIStatus
+	if err == nil || !errors.As(err, &st) {
+		return false
+	}
+	code := st.Status().Code
+	return code >= 400 && code < 500 && code != http.StatusRequestTimeout && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err)
 }
 
 func validateTemplate(t *corev1.PodTemplateSpec, selector labels.Selector) error {

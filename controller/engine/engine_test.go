@@ -451,13 +451,22 @@ func TestSyncExpectationsBeforeList(t *testing.T) {
 	w := workload(2)
 	m := mrsFor(w)
 	var h *harness
+	var armed atomic.Bool
 	h = newHarness(t, w, hopts{objs: []client.Object{ownedPod(m, "a")}, funcs: interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, opts ...client.ListOption) error {
-		h.store.CreationObserved(h.key(), "")
+		if armed.Load() {
+			h.store.CreationObserved(h.key(), "")
+		}
 		return c.List(ctx, l, opts...)
 	}}})
 	if _, err := h.store.ExpectCreations(context.Background(), h.key(), expectations.CreateIntent{Count: 1}); err != nil {
 		t.Fatal(err)
 	}
+	// The first sync of the term verifies the cache against a quorum list
+	// (and creates nothing: a creation is outstanding).
+	if _, err := h.sync(); err != nil || h.n.creates.Load() != 0 {
+		t.Fatalf("first sync: %v, %d creates", err, h.n.creates.Load())
+	}
+	armed.Store(true)
 	if _, err := h.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -535,7 +544,7 @@ func TestSyncClaimRules(t *testing.T) {
 		liveM := m.DeepCopy()
 		liveM.DeletionTimestamp = &deleting
 		liveM.Finalizers = []string{"x"}
-		live := fake.NewClientBuilder().WithScheme(h0Scheme()).WithObjects(liveM).Build()
+		live := fake.NewClientBuilder().WithScheme(h0Scheme()).WithObjects(liveM, orphan.DeepCopy()).Build()
 		h := newHarness(t, w, hopts{objs: []client.Object{orphan.DeepCopy()}, live: live})
 		_, err := h.sync()
 		if err == nil || !strings.Contains(err.Error(), "has just been deleted") {
@@ -732,7 +741,7 @@ func TestSyncStatusUpdateFailure(t *testing.T) {
 
 type closedGate struct{}
 
-func (closedGate) Allowed() (context.Context, bool) { return nil, false }
+func (closedGate) Enter() (context.Context, uint64, func(), bool) { return nil, 0, nil, false }
 
 func TestSyncGateClosed(t *testing.T) {
 	w := workload(3)
@@ -762,7 +771,7 @@ func TestSyncGateCancelStopsWrites(t *testing.T) {
 
 type ctxGate struct{ ctx context.Context }
 
-func (g ctxGate) Allowed() (context.Context, bool) { return g.ctx, true }
+func (g ctxGate) Enter() (context.Context, uint64, func(), bool) { return g.ctx, 1, func() {}, true }
 
 // TestSyncAvailabilityRequeue mirrors TestReplicaSetAvailabilityCheck.
 func TestSyncAvailabilityRequeue(t *testing.T) {

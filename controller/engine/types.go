@@ -69,19 +69,24 @@ type StatusSink interface {
 	Report(ctx context.Context, key expectations.Key, st MemberStatus)
 }
 
-// Gate says whether this process may write to members now. The context it
-// returns is cancelled when the permission ends (for example when raft
-// leadership is lost), and every write of the sync uses it. Followers get
-// false: they keep caches warm and write nothing.
+// Gate says whether this process may write to members now. Enter returns
+// ok false on followers: they keep caches warm and write nothing. On the
+// leader it returns a context cancelled when the permission ends (leadership
+// lost, or the gate closed for a handover), the leader term the permission
+// belongs to, and done, which the caller calls once every write made under
+// ctx has returned: a handover waits for that before it transfers
+// leadership.
 type Gate interface {
-	Allowed() (context.Context, bool)
+	Enter() (ctx context.Context, term uint64, done func(), ok bool)
 }
 
 // OpenGate always allows writes; for tests and single-replica setups.
 type OpenGate struct{}
 
-// Allowed implements Gate.
-func (OpenGate) Allowed() (context.Context, bool) { return context.Background(), true }
+// Enter implements Gate.
+func (OpenGate) Enter() (context.Context, uint64, func(), bool) {
+	return context.Background(), 0, func() {}, true
+}
 
 // StatusSinkFunc adapts a function to StatusSink.
 type StatusSinkFunc func(ctx context.Context, key expectations.Key, st MemberStatus)

@@ -86,6 +86,10 @@ func (m *Memory) CreationObserved(key Key, _ string) { m.lower(key, 1, 0) }
 // CreationFailed lowers the creation counter of key by one, if key has an entry.
 func (m *Memory) CreationFailed(key Key, _ string) { m.lower(key, 1, 0) }
 
+// CreationUnknown is CreationFailed, as upstream: a counting store has no
+// name to keep, so the informer's view decides.
+func (m *Memory) CreationUnknown(key Key, name string) { m.CreationFailed(key, name) }
+
 func (m *Memory) lower(key Key, add, del int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

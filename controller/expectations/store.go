@@ -43,14 +43,32 @@ type PodRef struct {
 	UID  types.UID
 }
 
+type termKey struct{}
+
+// WithTerm returns ctx carrying the leader term a sync was permitted in, so
+// that a store that fences its entries by term stamps them with the term
+// the decision was made in.
+func WithTerm(ctx context.Context, term uint64) context.Context {
+	return context.WithValue(ctx, termKey{}, term)
+}
+
+// TermFrom returns the term set by WithTerm.
+func TermFrom(ctx context.Context) (uint64, bool) {
+	t, ok := ctx.Value(termKey{}).(uint64)
+	return t, ok
+}
+
 // Store is what the member engine needs from an expectations store.
 //
 // Creations: ExpectCreations returns one entry per pod the engine may create.
 // A non-empty entry is the exact pod name to create (AlreadyExists then counts
 // as success); an empty entry means "use generateName". The store may grant
 // fewer than asked, never more; a refusal is an error. Each granted entry is
-// settled exactly once, by CreationObserved when the informer sees the pod, or
-// by CreationFailed when the create call failed or was never made.
+// settled exactly once: by CreationObserved when the informer sees the pod, by
+// CreationFailed when the create was refused or never sent, or by
+// CreationUnknown when its outcome is unknown (timeout, cancelled call), in
+// which case a name-reserving store keeps the name for the slot and grants
+// it again instead of a new one.
 //
 // Deletions: ExpectDeletions records the pods about to be deleted before the
 // calls are made; DeletionObserved settles one of them (also for a failed
@@ -67,14 +85,36 @@ type Store interface {
 	CreationObserved(key Key, podName string)
 	// CreationFailed settles one granted creation that did not happen.
 	CreationFailed(key Key, podName string)
+	// CreationUnknown settles one granted creation whose call may or may not
+	// have created the pod.
+	CreationUnknown(key Key, podName string)
 	// ExpectDeletions records pods about to be deleted. It replaces any earlier
 	// set for key.
 	ExpectDeletions(ctx context.Context, key Key, pods []PodRef) error
 	// DeletionObserved settles the expected deletion of podName, at most once.
 	DeletionObserved(key Key, podName string)
-	// Delete forgets everything about key, for example when the owner is gone
-	// or the member leaves.
+	// Delete forgets everything about key, for example when the owner is gone.
+	// A replicated store forgets shared state only on the fenced leader; any
+	// other caller's Delete is local.
 	Delete(key Key)
-	// DeleteCluster forgets every key of one member cluster.
+	// DeleteCluster drops this process's local state for one member cluster
+	// when its worker stops. It never changes replicated state: another
+	// replica may be acting on that member.
 	DeleteCluster(cluster string)
+}
+
+// Relister is implemented by stores that may drop observations (bounded
+// memory). When Epoch changes, observations were lost and the engine must
+// re-verify each key from a fresh list before it writes.
+type Relister interface {
+	Epoch() uint64
+}
+
+// TermReconciler is implemented by stores whose expectations outlive a
+// leader term. Before its first write for a key in a term, the engine lists
+// the member's pods with a quorum read and passes them (name -> UID) here;
+// the store settles what the list proves and keeps the names of earlier
+// terms' unfulfilled reservations for the current term.
+type TermReconciler interface {
+	ReconcileReservations(ctx context.Context, key Key, live map[string]types.UID) (completed, held []string, err error)
 }

@@ -14,8 +14,10 @@ import (
 
 // Manager runs one Worker per engaged member cluster. It implements
 // multicluster.Aware: a provider engages a member when it joins and cancels
-// the engage context when it leaves; the worker then stops and the member's
-// expectations are dropped.
+// the engage context when it leaves; the worker then stops and this
+// process's local expectations state for the member is dropped
+// (Store.DeleteCluster, which never changes replicated state: a worker stops
+// on every replica, also while the leader is still acting on the member).
 type Manager struct {
 	o Options
 
@@ -68,7 +70,8 @@ func (m *Manager) Engage(ctx context.Context, name multicluster.ClusterName, cl 
 			log.Error(err, "Member worker failed")
 		}
 		cancel()
-		// Stopped: nothing of this worker is in flight any more.
+		// Stopped: nothing of this worker is in flight any more. Local
+		// cleanup only, see Store.DeleteCluster.
 		m.o.Store.DeleteCluster(n)
 		m.mu.Lock()
 		if m.members[n] == mem {

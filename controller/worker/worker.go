@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -61,6 +60,8 @@ type Options struct {
 	// RateLimiter for the queue; nil means client-go's default controller
 	// limiter (per-item 5ms..1000s exponential, overall 10 qps burst 100).
 	RateLimiter workqueue.TypedRateLimiter[types.NamespacedName]
+	// UnsatisfiedRequeue is engine.Options.UnsatisfiedRequeue.
+	UnsatisfiedRequeue time.Duration
 }
 
 // Worker runs the engine for one member cluster.
@@ -71,6 +72,9 @@ type Worker struct {
 	eng    *engine.Engine
 	reader client.Reader
 	queue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
+
+	mu     sync.Mutex
+	podInf cache.Informer
 }
 
 // New builds a worker for member name. Nothing runs until Start.
@@ -91,8 +95,29 @@ func New(name string, cl cluster.Cluster, o Options) (*Worker, error) {
 		Cluster: name, Client: cl.GetClient(), APIReader: cl.GetAPIReader(), Store: o.Store,
 		Source: o.Source, Sink: o.Sink, Gate: o.Gate, Recorder: cl.GetEventRecorder(Component),
 		BurstReplicas: o.BurstReplicas, Clock: o.Clock, CreateNamespaces: o.CreateNamespaces,
+		PodStoreRV: w.podStoreRV, UnsatisfiedRequeue: o.UnsatisfiedRequeue,
 	})
 	return w, nil
+}
+
+// storeRVer is what client-go's shared informers offer: the resource
+// version their store has caught up to.
+type storeRVer interface {
+	LastStoreSyncResourceVersion() string
+}
+
+// podStoreRV is the resource version the pod informer's store has caught
+// up to, or "" before Start or when the informer does not say.
+func (w *Worker) podStoreRV() string {
+	w.mu.Lock()
+	inf := w.podInf
+	w.mu.Unlock()
+	if i, ok := inf.(interface{ GetIndexer() toolscache.Indexer }); ok {
+		if s, ok := i.GetIndexer().(storeRVer); ok {
+			return s.LastStoreSyncResourceVersion()
+		}
+	}
+	return ""
 }
 
 // Name returns the member's name.
@@ -124,14 +149,19 @@ func (w *Worker) Start(ctx context.Context) error {
 	ctx = ctrl.LoggerInto(ctx, log)
 	defer w.queue.ShutDown()
 
-	if err := w.cl.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, engine.PodControllerIndex, engine.PodControllerIndexFunc); err != nil &&
-		!strings.Contains(err.Error(), "indexer conflict") { // already there after a re-engage of the same cache
-		return fmt.Errorf("indexing pods by controller in %s: %w", w.name, err)
-	}
 	podInf, err := w.cl.GetCache().GetInformer(ctx, &corev1.Pod{}, cache.BlockUntilSynced(false))
 	if err != nil {
 		return fmt.Errorf("getting pod informer of %s: %w", w.name, err)
 	}
+	// A re-engage of the same cache finds the index already there.
+	if !hasIndex(podInf, engine.PodControllerIndex) {
+		if err := w.cl.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, engine.PodControllerIndex, engine.PodControllerIndexFunc); err != nil {
+			return fmt.Errorf("indexing pods by controller in %s: %w", w.name, err)
+		}
+	}
+	w.mu.Lock()
+	w.podInf = podInf
+	w.mu.Unlock()
 	mrsInf, err := w.cl.GetCache().GetInformer(ctx, &v1alpha1.MemberReplicaSet{}, cache.BlockUntilSynced(false))
 	if err != nil {
 		return fmt.Errorf("getting MemberReplicaSet informer of %s: %w", w.name, err)
@@ -163,6 +193,17 @@ func (w *Worker) Start(ctx context.Context) error {
 	wg.Wait()
 	log.V(1).Info("Member worker stopped")
 	return nil
+}
+
+// hasIndex reports whether the informer already has a field index named
+// name (controller-runtime prefixes field indexes with "field:").
+func hasIndex(inf cache.Informer, name string) bool {
+	i, ok := inf.(interface{ GetIndexer() toolscache.Indexer })
+	if !ok {
+		return false
+	}
+	_, exists := i.GetIndexer().GetIndexers()["field:"+name]
+	return exists
 }
 
 func (w *Worker) run(ctx context.Context) {

@@ -23,7 +23,7 @@ import (
 	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/api/policy"
 	"github.com/replicafed/replicafed/internal/faultproxy"
-	"github.com/replicafed/replicafed/internal/server"
+	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/testcluster"
 )
 
@@ -154,7 +154,7 @@ func (f *Fleet) start(ctx context.Context, o Options) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	scheme, err := server.Scheme()
+	scheme, err := kubescheme.New()
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,18 @@ import (
 // KindProvider creates kind clusters (needs Docker and the kind CLI on PATH).
 // Pods then run real containers, so the suite's pod template image must be
 // pullable. Only cluster bootstrap differs from the local provider.
+//
+// With $REPLICAFED_E2E_IMAGE_ARCHIVE set (`make e2e-kind` sets it to the
+// OCI archive `make image` writes), every cluster gets the replicafed image
+// through `kind load image-archive`, so nothing pulls it from a registry;
+// $REPLICAFED_E2E_IMAGE names the image to check for on each node.
 type KindProvider struct{}
+
+// Environment variables read by KindProvider.
+const (
+	ImageArchiveEnv = "REPLICAFED_E2E_IMAGE_ARCHIVE"
+	ImageEnv        = "REPLICAFED_E2E_IMAGE"
+)
 
 // Start implements Provider.
 func (KindProvider) Start(ctx context.Context, spec ClusterSpec) (Cluster, error) {
@@ -33,7 +44,31 @@ func (KindProvider) Start(ctx context.Context, spec ClusterSpec) (Cluster, error
 	if err != nil {
 		return nil, fmt.Errorf("loading kind kubeconfig: %w", err)
 	}
+	if err := loadImage(ctx, name, os.Getenv(ImageArchiveEnv), os.Getenv(ImageEnv)); err != nil {
+		return nil, err
+	}
 	return &kindCluster{name: spec.Name, kind: name, cfg: cfg, kubeconfig: kc, dir: dir}, nil
+}
+
+// loadImage imports the image archive into every node of the kind cluster
+// and, when image is named, checks the control-plane node's containerd now
+// has it under that name.
+func loadImage(ctx context.Context, cluster, archive, image string) error {
+	if archive == "" {
+		return nil
+	}
+	cmd := exec.CommandContext(ctx, "kind", "load", "image-archive", archive, "--name", cluster)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("kind load image-archive %s into %s: %w\n%s", archive, cluster, err, out)
+	}
+	if image == "" {
+		return nil
+	}
+	check := exec.CommandContext(ctx, "docker", "exec", cluster+"-control-plane", "crictl", "inspecti", image)
+	if out, err := check.CombinedOutput(); err != nil {
+		return fmt.Errorf("image %s not in kind cluster %s after loading %s: %w\n%s", image, cluster, archive, err, out)
+	}
+	return nil
 }
 
 type kindCluster struct {

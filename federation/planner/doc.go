@@ -69,6 +69,89 @@
 // short, the rest is still placed by weight (band 5) rather than dropped, so
 // the missing replicas are visible as Pending pods and as Shortfall.
 //
+// CostOrdered splits band 4 into tiers of deletionCost, the highest cost
+// first: every member of a tier is filled up to min(maxReplicas, capacity)
+// before the next tier gets a seat, and inside a tier seats go by Webster on
+// the static weights (weight 0 gets only its minimum; a member of unknown
+// capacity takes all the growth that reaches its tier). deletionCost already
+// means "scale-down removes the lowest cost first", so reserved capacity has
+// the high cost: filling from the highest cost is what puts scale-up on
+// reserved capacity first, and since scale-down is the seat sequence cut
+// shorter, it empties the pay-as-you-go tiers first and reserved capacity
+// last. (Issue 14 says "ascending deletionCost"; with the field's meaning
+// that would fill pay-as-you-go first, the opposite of its stated goal.)
+// Minimums (band 1), kept pods (bands 2 and 3) and the overflow (band 5, by
+// static weight) are as for Weighted, and so are house monotonicity and
+// determinism. Running pods are not moved into a higher tier that gains room
+// (moveBack Never); under OnRecovery the ideal is the tiered division, the
+// move-back fills the highest tier below its ideal first and removes
+// surplus from the lowest cost first. The name says what orders the fill, as
+// Weighted and AvailableCapacity do, and pairs with the deletionCost field.
+//
+// # Taints and tolerations
+//
+// Members carry taints from their registration (Member.Taints) and the
+// placement has tolerations, matched as a pod's tolerations match a node's
+// taints (an empty effect matches both, an empty key with Exists matches
+// every taint). Only NoSchedule and NoExecute exist; other effects are
+// ignored.
+//
+//   - NoSchedule not tolerated: the member is Cordoned. It keeps the pods it
+//     runs, within its previous target, and gets no new seat: minReplicas
+//     and growth stop at those pods. Scale-down removes its pods in the usual
+//     order, so they may leave; nothing evicts them.
+//   - NoExecute not tolerated: the member is Evicted, target 0 and its seats
+//     planned elsewhere at once, exactly like a member unreachable past its
+//     grace period (within max and capacity elsewhere, Pending and reported
+//     when nothing fits, never dropped).
+//   - NoExecute tolerated with tolerationSeconds: Cordoned until
+//     TimeAdded + the shortest matching tolerationSeconds, Evicted from then
+//     on (0 evicts at once; a matching toleration without seconds tolerates it
+//     for ever). A zero TimeAdded means the window has not started, as a zero
+//     UnhealthySince never fails a member over.
+//
+// Under moveBack OnRecovery a Cordoned member's pods are kept like a held
+// member's (all alike), so no move-back touches them. Result.RequeueAt is the
+// earliest toleration end, grace period end or unschedulable threshold ahead:
+// Plan reads no clock, so the caller plans again then.
+//
+// # Spread constraints
+//
+// Each placement.spreadConstraints entry groups the candidates by the value
+// of a member label (members without the label take no part: target 0). A
+// group is eligible when one of its members can run replicas: it keeps pods
+// (a held or cordoned member within its target) or can grow (active, room
+// under maxReplicas, weight or minimum above 0). The groups chosen are the
+// first min(eligible, maxGroups) in this order: most seats kept (so running
+// replicas are not moved by a change of weights, capacity or a member's
+// recovery), then most votes (static weight, or capacity under
+// AvailableCapacity), then the label value. Members of the other groups are
+// Excluded (target 0, reason SpreadConstraint). Constraints apply in list
+// order, each among the members the ones before it left; the planner does
+// not search for a combination, so a later constraint can empty a group an
+// earlier one chose, and the recount after all of them reports it.
+//
+// Every chosen group gets a floor of one seat on its best member (most seats
+// kept, then able to grow, then votes, then name) unless a member of the group
+// already has a minimum, so with replicas >= groups each chosen group runs at
+// least one replica; the rest divides by the strategy as usual. Fewer eligible
+// groups than minGroups, or fewer replicas than minGroups, is never a silent
+// partial placement: Result.Spread says so (Satisfied false, a message for the
+// SpreadUnsatisfied condition), and the replicas are still placed on the
+// eligible groups, since running in one region beats not running.
+//
+// # Duplicated mode
+//
+// placement.mode Duplicated runs replicas in every candidate, capped by its
+// maxReplicas (an explicit ceiling the user set); weight, minReplicas, the
+// strategy and the move-back policy do not apply. Capacity does not cap it
+// either: replicas beyond it are OverCapacity and Shortfall, as Pending pods.
+// A held member keeps at most its previous target, a cordoned one at most the
+// pods it runs, and failed-over, evicted and excluded members get 0. Spread
+// constraints choose the groups whose members run the copies. Surge is 0 (the
+// total is members x replicas by design), and Unplaced is replicas when no
+// member runs any.
+//
 // # Stability
 //
 // Ready pods keep their seats when weights, clusters or health change: a
@@ -160,6 +243,21 @@
 //     [federation#70]): not-ready and Pending replicas go first fleet-wide,
 //     then the lowest deletionCost, then the member most above its weighted
 //     share.
+//   - Fill order by cost ([karmada#2583], [karmada#5997], [karmada#7078]):
+//     Karmada answers with overflow affinities, ordered cluster groups filled
+//     in turn; CostOrdered does it per member with the deletionCost that
+//     already orders scale-down, so scale-up and scale-down are one sequence.
+//   - Spread constraints ([karmada#5986], Karmada ignoring spreadConstraints
+//     for static weights in [karmada-spread]): minGroups holds for divided
+//     replicas under every strategy, each chosen group gets a replica, and an
+//     unmet constraint is reported rather than placed partially in silence.
+//   - Cluster taints ([karmada-taints], and NoExecute eviction deleting
+//     workloads: [karmada#5150], [karmada#7455]): a NoExecute taint moves
+//     replicas through the failover path, which never drops replicas that
+//     fit nowhere, and tolerationSeconds gives a bounded stay.
+//   - Duplicated ([karmada-duplicated]): the same mode as Karmada's
+//     replicaSchedulingType Duplicated, with maxReplicas honoured and
+//     unreachable or evicted members at 0.
 //
 // # Cost
 //
@@ -178,6 +276,11 @@
 // name cost a sort, O(M log M). See BenchmarkPlan10kFRSx100Members.
 //
 // [karmada#1189]: https://github.com/karmada-io/karmada/issues/1189
+// [karmada#5150]: https://github.com/karmada-io/karmada/issues/5150
+// [karmada#7078]: https://github.com/karmada-io/karmada/issues/7078
+// [karmada-spread]: https://github.com/karmada-io/karmada/tree/master/pkg/scheduler/core/spreadconstraint
+// [karmada-taints]: https://github.com/karmada-io/karmada/blob/master/pkg/apis/policy/v1alpha1/propagation_types.go
+// [karmada-duplicated]: https://github.com/karmada-io/karmada/blob/master/pkg/apis/policy/v1alpha1/propagation_types.go
 // [karmada#1640]: https://github.com/karmada-io/karmada/issues/1640
 // [karmada#2583]: https://github.com/karmada-io/karmada/issues/2583
 // [karmada#2769]: https://github.com/karmada-io/karmada/issues/2769

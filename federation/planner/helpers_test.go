@@ -118,9 +118,13 @@ func checkInvariants(t testing.TB, in Input, r Result) {
 			t.Fatalf("%s: target %d above maxReplicas %d", tg.Cluster, tg.Replicas, c.MaxReplicas)
 		}
 		switch tg.State {
-		case StateFailedOver:
+		case StateFailedOver, StateEvicted, StateExcluded:
 			if tg.Replicas != 0 {
-				t.Fatalf("%s: failed over but target %d", tg.Cluster, tg.Replicas)
+				t.Fatalf("%s: %v but target %d", tg.Cluster, tg.State, tg.Replicas)
+			}
+		case StateCordoned:
+			if m := memberOf(in, tg.Cluster); tg.Replicas > max(in.Previous[tg.Cluster], 0) || tg.Replicas > max(m.Current, 0) {
+				t.Fatalf("%s: cordoned member grew to %d (previous %d, pods %d)", tg.Cluster, tg.Replicas, in.Previous[tg.Cluster], m.Current)
 			}
 		case StateHeld:
 			if tg.Replicas > max(in.Previous[tg.Cluster], 0) {
@@ -129,7 +133,19 @@ func checkInvariants(t testing.TB, in Input, r Result) {
 		}
 	}
 	total := r.Total()
-	if !r.MinimumsExceedReplicas {
+	replicas32 := int32(replicas)
+	if in.Placement.Mode == v1alpha1.PlacementDuplicated {
+		for _, tg := range r.Targets {
+			if tg.Replicas > replicas32 {
+				t.Fatalf("%s: duplicated target %d above replicas %d", tg.Cluster, tg.Replicas, replicas)
+			}
+		}
+		if r.Surge != 0 || r.MovesPending != 0 || r.MinimumsExceedReplicas {
+			t.Fatalf("duplicated: surge %d moves %d minimums %t", r.Surge, r.MovesPending, r.MinimumsExceedReplicas)
+		}
+		return
+	}
+	if !r.MinimumsExceedReplicas && len(in.Placement.SpreadConstraints) == 0 {
 		for i, c := range sel.Candidates {
 			tg := r.Targets[i]
 			if tg.State == StateActive && tg.Replicas < c.MinReplicas {
@@ -164,4 +180,14 @@ func checkInvariants(t testing.TB, in Input, r Result) {
 			t.Fatalf("no-op change %v", c)
 		}
 	}
+}
+
+// memberOf returns the named member of in (the zero Member when missing).
+func memberOf(in Input, name string) Member {
+	for _, m := range in.Members {
+		if m.Name == name {
+			return m
+		}
+	}
+	return Member{}
 }

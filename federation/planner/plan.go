@@ -47,6 +47,7 @@ type slot struct {
 	// scheduled pods that are not ready, then unscheduled pods.
 	keepReady, keepScheduled, keepAll int32
 	deletionCost                      int32
+	maxReplicas                       int32 // the candidate's maxReplicas (Duplicated mode)
 
 	seats          int32 // seats held so far
 	ideal          int32 // the weighted division without history (moveBack OnRecovery)
@@ -70,6 +71,12 @@ type planner struct {
 	// unscheduled pods: fill skips the bands that are empty for every slot.
 	anyFloor, anyKept, anyNotReady, anyUnscheduled bool
 
+	// growth is the order of the band of new seats within capacity: byWeight,
+	// or byTier under CostOrdered.
+	growth order
+
+	tolerations []v1alpha1.ClusterToleration // Input.Placement.Tolerations, for notes
+
 	ids []int32 // scratch: the slots with room in a band
 }
 
@@ -89,10 +96,10 @@ func Plan(in Input) Result {
 
 	p := planners.Get().(*planner)
 	defer func() {
-		p.members = nil // hold no input alive in the pool
+		p.members, p.tolerations = nil, nil // hold no input alive in the pool
 		planners.Put(p)
 	}()
-	*p = planner{members: in.Members, seed: uidSeed(in.UID), slots: p.slots[:0], room: p.room[:0], ids: p.ids[:0]}
+	*p = planner{members: in.Members, seed: uidSeed(in.UID), slots: p.slots[:0], room: p.room[:0], ids: p.ids[:0], growth: byWeight, tolerations: in.Placement.Tolerations}
 	var sel Selection
 	previousFound := 0 // entries of in.Previous that are candidates
 	eachCandidate(&in.Placement, in.Members, &sel, func(index int, c Candidate) {
@@ -109,29 +116,51 @@ func Plan(in Input) Result {
 	for _, d := range sel.Duplicates {
 		res.Notes = append(res.Notes, fmt.Sprintf("member %q is registered more than once; the first entry was used", d))
 	}
-	if in.Placement.Strategy == v1alpha1.StrategyAvailableCapacity {
+	switch in.Placement.Strategy {
+	case v1alpha1.StrategyAvailableCapacity:
 		p.capacityWeights()
+	case v1alpha1.StrategyCostOrdered:
+		p.growth = byTier
 	}
+	res.RequeueAt = p.deadline(in.Now, grace, threshold)
+	if until := p.applyTaints(in.Placement.Tolerations, in.Now, in.Failover.MoveBack == v1alpha1.MoveBackOnRecovery); !until.IsZero() && (res.RequeueAt.IsZero() || until.Before(res.RequeueAt)) {
+		res.RequeueAt = until
+	}
+	duplicated := in.Placement.Mode == v1alpha1.PlacementDuplicated
 	var floors int64
 	for i := range p.slots {
+		floors += int64(p.slots[i].lo)
+	}
+	if floors > replicas && !duplicated {
+		res.MinimumsExceedReplicas = true
+		res.Notes = append(res.Notes, fmt.Sprintf(
+			"minReplicas add up to %d, more than the %d replicas: replicas divided in proportion to the minimums", floors, replicas))
+	}
+	if len(in.Placement.SpreadConstraints) > 0 {
+		res.Spread = p.spread(in.Placement.SpreadConstraints, replicas, duplicated)
+		floors = 0
+		for i := range p.slots {
+			floors += int64(p.slots[i].lo)
+		}
+	}
+	for i := range p.slots {
 		s := &p.slots[i]
-		floors += int64(s.lo)
 		p.anyKept = p.anyKept || s.keepAll > 0
 		p.anyNotReady = p.anyNotReady || s.keepScheduled > s.keepReady
 		p.anyUnscheduled = p.anyUnscheduled || s.keepAll > s.keepScheduled
 	}
 	p.anyFloor = floors > 0
-	if floors > replicas {
-		res.MinimumsExceedReplicas = true
-		res.Notes = append(res.Notes, fmt.Sprintf(
-			"minReplicas add up to %d, more than the %d replicas: replicas divided in proportion to the minimums", floors, replicas))
-	}
 
-	onRecovery := in.Failover.MoveBack == v1alpha1.MoveBackOnRecovery
-	if onRecovery {
+	onRecovery := in.Failover.MoveBack == v1alpha1.MoveBackOnRecovery && !duplicated
+	switch {
+	case duplicated:
+		p.duplicate(replicas)
+	case onRecovery:
 		p.fillIdeal(replicas)
+		p.fill(replicas, onRecovery)
+	default:
+		p.fill(replicas, onRecovery)
 	}
-	p.fill(replicas, onRecovery)
 	res.Unplaced = int32(p.remaining)
 	for i := range p.slots {
 		p.slots[i].beforeMoveBack = p.slots[i].seats
@@ -142,6 +171,9 @@ func Plan(in Input) Result {
 		res.MovesPending = p.moveBack(replicas, surge, unavailable)
 	}
 	p.result(&res, &in, replicas, previousFound, grace, threshold)
+	if duplicated {
+		res.Surge = 0 // every member runs replicas: the total is not a surge
+	}
 	return res
 }
 
@@ -152,6 +184,7 @@ func (s *slot) init(c Candidate, mi, previous int32, now time.Time, grace, thres
 	*s = slot{
 		mi: mi, lo: c.MinReplicas, w: uint64(c.Weight), ws: uint64(c.Weight),
 		previous: previous, ceiling: c.MaxReplicas, capacity: unbounded, deletionCost: c.DeletionCost,
+		maxReplicas: c.MaxReplicas,
 	}
 	switch {
 	case m.Health == Healthy:
@@ -198,6 +231,29 @@ func (s *slot) init(c Candidate, mi, previous int32, now time.Time, grace, thres
 	}
 }
 
+// deadline returns the earliest time after now at which a held member passes
+// its grace period or a member's unschedulable pods pass their threshold
+// (zero when there is none).
+func (p *planner) deadline(now time.Time, grace, threshold time.Duration) time.Time {
+	var next time.Time
+	consider := func(at time.Time) {
+		if at.After(now) && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	for i := range p.slots {
+		s := &p.slots[i]
+		m := &p.members[s.mi]
+		switch {
+		case s.state == StateHeld && m.Health == Unhealthy && !m.UnhealthySince.IsZero():
+			consider(m.UnhealthySince.Add(grace))
+		case s.state == StateActive && !s.stuck && min(m.Unschedulable, m.Current) > 0 && !m.UnschedulableSince.IsZero():
+			consider(m.UnschedulableSince.Add(threshold))
+		}
+	}
+	return next
+}
+
 // capacityWeights replaces static weights by capacity (pods of this FRS plus
 // free room) for AvailableCapacity. Members of unknown capacity get the
 // largest known capacity, so they are neither starved nor flooded; when no
@@ -240,10 +296,11 @@ var (
 	keepReadyInIdeal     limit = func(s *slot) int32 { return min(s.keepReady, s.ideal) }
 	keepScheduledInIdeal limit = func(s *slot) int32 { return min(s.keepScheduled, max(s.keepReady, s.ideal)) }
 	keepAllInIdeal       limit = func(s *slot) int32 { return min(s.keepAll, max(s.keepReady, s.ideal)) }
-	keepHeld             limit = func(s *slot) int32 { return when(s.state == StateHeld, s.keepReady) }
-	growWithinCapacity   limit = func(s *slot) int32 { return when(s.state == StateActive, min(s.ceiling, s.capacity)) }
-	growBeyondCapacity   limit = func(s *slot) int32 { return when(s.state == StateActive, s.ceiling) }
-	growToIdeal          limit = func(s *slot) int32 { return when(s.state == StateActive, s.ideal) }
+	// keepHeld: a held slot's keepAll is its keepReady (see init).
+	keepHeld           limit = func(s *slot) int32 { return when(s.state == StateHeld || s.state == StateCordoned, s.keepAll) }
+	growWithinCapacity limit = func(s *slot) int32 { return when(s.state == StateActive, min(s.ceiling, s.capacity)) }
+	growBeyondCapacity limit = func(s *slot) int32 { return when(s.state == StateActive, s.ceiling) }
+	growToIdeal        limit = func(s *slot) int32 { return when(s.state == StateActive, s.ideal) }
 )
 
 // when returns seats if the condition holds, else 0.
@@ -272,7 +329,7 @@ func (p *planner) fillIdeal(replicas int64) {
 	if p.anyKept {
 		p.band(keepHeld, byCostThenWeight)
 	}
-	p.band(growWithinCapacity, byWeight)
+	p.band(growWithinCapacity, p.growth)
 	p.band(growBeyondCapacity, byStaticWeight)
 	for i := range p.slots {
 		p.slots[i].ideal = p.slots[i].seats
@@ -300,7 +357,7 @@ func (p *planner) fill(replicas int64, onRecovery bool) {
 		if p.anyUnscheduled {
 			p.band(keepAll, byCostThenWeight)
 		}
-		p.band(growWithinCapacity, byWeight)
+		p.band(growWithinCapacity, p.growth)
 	} else {
 		// Existing pods above the ideal come after those within it, so a
 		// scale-down (or a finished move) removes them first; not-ready pods
@@ -315,7 +372,7 @@ func (p *planner) fill(replicas int64, onRecovery bool) {
 		if p.anyNotReady || p.anyUnscheduled {
 			p.band(keepAllInIdeal, byCostThenWeight)
 		}
-		p.band(growWithinCapacity, byWeight)
+		p.band(growWithinCapacity, p.growth)
 		if p.anyNotReady {
 			p.band(keepScheduled, byCostThenWeight)
 		}
@@ -350,7 +407,7 @@ func (p *planner) moveBack(replicas int64, surge, unavailable int32) int32 {
 			total--
 		}
 		p.remaining = min(replicas+int64(surge)-total, below)
-		p.band(growToIdeal, byWeight)
+		p.band(growToIdeal, p.growth)
 		p.remaining = 0
 	}
 	// Still to move: the larger of what is missing below the ideal and what
@@ -382,8 +439,12 @@ func (p *planner) lowestLastSeatAboveIdeal() int32 {
 	return victim
 }
 
-// lastSeatBelow reports whether slot a's last seat ranks below slot b's.
+// lastSeatBelow reports whether slot a's last seat ranks below slot b's (under
+// CostOrdered, a lower deletionCost ranks below first).
 func (p *planner) lastSeatBelow(a, b int32) bool {
+	if ca, cb := p.slots[a].deletionCost, p.slots[b].deletionCost; p.growth == byTier && ca != cb {
+		return ca < cb
+	}
 	p.slots[a].seats--
 	p.slots[b].seats--
 	below := p.outranks(b, a, byWeight)
@@ -476,6 +537,10 @@ func reasonFor(s *slot) Reason {
 	switch {
 	case s.state == StateFailedOver:
 		return ReasonFailover
+	case s.state == StateEvicted:
+		return ReasonTaintEviction
+	case s.state == StateExcluded:
+		return ReasonSpreadConstraint
 	case s.seats != s.beforeMoveBack:
 		return ReasonRebalance
 	case s.stuck && s.seats < s.previous:
@@ -501,6 +566,10 @@ func (p *planner) note(s *slot, t Target, now time.Time, grace, threshold time.D
 		parts = append(parts, "unreachable (since unknown): target held")
 	case s.state == StateHeld:
 		parts = append(parts, "health unknown: target held")
+	case s.state == StateEvicted || s.state == StateCordoned:
+		parts = append(parts, taintNote(m, p.tolerations, now, s.state))
+	case s.state == StateExcluded:
+		parts = append(parts, "outside the groups chosen by the spread constraints")
 	}
 	if s.stuck {
 		parts = append(parts, fmt.Sprintf("%d pods unschedulable for over %s: capped at %d schedulable pods",

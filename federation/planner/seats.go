@@ -20,6 +20,9 @@ const (
 	// byCostThenWeight: members with the highest deletionCost keep their seats
 	// first, so the lowest cost loses first; Webster by weight within a cost.
 	byCostThenWeight
+	// byTier: new seats under CostOrdered, tier by tier from the highest
+	// deletionCost; Webster by weight within a tier, nothing for weight 0.
+	byTier
 )
 
 // votes is the numerator of a slot's Webster priority under an order.
@@ -120,7 +123,7 @@ func (p *planner) band(limit limit, o order) {
 	for i := range p.slots {
 		s := &p.slots[i]
 		room := max(limit(s)-s.seats, 0)
-		if o != byCostThenWeight && s.votes(o) == 0 {
+		if o != byCostThenWeight && s.votes(o) == 0 { // byTier too: growth needs votes
 			room = 0 // Webster gives nothing to zero votes
 		}
 		p.room[i] = room
@@ -130,7 +133,7 @@ func (p *planner) band(limit limit, o order) {
 		}
 	}
 	p.ids = ids
-	if o != byCostThenWeight {
+	if o != byCostThenWeight && o != byTier {
 		p.fillOrAward(ids, total, o)
 		return
 	}

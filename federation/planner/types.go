@@ -54,6 +54,21 @@ type Member struct {
 	Unschedulable int32
 	// UnschedulableSince is when the oldest of those pods became unschedulable.
 	UnschedulableSince time.Time
+	// Taints are the member's taints from its registration.
+	Taints []Taint
+}
+
+// Taint is a taint on a member cluster (see v1alpha1.ClusterTaint).
+type Taint struct {
+	// Key and Value of the taint.
+	Key, Value string
+	// Effect is NoSchedule or NoExecute; other values are ignored.
+	Effect v1alpha1.TaintEffect
+	// TimeAdded is when the taint was added; a toleration's tolerationSeconds
+	// count from it. A zero time means "just now": the toleration's window
+	// has not started, so the member is never evicted by it (as a zero
+	// UnhealthySince never fails a member over).
+	TimeAdded time.Time
 }
 
 // Input is everything Plan needs for one FederatedReplicaSet.
@@ -113,6 +128,18 @@ const (
 	// StateFailedOver members were unreachable longer than the grace period:
 	// target 0, their share planned elsewhere.
 	StateFailedOver
+	// StateCordoned members are reachable but take no new replicas: they have
+	// a NoSchedule taint the placement does not tolerate, or a NoExecute
+	// taint tolerated only for a while. Their pods stay (within the previous
+	// target) until a scale-down removes them.
+	StateCordoned
+	// StateEvicted members have a NoExecute taint the placement does not
+	// tolerate (or no longer tolerates): target 0, their share planned
+	// elsewhere, as for StateFailedOver.
+	StateEvicted
+	// StateExcluded members are outside the groups that the spread
+	// constraints chose (or lack the constraint's label): target 0.
+	StateExcluded
 )
 
 // String returns the state as a word.
@@ -122,6 +149,12 @@ func (s TargetState) String() string {
 		return "Held"
 	case StateFailedOver:
 		return "FailedOver"
+	case StateCordoned:
+		return "Cordoned"
+	case StateEvicted:
+		return "Evicted"
+	case StateExcluded:
+		return "Excluded"
 	default:
 		return "Active"
 	}
@@ -170,7 +203,33 @@ const (
 	// ReasonNotSelected: the member is no longer a candidate (placement changed
 	// or the cluster was unregistered).
 	ReasonNotSelected Reason = "NotSelected"
+	// ReasonTaintEviction: the member has a NoExecute taint the placement
+	// does not tolerate (any more).
+	ReasonTaintEviction Reason = "TaintEviction"
+	// ReasonSpreadConstraint: the member is outside the groups the spread
+	// constraints chose.
+	ReasonSpreadConstraint Reason = "SpreadConstraint"
 )
+
+// SpreadOutcome is how one spread constraint was met.
+type SpreadOutcome struct {
+	// TopologyKey is the constraint's member label key.
+	TopologyKey string
+	// MinGroups and MaxGroups are the resolved bounds (MaxGroups 0 when
+	// unbounded).
+	MinGroups, MaxGroups int32
+	// Eligible is how many groups had a member able to run replicas.
+	Eligible int32
+	// Groups are the chosen label values, best first.
+	Groups []string
+	// Satisfied is false when fewer than MinGroups groups can run replicas
+	// (too few eligible groups, or fewer replicas than MinGroups). The
+	// replicas are then placed on the groups that are eligible, and Message
+	// says why, for the SpreadUnsatisfied condition.
+	Satisfied bool
+	// Message explains an unsatisfied constraint.
+	Message string
+}
 
 // Change is one member whose target differs from its previous target.
 type Change struct {
@@ -196,7 +255,8 @@ type Result struct {
 	// candidate at maxReplicas, failed over, or weight 0).
 	Unplaced int32
 	// Surge is how far the targets add up above Replicas while a move-back is
-	// in progress (never above the resolved maxSurge).
+	// in progress (never above the resolved maxSurge); 0 in Duplicated mode,
+	// where the targets add up to members x Replicas.
 	Surge int32
 	// MovesPending is how many replicas still have to move back to reach the
 	// weighted division (moveBack OnRecovery); 0 when settled.
@@ -218,6 +278,26 @@ type Result struct {
 	// Notes are plan-wide remarks for conditions and events (invalid budget
 	// values that fell back to defaults, duplicate member names, ...).
 	Notes []string
+	// Spread has one outcome per placement.spreadConstraints entry, in order.
+	Spread []SpreadOutcome
+	// RequeueAt is the earliest time at which this plan would change with
+	// nothing else changing: an unreachable member's grace period, an
+	// unschedulable threshold or a NoExecute toleration running out. Zero
+	// when no such deadline is ahead. The plan at RequeueAt already sees it
+	// expired.
+	RequeueAt time.Time
+}
+
+// SpreadUnsatisfied returns the messages of the spread constraints that are
+// not met, or nil: the SpreadUnsatisfied condition's text.
+func (r Result) SpreadUnsatisfied() []string {
+	var out []string
+	for _, s := range r.Spread {
+		if !s.Satisfied {
+			out = append(out, s.Message)
+		}
+	}
+	return out
 }
 
 // Target returns the planned target of the named member (0 when it is not a

@@ -5,7 +5,7 @@
 # BIN_DIR overrides the output directory (default: bin/).
 # Tools: kube (kube-apiserver, kube-scheduler, kube-controller-manager), etcd,
 # kwok (binary plus its fast stage definitions), helm, controller-gen,
-# staticcheck (for `make lint`; not built by default).
+# staticcheck and actionlint (for `make lint`; not built by default).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -92,6 +92,15 @@ build_controller_gen() {
   echo "$want" > "$bin/.controller-gen.stamp"
 }
 
+build_actionlint() {
+  local v; v=$(module_version actionlint github.com/rhysd/actionlint)
+  local want="github.com/rhysd/actionlint@$v $gover"
+  if up_to_date actionlint "$want" actionlint; then echo "actionlint $v: up to date"; return; fi
+  echo "actionlint $v: building"
+  (cd "$root/hack/tools/actionlint" && go build -trimpath -ldflags "-s -w -X github.com/rhysd/actionlint.version=$v" -o "$bin/actionlint" github.com/rhysd/actionlint/cmd/actionlint)
+  echo "$want" > "$bin/.actionlint.stamp"
+}
+
 build_staticcheck() {
   local v; v=$(module_version staticcheck honnef.co/go/tools)
   local want="honnef.co/go/tools@$v $gover"
@@ -111,6 +120,7 @@ for t in "${tools[@]}"; do
     kwok) build_kwok ;;
     helm) build_helm ;;
     controller-gen) build_controller_gen ;;
+    actionlint) build_actionlint ;;
     staticcheck) build_staticcheck ;;
     *) echo "unknown tool: $t" >&2; exit 2 ;;
   esac

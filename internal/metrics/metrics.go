@@ -6,6 +6,8 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/replicafed/replicafed/internal/version"
 )
 
 var (
@@ -53,6 +55,19 @@ var (
 	}, []string{"operation"})
 )
 
+// BuildInfo is always 1; its labels identify the running binary, so a
+// dashboard can tell which replicas run which release during a rollout.
+var BuildInfo = newBuildInfo(version.Get())
+
+func newBuildInfo(v version.Info) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "replicafed_build_info",
+		Help:        "Always 1; labelled with the version, commit and Go version replicafed was built from.",
+		ConstLabels: prometheus.Labels{"version": v.Version, "commit": v.Commit, "goversion": v.GoVersion},
+	})
+}
+
 func init() {
-	crmetrics.Registry.MustRegister(PodOperations, Plans, Shortfall, MemberHealthy, RaftLeader, RaftTerm, RaftApplyDuration)
+	BuildInfo.Set(1)
+	crmetrics.Registry.MustRegister(PodOperations, Plans, Shortfall, MemberHealthy, RaftLeader, RaftTerm, RaftApplyDuration, BuildInfo)
 }

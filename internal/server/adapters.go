@@ -9,17 +9,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
-	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/worker"
 	"github.com/replicafed/replicafed/federation/hub"
-	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/internal/metrics"
 	raftexp "github.com/replicafed/replicafed/raftstore/expectations"
 	"github.com/replicafed/replicafed/raftstore/fsm"
@@ -72,17 +67,23 @@ func enqueueAll(ctx context.Context, mgr manager.Manager, trigger func(namespace
 	}
 }
 
-// takeover runs what a new leader must do before its workers write: settle
-// the previous term's reservations from a fresh list of each member's pods
-// (so nothing waits out a TTL), then re-plan every FederatedReplicaSet and
-// re-sync every member key.
+// takeover runs what a new leader must do after its Barrier: re-plan every
+// FederatedReplicaSet and sync every member key. Each key's first sync in
+// the term settles the earlier terms' expectations from a quorum list and
+// waits for the informer cache to catch up (engine.verify). Keys still
+// holding earlier-term expectations are enqueued again every settleInterval
+// until none is left (list errors, members engaged after the election) or
+// leadership ends.
 type takeover struct {
 	node     *node.Node
 	store    *raftexp.Store
-	registry *registry.Registry
 	workers  *worker.Manager
 	trigger  func()
+	interval time.Duration
 }
+
+// settleInterval is how often a new leader re-enqueues unsettled keys.
+const settleInterval = time.Second
 
 func (t *takeover) NeedLeaderElection() bool { return false }
 
@@ -96,7 +97,7 @@ func (t *takeover) Start(ctx context.Context) error {
 		case leading := <-changes:
 			if !leading {
 				metrics.RaftLeader.Set(0)
-				log.V(1).Info("raft leadership lost; member writes stop")
+				log.V(1).Info("Raft leadership lost; member writes stop")
 				continue
 			}
 			lctx, term, ok := t.node.Leading()
@@ -105,47 +106,38 @@ func (t *takeover) Start(ctx context.Context) error {
 			}
 			metrics.RaftLeader.Set(1)
 			metrics.RaftTerm.Set(float64(term))
-			log.Info("raft leadership gained", "term", term)
-			t.settle(lctx, log)
+			log.Info("Raft leadership gained", "term", term)
 			t.trigger()
 			t.workers.EnqueueAll(lctx)
+			go t.settle(lctx, log.WithValues("term", term))
 		}
 	}
 }
 
+// settle re-enqueues keys with earlier-term expectations until there are none.
 func (t *takeover) settle(ctx context.Context, log logr.Logger) {
-	for _, m := range t.registry.Members() {
-		keys := t.store.KeysToReconcile(m.Name)
-		for _, key := range keys {
-			live, err := livePods(ctx, m.Cluster.GetAPIReader(), key)
-			if err != nil {
-				log.V(1).Info("cannot list member pods to settle reservations", "cluster", m.Name, "key", key.String(), "error", err.Error())
-				continue
-			}
-			done, released, err := t.store.ReconcileReservations(ctx, key, live)
-			if err != nil {
-				log.V(1).Info("settling reservations failed", "cluster", m.Name, "key", key.String(), "error", err.Error())
-				continue
-			}
-			log.V(1).Info("reservations of the previous term settled", "cluster", m.Name, "key", key.String(),
-				"completed", len(done), "released", len(released))
+	interval := t.interval
+	if interval <= 0 {
+		interval = settleInterval
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		keys := t.store.KeysToReconcile("")
+		if len(keys) == 0 {
+			log.V(1).Info("Earlier terms' expectations settled")
+			return
+		}
+		for _, k := range keys {
+			t.workers.Enqueue(k)
+		}
+		log.V(2).Info("Keys with earlier terms' expectations enqueued", "keys", len(keys))
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
 		}
 	}
-}
-
-// livePods lists the namespace's pods with a quorum read, name -> UID.
-func livePods(ctx context.Context, r client.Reader, key expectations.Key) (map[string]types.UID, error) {
-	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods, client.InNamespace(key.Namespace)); err != nil {
-		return nil, err
-	}
-	out := make(map[string]types.UID, len(pods.Items))
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil {
-			out[p.Name] = p.UID
-		}
-	}
-	return out, nil
 }
 
 // adminServer serves raft membership administration and a status document

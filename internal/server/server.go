@@ -11,13 +11,11 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
@@ -37,6 +35,7 @@ import (
 	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/config"
+	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/controller/worker"
 	"github.com/replicafed/replicafed/federation/health"
 	"github.com/replicafed/replicafed/federation/hub"
@@ -48,14 +47,15 @@ import (
 	"github.com/replicafed/replicafed/raftstore/node"
 )
 
-// Scheme returns the scheme for hub and member clients.
-func Scheme() (*runtime.Scheme, error) { return kubescheme.New() }
-
-// Run runs one replica until ctx ends. On the way out it hands raft
-// leadership to a peer (when leading) so failover does not wait for a timeout.
+// Run runs one replica until ctx ends. On the way out, before anything else
+// stops, the raft node steps down: it closes its member-write gate, cancels
+// in-flight member writes and waits for them, commits its last observations
+// and then hands leadership to a peer (when leading), so failover does not
+// wait for a timeout and no write of this replica overlaps the next
+// leader's. Only then do the workers and caches stop.
 func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 	ctx = logr.NewContext(ctx, log)
-	scheme, err := Scheme()
+	scheme, err := kubescheme.New()
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,11 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 	if err != nil {
 		return fmt.Errorf("starting raft node: %w", err)
 	}
-	defer shutdownRaft(n, log)
+	defer func() {
+		if err := n.Shutdown(); err != nil {
+			log.Error(err, "Stopping raft")
+		}
+	}()
 	store := raftexp.New(n, log.WithName("expectations"))
 
 	monitor := health.NewMonitor(health.Options{
@@ -84,7 +88,7 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		SecretSelector:  cfg.Clusters.SecretSelector,
 		SecretKey:       cfg.Clusters.SecretKey,
 		Scheme:          scheme,
-		RESTOptions:     []func(*rest.Config) error{memberLimits(cfg.Controller)},
+		RESTOptions:     []func(*rest.Config) error{memberLimits(cfg.Controller), memberWriteDeadline(cfg.Controller.MemberWriteTimeout)},
 		Health:          monitor,
 	}
 	for _, s := range cfg.Clusters.Static {
@@ -150,6 +154,9 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		Source:           &hub.Workloads{Hub: local.GetClient(), Targets: targets},
 		Sink:             reports,
 		Gate:             n,
+		// Well inside the expectations TTL, so a key whose informer events
+		// were lost is settled from a quorum list long before it expires.
+		UnsatisfiedRequeue: min(cfg.Controller.ExpectationsTTL/10, engine.DefaultUnsatisfiedRequeue),
 	})
 	memberCRDs, err := crds.Member()
 	if err != nil {
@@ -235,7 +242,7 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 	})); err != nil {
 		return fmt.Errorf("adding expectations flusher: %w", err)
 	}
-	if err := local.Add(&takeover{node: n, store: store, registry: reg, workers: workers, trigger: func() { enqueueAll(ctx, local, trigger) }}); err != nil {
+	if err := local.Add(&takeover{node: n, store: store, workers: workers, trigger: func() { enqueueAll(ctx, local, trigger) }}); err != nil {
 		return fmt.Errorf("adding leadership handler: %w", err)
 	}
 	if cfg.Raft.AdminAddress != "" && cfg.Raft.AdminAddress != "0" {
@@ -244,22 +251,30 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		}
 	}
 
-	log.Info("starting replicafed", "raftID", n.ServerID(), "raftAddress", n.Address())
-	if err := mgr.Start(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	log.Info("Starting replicafed", "raftID", n.ServerID(), "raftAddress", n.Address())
+	// The manager outlives ctx until the node has stepped down, so member
+	// writes drain and leadership moves while informers still run.
+	mgrCtx, stopMgr := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopMgr()
+	stepped := make(chan struct{})
+	go func() {
+		defer close(stepped)
+		select {
+		case <-ctx.Done():
+		case <-mgrCtx.Done():
+			return
+		}
+		log.Info("Stopping: closing the member-write gate, then handing leadership over")
+		_ = n.StepDown()
+		stopMgr()
+	}()
+	err = mgr.Start(mgrCtx)
+	stopMgr()
+	<-stepped
+	if err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("running manager: %w", err)
 	}
 	return nil
-}
-
-func shutdownRaft(n *node.Node, log logr.Logger) {
-	if n.IsLeader() {
-		if err := n.TransferLeadership(); err != nil {
-			log.V(1).Info("leadership transfer on shutdown failed", "error", err.Error())
-		}
-	}
-	if err := n.Shutdown(); err != nil {
-		log.Error(err, "raft shutdown")
-	}
 }
 
 func hubConfig(cfg *config.Config) (*rest.Config, error) {
@@ -362,5 +377,3 @@ func (h *replicatedHealth) State(cluster string) (health.State, bool) {
 	}
 	return st, true
 }
-
-var _ = time.Second

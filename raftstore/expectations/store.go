@@ -23,6 +23,10 @@ import (
 // maxBatch stays below the FSM's per-command item limit.
 const maxBatch = 5000
 
+// minMaxPending is the smallest bound on uncommitted observations; the bound
+// is max(minMaxPending, 16 batches).
+const minMaxPending = 10000
+
 // Store is the raft-backed expectations store. Reads (Satisfied) are local;
 // reservations and delete sets are committed synchronously; observations
 // are applied to the local view at once and committed in batches.
@@ -38,25 +42,58 @@ type Store struct {
 	// flushMu orders batches against reservations: a flush holds it
 	// exclusively, ExpectCreations shared, so a reservation never races a
 	// batch that settles the same key.
-	flushMu  sync.RWMutex
-	mu       sync.Mutex
-	pending  []fsm.Settlement
-	inflight []fsm.Settlement
-	kick     chan struct{}
+	flushMu    sync.RWMutex
+	mu         sync.Mutex
+	pending    []fsm.Settlement
+	inflight   []fsm.Settlement
+	maxPending int
+	epoch      uint64 // bumped when pending observations are dropped
+	kick       chan struct{}
 }
 
-var _ ctrlexp.Store = (*Store)(nil)
+var (
+	_ ctrlexp.Store          = (*Store)(nil)
+	_ ctrlexp.Relister       = (*Store)(nil)
+	_ ctrlexp.TermReconciler = (*Store)(nil)
+)
 
 // New returns a Store on n, configured from n's NodeConfig (ExpectationsTTL,
 // ObservationBatchSize, ObservationFlushInterval). Run (or Start) must run
 // for observations to be committed.
 func New(n *node.Node, log logr.Logger) *Store {
 	cfg := n.Config()
-	return &Store{
+	s := &Store{
 		node: n, fsm: n.FSM(), log: log, clock: clock.RealClock{},
 		ttl: cfg.ExpectationsTTL, batchSize: min(cfg.ObservationBatchSize, maxBatch), interval: cfg.ObservationFlushInterval,
 		kick: make(chan struct{}, 1),
 	}
+	s.maxPending = max(minMaxPending, 16*s.batchSize)
+	// A leader handing over commits what it observed up to the drain, so
+	// the next leader starts from it.
+	n.BeforeTransfer(func(ctx context.Context) {
+		if err := s.FlushAll(ctx); err != nil {
+			s.log.V(1).Info("Committing observations before the leadership transfer failed", "reason", err.Error())
+		}
+	})
+	return s
+}
+
+// term is the leader term a command is proposed for: the sync's term when
+// the caller set one, else this node's current leader term (0 on a
+// follower, which the FSM refuses).
+func (s *Store) term(ctx context.Context) uint64 {
+	if t, ok := ctrlexp.TermFrom(ctx); ok {
+		return t
+	}
+	_, t, _ := s.node.Leading()
+	return t
+}
+
+// meta is the command metadata for a command proposed in term.
+func (s *Store) meta(term uint64) fsm.Meta {
+	m := s.node.Meta()
+	m.Term = term
+	return m
 }
 
 func toKey(k ctrlexp.Key) fsm.Key {
@@ -96,16 +133,18 @@ func (s *Store) ExpectCreations(ctx context.Context, key ctrlexp.Key, intent ctr
 		prefix = k.Name + "-"
 	}
 	cmd := &fsm.Reserve{
-		Meta: s.node.Meta(), Key: k, Target: intent.Target, Active: intent.Active, Count: intent.Count,
+		Meta: s.meta(s.term(ctx)), Key: k, Target: intent.Target, Active: intent.Active, Count: intent.Count,
 		Prefix: prefix, TTL: int64(s.ttl), Settle: drained,
 	}
 	res, err := s.node.Apply(ctx, cmd)
 	if err != nil {
 		if res == nil {
 			// Not known to be committed: keep the observations (settling is
-			// idempotent) and release whatever the command may have reserved.
+			// idempotent). Names it may have reserved are not released: no
+			// create was sent for them, but they stay reserved until a
+			// takeover or the TTL, which is the safe direction.
 			s.requeue(drained)
-			s.releaseIndeterminate(cmd)
+			s.learnIndeterminate(cmd)
 		}
 		return nil, fmt.Errorf("reserving %d pod names for %s: %w", intent.Count, key, err)
 	}
@@ -113,11 +152,13 @@ func (s *Store) ExpectCreations(ctx context.Context, key ctrlexp.Key, intent ctr
 	return res.Names, nil
 }
 
-// releaseIndeterminate learns the outcome of a Reserve whose Apply failed
+// learnIndeterminate learns the outcome of a Reserve whose Apply failed
 // (the entry may still commit) by re-applying it with the same request ID,
-// then releases the names, so they do not hold up the key until the TTL.
-func (s *Store) releaseIndeterminate(cmd *fsm.Reserve) {
-	if !s.node.IsLeader() {
+// then releases the names, which no create was sent for, so they do not
+// hold up the key until the TTL. The release is fenced by the command's
+// term: after a leader change it changes nothing.
+func (s *Store) learnIndeterminate(cmd *fsm.Reserve) {
+	if _, ok := s.node.Allowed(); !ok {
 		return // a new leader reconciles them
 	}
 	go func() {
@@ -128,7 +169,7 @@ func (s *Store) releaseIndeterminate(cmd *fsm.Reserve) {
 			return
 		}
 		for _, n := range res.Names {
-			s.add(fsm.Settlement{Kind: fsm.SettleFailed, Key: cmd.Key, Name: n})
+			s.add(fsm.Settlement{Kind: fsm.SettleFailed, Key: cmd.Key, Name: n, Term: cmd.Term})
 		}
 	}()
 }
@@ -138,9 +179,18 @@ func (s *Store) CreationObserved(key ctrlexp.Key, podName string) {
 	s.add(fsm.Settlement{Kind: fsm.SettleCreated, Key: toKey(key), Name: podName})
 }
 
-// CreationFailed implements Store.
+// CreationFailed implements Store: the name is released, but only if this
+// node still leads in the term it leads in now when the batch commits.
 func (s *Store) CreationFailed(key ctrlexp.Key, podName string) {
-	s.add(fsm.Settlement{Kind: fsm.SettleFailed, Key: toKey(key), Name: podName})
+	_, term, _ := s.node.Leading()
+	s.add(fsm.Settlement{Kind: fsm.SettleFailed, Key: toKey(key), Name: podName, Term: term})
+}
+
+// CreationUnknown implements Store: the name stays reserved, held for the
+// next reservation of the key, so a create that still lands collides with
+// the retry instead of standing next to a pod with a new name.
+func (s *Store) CreationUnknown(key ctrlexp.Key, podName string) {
+	s.add(fsm.Settlement{Kind: fsm.SettleHold, Key: toKey(key), Name: podName})
 }
 
 // ExpectDeletions implements Store: the delete set is committed before the
@@ -152,7 +202,7 @@ func (s *Store) ExpectDeletions(ctx context.Context, key ctrlexp.Key, pods []ctr
 	}
 	s.flushMu.RLock()
 	defer s.flushMu.RUnlock()
-	if _, err := s.node.Apply(ctx, &fsm.ExpectDeletes{Meta: s.node.Meta(), Key: toKey(key), Pods: refs, TTL: int64(s.ttl)}); err != nil {
+	if _, err := s.node.Apply(ctx, &fsm.ExpectDeletes{Meta: s.meta(s.term(ctx)), Key: toKey(key), Pods: refs, TTL: int64(s.ttl)}); err != nil {
 		return fmt.Errorf("recording %d expected deletions for %s: %w", len(pods), key, err)
 	}
 	return nil
@@ -163,50 +213,79 @@ func (s *Store) DeletionObserved(key ctrlexp.Key, podName string) {
 	s.add(fsm.Settlement{Kind: fsm.SettleDeleted, Key: toKey(key), Name: podName})
 }
 
-// Delete implements Store. Only entries recorded before the call are
-// forgotten, even if the batch commits after a later reservation.
+// Delete implements Store. On the fenced leader the key's entries recorded
+// before the call are forgotten in raft (even if the batch commits after a
+// later reservation, and only if it commits in the current term). Anywhere
+// else (a follower, a leader whose gate closed for a handover or shutdown)
+// it does nothing: the leader's reservations and pending deletes are never
+// erased from outside, and this process holds no other state for the key.
 func (s *Store) Delete(key ctrlexp.Key) {
-	s.add(fsm.Settlement{Kind: fsm.SettleForgetKey, Key: toKey(key), BeforeSeq: s.fsm.Seq() + 1})
+	if _, ok := s.node.Allowed(); !ok {
+		return
+	}
+	_, term, _ := s.node.Leading()
+	s.add(fsm.Settlement{Kind: fsm.SettleForgetKey, Key: toKey(key), BeforeSeq: s.fsm.Seq() + 1, Term: term})
 }
 
-// DeleteCluster implements Store.
-func (s *Store) DeleteCluster(cluster string) {
-	s.add(fsm.Settlement{Kind: fsm.SettleForgetCluster, Key: fsm.Key{Cluster: cluster}, BeforeSeq: s.fsm.Seq() + 1})
+// DeleteCluster implements Store. It commits nothing and keeps the pending
+// observations (they are facts, or fenced by their term): workers stop on
+// every replica (shutdown, re-engagement after a health flap or a
+// kubeconfig rotation) while the leader may still act on the member, so a
+// stopping worker must not erase the leader's reservations and pending
+// deletes. A member that left the fleet is cleaned up by Node.PruneMembers.
+func (s *Store) DeleteCluster(string) {}
+
+// Epoch implements ctrlexp.Relister: it changes whenever uncommitted
+// observations were dropped because they exceeded the bound.
+func (s *Store) Epoch() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.epoch
 }
 
-// ReconcileReservations completes or releases every reservation and pending
-// delete of key made in an earlier term: reserved names present in live
-// (name -> UID, from a fresh quorum list of the member's pods) are complete,
-// the others are released, and earlier-term deletes are dropped. Only the
-// leader may call it, after its Barrier (see node.Leading) and before it
-// creates pods for key.
-func (s *Store) ReconcileReservations(ctx context.Context, key ctrlexp.Key, live map[string]types.UID) (completed, released []string, err error) {
-	_, term, ok := s.node.Leading()
-	if !ok {
+// ReconcileReservations implements ctrlexp.TermReconciler. live is a fresh
+// quorum list of the member's pods (name -> UID), taken after the caller
+// gained write permission for the term. In one raft entry, fenced by that
+// term: reservations whose pod exists are complete; earlier-term
+// reservations without their pod are held for this term (their names are
+// handed out again by the next reservation, never replaced by new names);
+// pending deletes whose pod is gone are settled and earlier-term ones
+// dropped. Current-term reservations without a pod are left alone: this
+// leader's own creates may be in flight. Nothing is applied when the key
+// has no expectations.
+func (s *Store) ReconcileReservations(ctx context.Context, key ctrlexp.Key, live map[string]types.UID) (completed, held []string, err error) {
+	term := s.term(ctx)
+	if term == 0 {
 		return nil, nil, fmt.Errorf("reconciling reservations of %s: %w", key, node.ErrNotLeader)
 	}
-	m := s.node.Meta()
-	m.Term = term
+	k := toKey(key)
+	if v := s.fsm.View(k); len(v.Reservations) == 0 && len(v.Deletes) == 0 {
+		return nil, nil, nil
+	}
 	l := make(map[string]string, len(live))
 	for n, u := range live {
 		l[n] = string(u)
 	}
-	res, err := s.node.Apply(ctx, &fsm.Reconcile{Meta: m, Key: toKey(key), Live: l})
+	s.flushMu.RLock()
+	defer s.flushMu.RUnlock()
+	res, err := s.node.Apply(ctx, &fsm.Reconcile{Meta: s.meta(term), Key: k, Live: l, TTL: int64(s.ttl)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("reconciling reservations of %s: %w", key, err)
 	}
-	return res.Completed, res.Released, nil
+	return res.Completed, res.Held, nil
 }
 
-// KeysToReconcile lists the keys of cluster ("" for all) holding
+// KeysToReconcile lists the keys of cluster ("" for all) holding unexpired
 // reservations or pending deletes from a term before the current leader
-// term. A new leader calls ReconcileReservations for each of them.
+// term. The engine settles each key on its first sync of the term; a new
+// leader re-enqueues these keys until the list is empty.
 func (s *Store) KeysToReconcile(cluster string) []ctrlexp.Key {
 	_, term, ok := s.node.Leading()
 	if !ok {
 		return nil
 	}
 	var out []ctrlexp.Key
+	now := s.clock.Now().UnixNano()
 	for _, k := range s.fsm.Keys() {
 		if cluster != "" && k.Cluster != cluster {
 			continue
@@ -214,10 +293,10 @@ func (s *Store) KeysToReconcile(cluster string) []ctrlexp.Key {
 		v := s.fsm.View(k)
 		old := false
 		for _, r := range v.Reservations {
-			old = old || r.Term < term
+			old = old || (r.Term < term && r.Expiry > now)
 		}
 		for _, d := range v.Deletes {
-			old = old || d.Term < term
+			old = old || (d.Term < term && d.Expiry > now)
 		}
 		if old {
 			out = append(out, ctrlexp.Key{Cluster: k.Cluster, Namespace: k.Namespace, Name: k.Name})
@@ -226,12 +305,25 @@ func (s *Store) KeysToReconcile(cluster string) []ctrlexp.Key {
 	return out
 }
 
+// add records an observation for the next batch. Only a leader records:
+// a follower's view is never used, and a new leader settles from a quorum
+// list (ReconcileReservations) before it writes. Over the bound, every
+// pending observation is dropped and Epoch changes, so the engine
+// re-verifies each key from a fresh list.
 func (s *Store) add(it fsm.Settlement) {
 	if err := it.Validate(); err != nil {
-		s.log.V(1).Info("Ignoring invalid observation", "err", err.Error())
+		s.log.V(1).Info("Ignoring invalid observation", "reason", err.Error())
+		return
+	}
+	if _, _, ok := s.node.Leading(); !ok {
 		return
 	}
 	s.mu.Lock()
+	if len(s.pending) >= s.maxPending {
+		s.log.Info("Too many uncommitted observations, dropping them; keys are re-listed", "dropped", len(s.pending))
+		s.pending = nil
+		s.epoch++
+	}
 	s.pending = append(s.pending, it)
 	full := len(s.pending) >= s.batchSize
 	s.mu.Unlock()
@@ -291,7 +383,7 @@ func (s *Store) Run(ctx context.Context) {
 		}
 		for {
 			if err := s.Flush(ctx); err != nil {
-				s.log.V(1).Info("Flushing observations failed; will retry", "err", err.Error())
+				s.log.V(1).Info("Flushing observations failed; will retry", "reason", err.Error())
 				break
 			}
 			s.mu.Lock()
@@ -304,8 +396,31 @@ func (s *Store) Run(ctx context.Context) {
 	}
 }
 
-// Flush commits one batch of pending observations now.
+// FlushAll commits every pending observation, batch by batch.
+func (s *Store) FlushAll(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		n := len(s.pending)
+		s.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		if _, _, ok := s.node.Leading(); !ok {
+			return nil
+		}
+		if err := s.Flush(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// Flush commits one batch of pending observations now. Only a leader
+// commits (releases and forgets are fenced by their term in the FSM too);
+// on a follower the batch stays pending.
 func (s *Store) Flush(ctx context.Context) error {
+	if _, _, ok := s.node.Leading(); !ok {
+		return nil
+	}
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	s.mu.Lock()

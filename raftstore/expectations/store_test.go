@@ -83,9 +83,9 @@ type replica struct {
 	done   chan struct{}
 }
 
-// engine is a minimal member worker: reconcile on a new term, then the
+// fakeEngine is a minimal member worker: reconcile on a new term, then the
 // standard sync (satisfied? count, reserve, create, observe).
-func engine(ctx context.Context, r *replica, api *memberAPI, keys []ctrlexp.Key, rng *rand.Rand) {
+func fakeEngine(ctx context.Context, r *replica, api *memberAPI, keys []ctrlexp.Key, rng *rand.Rand) {
 	defer close(r.done)
 	var term uint64
 	for ctx.Err() == nil {
@@ -173,7 +173,7 @@ func TestInvariantUnderLeaderChaos(t *testing.T) {
 		rctx, rcancel := context.WithCancel(ctx)
 		r := &replica{node: n, store: expectations.New(n, logr.Discard()), cancel: rcancel, done: make(chan struct{})}
 		go r.store.Run(rctx)
-		go engine(rctx, r, api, keys, rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano()))))
+		go fakeEngine(rctx, r, api, keys, rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano()))))
 		mu.Lock()
 		replicas[i] = r
 		mu.Unlock()
@@ -332,16 +332,22 @@ func TestStoreProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(n.FSM().Keys()) != 0 {
-		t.Fatalf("keys left: %v", n.FSM().Keys())
+		t.Fatalf("keys left: %v %+v", n.FSM().Keys(), n.FSM().View(fsm.Key{Cluster: k.Cluster, Namespace: k.Namespace, Name: k.Name}))
 	}
 }
 
+// TestReconcileAfterFailover: the new leader takes over the old leader's
+// unfulfilled reservations and creates exactly those names, so a late create
+// of the old leader collides with its own.
 func TestReconcileAfterFailover(t *testing.T) {
-	c := tu.NewCluster(t, 3, nil)
+	c := tu.NewCluster(t, 3, tu.StableTimers)
 	c.StartAll()
 	old := c.WaitVoters(3, 20*time.Second)
-	ctx := tu.Ctx(t, 20*time.Second)
+	ctx := tu.Ctx(t, 30*time.Second)
 	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	if err := old.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: "web"}, 1, map[string]int32{"m1": 4}); err != nil {
+		t.Fatal(err)
+	}
 	names, err := expectations.New(old, logr.Discard()).ExpectCreations(ctx, k, ctrlexp.CreateIntent{Target: 4, Count: 4, Prefix: "web-"})
 	if err != nil {
 		t.Fatal(err)
@@ -353,13 +359,129 @@ func TestReconcileAfterFailover(t *testing.T) {
 	if len(keys) != 1 || keys[0] != k || s.Satisfied(k) {
 		t.Fatalf("keys to reconcile %v", keys)
 	}
-	done, released, err := s.ReconcileReservations(ctx, k, map[string]types.UID{names[0]: "a", names[1]: "b"})
-	if err != nil || len(done) != 2 || len(released) != 2 {
-		t.Fatalf("reconcile: %v %v %v", done, released, err)
+	done, held, err := s.ReconcileReservations(ctx, k, map[string]types.UID{names[0]: "a", names[1]: "b"})
+	if err != nil || len(done) != 2 || len(held) != 2 {
+		t.Fatalf("reconcile: %v %v %v", done, held, err)
 	}
 	if !s.Satisfied(k) {
-		t.Fatal("not satisfied after reconcile")
+		t.Fatal("held names hold up the key")
 	}
+	// Two pods exist; the two missing slots get the old leader's names.
+	again, err := s.ExpectCreations(ctx, k, ctrlexp.CreateIntent{Target: 4, Active: 2, Count: 2, Prefix: "web-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{names[2]: true, names[3]: true}
+	if len(again) != 2 || !want[again[0]] || !want[again[1]] {
+		t.Fatalf("new leader got names %v, want the old leader's %v", again, names[2:])
+	}
+	if len(s.KeysToReconcile("m1")) != 0 {
+		t.Fatal("key still has earlier-term entries")
+	}
+}
+
+// TestOnlyTheLeaderForgets: a follower's DeleteCluster or Delete, a stopping
+// leader's, and a deposed leader's late release all leave the leader's
+// reservations and pending deletes intact.
+func TestOnlyTheLeaderForgets(t *testing.T) {
+	c := tu.NewCluster(t, 3, tu.StableTimers)
+	c.StartAll()
+	leader := c.WaitVoters(3, 20*time.Second)
+	ctx := tu.Ctx(t, 60*time.Second)
+	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	fk := fsm.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	if err := leader.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: "web"}, 1, map[string]int32{"m1": 10}); err != nil {
+		t.Fatal(err)
+	}
+	ls := expectations.New(leader, logr.Discard())
+	names, err := ls.ExpectCreations(ctx, k, ctrlexp.CreateIntent{Target: 10, Count: 4, Prefix: "web-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A sync of another key owns the pending deletes.
+	k2 := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "api"}
+	if err := ls.ExpectDeletions(ctx, k2, []ctrlexp.PodRef{{Name: "api-1", UID: "u1"}, {Name: "api-2", UID: "u2"}}); err != nil {
+		t.Fatal(err)
+	}
+	intact := func(n *node.Node, why string) {
+		t.Helper()
+		v := n.FSM().View(fk)
+		for _, name := range names {
+			if _, ok := v.Reservations[name]; !ok {
+				t.Fatalf("%s: reservation %s erased: %+v", why, name, v.Reservations)
+			}
+		}
+		if d := n.FSM().View(fsm.Key{Cluster: "m1", Namespace: "ns", Name: "api"}).Deletes; len(d) != 2 {
+			t.Fatalf("%s: pending deletes erased: %+v", why, d)
+		}
+	}
+
+	var follower *node.Node
+	for _, n := range c.Live() {
+		if n != leader {
+			follower = n
+		}
+	}
+	fs := expectations.New(follower, logr.Discard())
+	fs.DeleteCluster("m1")
+	fs.Delete(k)
+	fs.Delete(k2)
+	fs.CreationFailed(k, names[0])
+	if err := fs.FlushAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A process that built forgets before it lost leadership (or never had
+	// it) and sends them now: forwarded to the leader, they change nothing.
+	for _, term := range []uint64{0, leaderTerm(t, leader) - 1} {
+		m := follower.Meta()
+		m.Term = term
+		if _, err := follower.Apply(ctx, &fsm.Settle{Meta: m, Items: []fsm.Settlement{
+			{Kind: fsm.SettleForgetCluster, Key: fsm.Key{Cluster: "m1"}, BeforeSeq: 1 << 40, Term: term},
+			{Kind: fsm.SettleForgetKey, Key: fk, BeforeSeq: 1 << 40, Term: term},
+			{Kind: fsm.SettleFailed, Key: fk, Name: names[1], Term: term},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		m.ReqID = node.NewRequestID()
+		if _, err := follower.Apply(ctx, &fsm.Reserve{Meta: m, Key: fk, Target: 10, Count: 1, Prefix: "web-", TTL: int64(time.Hour)}); !errors.Is(err, fsm.ErrStale) {
+			t.Fatalf("reserve proposed for term %d: got %v, want ErrStale", term, err)
+		}
+	}
+	// Make sure the leader applied everything the follower sent.
+	if err := leader.SetMemberHealth(ctx, "m1", true, time.Unix(1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	intact(leader, "after a follower's cleanup")
+
+	// The leader stops gracefully: its worker stops first and cleans up;
+	// then it steps down.
+	ls.DeleteCluster("m1")
+	if err := leader.StepDown(); err != nil {
+		t.Fatalf("step down: %v", err)
+	}
+	ls.Delete(k) // an owner-delete event arriving during shutdown
+	ls.CreationFailed(k, names[2])
+	if err := ls.FlushAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := c.WaitLeader(20*time.Second, leader)
+	tu.Eventually(t, 10*time.Second, func() error {
+		// Any entry the old leader still got into the log is applied by now.
+		if next.Raft().AppliedIndex() < leader.Raft().LastIndex() {
+			return errors.New("new leader has not applied the old leader's log")
+		}
+		return nil
+	})
+	intact(next, "after the old leader stopped")
+}
+
+func leaderTerm(t *testing.T, n *node.Node) uint64 {
+	t.Helper()
+	_, term, ok := n.Leading()
+	if !ok {
+		t.Fatal("not leading")
+	}
+	return term
 }
 
 func TestBatchingKeepsRaftEntriesLow(t *testing.T) {
@@ -373,7 +495,8 @@ func TestBatchingKeepsRaftEntriesLow(t *testing.T) {
 // createPods scales one key from 0 to n with slow-start batches (1, 2, 4, ...,
 // capped at 500, like the upstream burst) and returns the raft entries used.
 func createPods(tb testing.TB, n int) uint64 {
-	c := tu.NewCluster(tb, 3, func(_ int, cfg *node.NodeConfig) {
+	c := tu.NewCluster(tb, 3, func(i int, cfg *node.NodeConfig) {
+		tu.StableTimers(i, cfg)
 		cfg.ObservationFlushInterval = 100 * time.Millisecond
 		cfg.ObservationBatchSize = 1000
 	})
@@ -408,4 +531,58 @@ func createPods(tb testing.TB, n int) uint64 {
 		tb.Fatal(err)
 	}
 	return l.Raft().LastIndex() - before
+}
+
+// TestPendingObservationsBounded: uncommitted observations beyond the bound
+// are dropped and the epoch changes, so the engine re-lists every key.
+func TestPendingObservationsBounded(t *testing.T) {
+	c := tu.NewCluster(t, 1, func(_ int, cfg *node.NodeConfig) { cfg.ObservationFlushInterval = time.Hour })
+	c.StartAll()
+	n := c.WaitLeader(10 * time.Second)
+	s := expectations.New(n, logr.Discard())
+	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	if s.Epoch() != 0 {
+		t.Fatalf("fresh store at epoch %d", s.Epoch())
+	}
+	const bound = 10000 // minMaxPending: the default batch size gives no larger bound
+	for i := range bound {
+		s.CreationObserved(k, fmt.Sprintf("web-%d", i))
+	}
+	if s.Epoch() != 0 {
+		t.Fatal("dropped observations within the bound")
+	}
+	s.CreationObserved(k, "one-too-many")
+	if s.Epoch() != 1 {
+		t.Fatalf("epoch %d after exceeding the bound, want 1", s.Epoch())
+	}
+	// What is left is committed normally.
+	if err := s.FlushAll(tu.Ctx(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFollowerRecordsNothing: a follower neither keeps nor commits
+// observations; a new leader settles from a quorum list instead.
+func TestFollowerRecordsNothing(t *testing.T) {
+	c := tu.NewCluster(t, 3, tu.StableTimers)
+	c.StartAll()
+	leader := c.WaitVoters(3, 20*time.Second)
+	var follower *node.Node
+	for _, n := range c.Live() {
+		if n != leader {
+			follower = n
+		}
+	}
+	s := expectations.New(follower, logr.Discard())
+	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	before := leader.Raft().LastIndex()
+	s.CreationFailed(k, "web-1")
+	s.CreationUnknown(k, "web-2")
+	s.DeletionObserved(k, "web-3")
+	if err := s.FlushAll(tu.Ctx(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if after := leader.Raft().LastIndex(); after != before {
+		t.Fatalf("a follower's observations reached the log: index %d -> %d", before, after)
+	}
 }

@@ -20,14 +20,20 @@ const (
 	TypeSetTargets    Type = 5
 	TypeDeleteTargets Type = 6
 	TypeSetHealth     Type = 7
+	TypePruneMembers  Type = 8
 )
 
 // Version1 is the only encoding version so far: the body is JSON.
 const Version1 uint8 = 1
 
+// MaxItems is the most pods, names or settlements one command may carry.
+// controller.burstReplicas must not exceed it: one sync reserves or deletes
+// at most that many pods in one command.
+const MaxItems = 10000
+
 // Limits that keep a single command (and so a single Apply) small.
 const (
-	maxItems    = 10000
+	maxItems    = MaxItems
 	maxNameLen  = 253
 	maxKeyField = 253
 )
@@ -73,7 +79,9 @@ type Meta struct {
 	// Now is the proposer's clock in Unix nanoseconds. Apply uses it instead
 	// of reading a clock, so every replica computes the same state.
 	Now int64 `json:"now"`
-	// Term is the raft term the proposer believed it led in.
+	// Term is the raft term the proposer believed it led in. Commands that
+	// change expectations are refused unless it equals the term of the raft
+	// entry that carries them (see the package doc, "fencing").
 	Term uint64 `json:"term,omitempty"`
 }
 
@@ -115,7 +123,17 @@ const (
 	SettleDeleted       SettleKind = 3 // the pod expected to be deleted is gone (or the delete failed)
 	SettleForgetKey     SettleKind = 4 // drop everything for Key recorded before BeforeSeq
 	SettleForgetCluster SettleKind = 5 // drop everything for Key.Cluster recorded before BeforeSeq
+	// SettleHold marks a reservation whose create may or may not have
+	// reached the member (timeout, cancelled call): the name stays reserved
+	// and the next Reserve hands it out again instead of a new name.
+	SettleHold SettleKind = 6
 )
+
+// leaderOnly reports whether a settlement kind releases or forgets
+// reservations: it then applies only in the term it was decided in.
+func (k SettleKind) leaderOnly() bool {
+	return k == SettleFailed || k == SettleForgetKey || k == SettleForgetCluster
+}
 
 // Settlement is one observation or forget.
 type Settlement struct {
@@ -125,12 +143,16 @@ type Settlement struct {
 	// BeforeSeq bounds forgets so that a late forget never removes a
 	// reservation made after the caller asked to forget.
 	BeforeSeq uint64 `json:"before,omitempty"`
+	// Term is the leader term the settlement was decided in. SettleFailed
+	// and the forgets apply only when it equals the term of the raft entry
+	// carrying them; the other kinds are facts and apply in any term.
+	Term uint64 `json:"term,omitempty"`
 }
 
 // Validate reports whether the settlement can be encoded.
 func (s Settlement) Validate() error {
 	switch s.Kind {
-	case SettleCreated, SettleFailed, SettleDeleted:
+	case SettleCreated, SettleFailed, SettleDeleted, SettleHold:
 		if err := s.Key.validate(); err != nil {
 			return err
 		}
@@ -171,13 +193,25 @@ type ExpectDeletes struct {
 	TTL  int64    `json:"ttl"`
 }
 
-// Reconcile settles every reservation and pending delete of Key made in a
-// term before Term, using a fresh list of the member's pods.
+// Reconcile settles the expectations of Key against a fresh quorum list of
+// the member's pods: a reservation whose pod exists is complete; one of an
+// earlier term without its pod is held for the current term (its name is
+// handed out again, never a new one); a pending delete whose pod is gone is
+// settled, and one of an earlier term is dropped.
 type Reconcile struct {
 	Meta
 	Key Key `json:"key"`
 	// Live maps the names of the pods that exist to their UIDs.
 	Live map[string]string `json:"live"`
+	// TTL renews held reservations, in nanoseconds; 0 keeps their expiry.
+	TTL int64 `json:"ttl,omitempty"`
+}
+
+// PruneMembers drops the health records and expectations of every member
+// cluster not in Members, and expired expectations of every key.
+type PruneMembers struct {
+	Meta
+	Members []string `json:"members"`
 }
 
 // SetTargets commits the per-member targets of one FederatedReplicaSet.
@@ -223,6 +257,9 @@ func (*DeleteTargets) Type() Type { return TypeDeleteTargets }
 
 // Type implements Command.
 func (*SetHealth) Type() Type { return TypeSetHealth }
+
+// Type implements Command.
+func (*PruneMembers) Type() Type { return TypePruneMembers }
 
 // Header implements Command.
 func (m Meta) Header() Meta { return m }
@@ -306,6 +343,16 @@ func (c *SetTargets) validate() error {
 
 func (c *DeleteTargets) validate() error { return c.FRS.validate() }
 
+func (c *PruneMembers) validate() error {
+	if len(c.Members) > maxItems {
+		return errors.New("prune members: too many members")
+	}
+	if c.Term == 0 {
+		return errors.New("prune members: term is required")
+	}
+	return nil
+}
+
 func (c *SetHealth) validate() error {
 	if c.Cluster == "" {
 		return errors.New("set health: cluster is required")
@@ -352,6 +399,8 @@ func Decode(b []byte) (Command, error) {
 		cmd = &DeleteTargets{}
 	case TypeSetHealth:
 		cmd = &SetHealth{}
+	case TypePruneMembers:
+		cmd = &PruneMembers{}
 	default:
 		return nil, fmt.Errorf("%w: unknown type %d", ErrMalformed, b[0])
 	}

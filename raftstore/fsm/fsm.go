@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"maps"
+	"sort"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -38,6 +39,9 @@ type Result struct {
 	// Completed and Released are the names settled by Reconcile.
 	Completed []string `json:"completed,omitempty"`
 	Released  []string `json:"released,omitempty"`
+	// Held are the earlier-term reservations Reconcile kept for the current
+	// term; Reserve hands these names out before new ones.
+	Held []string `json:"held,omitempty"`
 }
 
 // Error turns a failed result into an error.
@@ -59,11 +63,20 @@ func (r *Result) Error() error {
 // DefaultDedupWindow is how many request IDs the FSM remembers.
 const DefaultDedupWindow = 8192
 
+// DefaultDedupBytes bounds the remembered results in (approximate) bytes:
+// a Reserve result can carry thousands of names.
+const DefaultDedupBytes = 8 << 20
+
+// MaxSnapshotBytes is the largest snapshot body Restore accepts.
+const MaxSnapshotBytes = 512 << 20
+
 // FSM is the replicated state machine. Apply is deterministic: it reads time
-// only from commands. All readers take a read lock and get copies.
+// only from commands and terms from raft entries. All readers take a read
+// lock and get copies.
 type FSM struct {
-	salt   string
-	window int
+	salt       string
+	window     int
+	dedupBytes int
 
 	mu sync.RWMutex
 	st *state
@@ -72,7 +85,7 @@ type FSM struct {
 // New returns an empty FSM. salt (the raft cluster ID) is mixed into reserved
 // pod names, so a rebuilt raft cluster never reuses an old cluster's names.
 func New(salt string) *FSM {
-	return &FSM{salt: salt, window: DefaultDedupWindow, st: newState()}
+	return &FSM{salt: salt, window: DefaultDedupWindow, dedupBytes: DefaultDedupBytes, st: newState()}
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -82,12 +95,20 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	r := f.ApplyBytes(l.Data)
+	r := f.ApplyAt(l.Data, l.Term)
 	return &r
 }
 
-// ApplyBytes decodes and applies one encoded command.
-func (f *FSM) ApplyBytes(b []byte) Result {
+// ApplyBytes decodes and applies one encoded command without fencing: the
+// proposer's term is not checked. For tests and benchmarks.
+func (f *FSM) ApplyBytes(b []byte) Result { return f.ApplyAt(b, 0) }
+
+// ApplyAt decodes and applies one encoded command carried by a raft entry of
+// term logTerm. Commands that change expectations are refused (CodeStale)
+// unless their Meta.Term equals logTerm: a deposed leader's command that
+// reaches the log in a later term (forwarded, or retried after a pause)
+// changes nothing. logTerm 0 disables the check.
+func (f *FSM) ApplyAt(b []byte, logTerm uint64) Result {
 	cmd, err := Decode(b)
 	if err != nil {
 		return Result{Code: CodeInvalid, Msg: err.Error()}
@@ -100,20 +121,28 @@ func (f *FSM) ApplyBytes(b []byte) Result {
 			return r
 		}
 	}
-	r := f.apply(cmd)
+	r := f.apply(cmd, logTerm)
 	if id != "" {
-		f.st.rememberDedup(id, r, f.window)
+		f.st.rememberDedup(id, r, f.window, f.dedupBytes)
 	}
 	return r
 }
 
-func (f *FSM) apply(cmd Command) Result {
+func (f *FSM) apply(cmd Command, logTerm uint64) Result {
 	s := f.st
+	switch cmd.(type) {
+	case *Reserve, *ExpectDeletes, *Reconcile, *PruneMembers:
+		if t := cmd.Header().Term; !fenced(t, logTerm) {
+			return Result{Code: CodeStale, Msg: fmt.Sprintf("proposed for leader term %d, committed in term %d", t, logTerm)}
+		}
+	}
 	switch c := cmd.(type) {
 	case *Reserve:
-		return f.reserve(c)
+		return f.reserve(c, logTerm)
 	case *Settle:
-		s.settle(c.Items, c.Now)
+		s.settle(c.Items, c.Now, logTerm)
+	case *PruneMembers:
+		f.prune(c)
 	case *ExpectDeletes:
 		ks := s.key(c.Key, true)
 		s.Seq++
@@ -143,9 +172,9 @@ func (f *FSM) apply(cmd Command) Result {
 	return Result{}
 }
 
-func (f *FSM) reserve(c *Reserve) Result {
+func (f *FSM) reserve(c *Reserve, logTerm uint64) Result {
 	s := f.st
-	s.settle(c.Settle, c.Now)
+	s.settle(c.Settle, c.Now, logTerm)
 	target := c.Target
 	if rec, ok := s.Targets[FRSRef{Namespace: c.Key.Namespace, Name: c.Key.Name}.String()]; ok {
 		// The committed target bounds every leader, also one whose own view is stale.
@@ -156,14 +185,34 @@ func (f *FSM) reserve(c *Reserve) Result {
 	ks := s.key(c.Key, true)
 	s.gc(ks, c.Now)
 	ks = s.key(c.Key, true)
-	allowed := int(target) - c.Active - len(ks.Reservations)
+	var issued int
+	var held []Reservation
+	for _, r := range ks.Reservations {
+		if r.Held {
+			held = append(held, r)
+		} else {
+			issued++
+		}
+	}
+	allowed := int(target) - c.Active - issued
 	if allowed <= 0 {
 		s.gc(ks, c.Now)
 		return Result{Code: CodeRefused, Msg: fmt.Sprintf("%s: target %d, active %d, outstanding %d leave no room",
-			c.Key, target, c.Active, len(ks.Reservations))}
+			c.Key, target, c.Active, issued)}
 	}
 	n := min(c.Count, allowed)
 	names := make([]string, 0, n)
+	// Held names first, oldest first: whoever created them late collides
+	// with this create instead of adding a pod next to it.
+	sort.Slice(held, func(i, j int) bool { return held[i].Seq < held[j].Seq })
+	for _, r := range held {
+		if len(names) == n {
+			break
+		}
+		r.Held, r.Term, r.Expiry = false, c.Term, c.Now+c.TTL
+		ks.Reservations[r.Name] = r
+		names = append(names, r.Name)
+	}
 	for len(names) < n {
 		s.Seq++
 		name := PodName(f.salt, c.Key, c.Prefix, s.Seq)
@@ -184,23 +233,52 @@ func (f *FSM) reconcile(c *Reconcile) Result {
 		return r
 	}
 	for _, n := range sortedNames(ks.Reservations) {
-		if ks.Reservations[n].Term >= c.Term {
-			continue
-		}
-		if _, live := c.Live[n]; live {
+		res := ks.Reservations[n]
+		switch _, live := c.Live[n]; {
+		case live:
 			r.Completed = append(r.Completed, n)
-		} else {
-			r.Released = append(r.Released, n)
+			delete(ks.Reservations, n)
+		case res.Term < c.Term:
+			// Its create may still be on its way (a paused or deposed
+			// leader): keep the name for the slot.
+			res.Held, res.Term = true, c.Term
+			if c.TTL > 0 {
+				res.Expiry = c.Now + c.TTL
+			}
+			ks.Reservations[n] = res
+			r.Held = append(r.Held, n)
 		}
-		delete(ks.Reservations, n)
 	}
 	for n, d := range ks.Deletes {
-		if d.Term < c.Term {
+		uid, live := c.Live[n]
+		if !live || (d.UID != "" && uid != d.UID) || d.Term < c.Term {
 			delete(ks.Deletes, n)
 		}
 	}
 	s.gc(ks, c.Now)
 	return r
+}
+
+// prune drops health and expectations of members not in c.Members and
+// expired expectations everywhere.
+func (f *FSM) prune(c *PruneMembers) {
+	s := f.st
+	keep := make(map[string]bool, len(c.Members))
+	for _, m := range c.Members {
+		keep[m] = true
+	}
+	for m := range s.Health {
+		if !keep[m] {
+			delete(s.Health, m)
+		}
+	}
+	for _, ks := range s.sortedKeys() {
+		if !keep[ks.Key.Cluster] {
+			delete(s.Keys, ks.Key.String())
+			continue
+		}
+		s.gc(ks, c.Now)
+	}
 }
 
 func sortedNames(m map[string]Reservation) []string {
@@ -329,7 +407,7 @@ func readSnapshot(r io.Reader) (*state, error) {
 		return nil, fmt.Errorf("reading snapshot: unknown version %d", hdr[4])
 	}
 	n := binary.BigEndian.Uint64(hdr[5:])
-	if n > 1<<32 {
+	if n > MaxSnapshotBytes {
 		return nil, fmt.Errorf("reading snapshot: body length %d too large", n)
 	}
 	body := make([]byte, n+4)

@@ -2,9 +2,12 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 
@@ -180,22 +183,207 @@ func TestReserveSettlesFirst(t *testing.T) {
 func TestDeletesAndReconcile(t *testing.T) {
 	f := New("s")
 	old := mustApply(t, f, reserve("", 0, 1, 10, 0, 3))
-	mustApply(t, f, &ExpectDeletes{Meta: Meta{Term: 1}, Key: k1, Pods: []PodRef{{Name: "a", UID: "1"}, {Name: "b", UID: "2"}}, TTL: ttl})
+	mustApply(t, f, &ExpectDeletes{Meta: Meta{Term: 1}, Key: k1, Pods: []PodRef{{Name: "a", UID: "1"}, {Name: "b", UID: "2"}, {Name: "c", UID: "3"}}, TTL: ttl})
 	mustApply(t, f, &Settle{Items: []Settlement{{Kind: SettleDeleted, Key: k1, Name: "a"}}})
-	if _, d := f.View(k1).Outstanding(0); d != 1 {
-		t.Fatalf("pending deletes %d, want 1", d)
+	if _, d := f.View(k1).Outstanding(0); d != 2 {
+		t.Fatalf("pending deletes %d, want 2", d)
 	}
 	cur := mustApply(t, f, reserve("", 0, 2, 10, 0, 1))
-	r := mustApply(t, f, &Reconcile{Meta: Meta{Term: 2}, Key: k1, Live: map[string]string{old.Names[0]: "x"}})
-	if !reflect.DeepEqual(r.Completed, []string{old.Names[0]}) || len(r.Released) != 2 {
+	r := mustApply(t, f, &Reconcile{Meta: Meta{Term: 2, Now: 5}, Key: k1, TTL: ttl,
+		Live: map[string]string{old.Names[0]: "x", "b": "2", "c": "other-uid"}})
+	// The pod of old.Names[0] exists; the other two earlier-term names are
+	// held for the new term, never released.
+	if !reflect.DeepEqual(r.Completed, []string{old.Names[0]}) || len(r.Held) != 2 || len(r.Released) != 0 {
 		t.Fatalf("reconcile result %+v", r)
 	}
 	v := f.View(k1)
-	if len(v.Deletes) != 0 || len(v.Reservations) != 1 {
+	// Earlier-term deletes are dropped whether or not their pod is live.
+	if len(v.Deletes) != 0 || len(v.Reservations) != 3 {
 		t.Fatalf("after reconcile: %+v", v)
 	}
-	if _, ok := v.Reservations[cur.Names[0]]; !ok {
-		t.Fatal("reconcile released the current term's reservation")
+	if res, ok := v.Reservations[cur.Names[0]]; !ok || res.Held {
+		t.Fatal("reconcile touched the current term's reservation")
+	}
+	for _, n := range r.Held {
+		if res := v.Reservations[n]; !res.Held || res.Term != 2 || res.Expiry != 5+ttl {
+			t.Fatalf("held reservation %+v", res)
+		}
+	}
+	// Held names do not hold up a sync.
+	if c, _ := v.Outstanding(5); c != 1 {
+		t.Fatalf("outstanding %d, want 1 (held names do not count)", c)
+	}
+	// A current-term delete whose pod is gone or replaced is settled by the
+	// next reconcile; one whose pod is live stays.
+	mustApply(t, f, &ExpectDeletes{Meta: Meta{Term: 2}, Key: k1, Pods: []PodRef{{Name: "b", UID: "2"}, {Name: "c", UID: "3"}, {Name: "d", UID: "4"}}, TTL: ttl})
+	mustApply(t, f, &Reconcile{Meta: Meta{Term: 2, Now: 6}, Key: k1, Live: map[string]string{"b": "2", "c": "other-uid"}})
+	if v := f.View(k1); len(v.Deletes) != 1 || v.Deletes["b"].UID != "2" {
+		t.Fatalf("deletes after same-term reconcile: %+v", v.Deletes)
+	}
+}
+
+func TestHeldNamesReissuedFirst(t *testing.T) {
+	f := New("s")
+	old := mustApply(t, f, reserve("", 0, 1, 10, 0, 4))
+	r := mustApply(t, f, &Reconcile{Meta: Meta{Term: 2, Now: 1}, Key: k1, TTL: ttl, Live: map[string]string{old.Names[0]: "u"}})
+	if len(r.Held) != 3 {
+		t.Fatalf("held %v", r.Held)
+	}
+	// One active pod of target 10: 9 free slots, the 3 held names first.
+	got := mustApply(t, f, reserve("", 2, 2, 10, 1, 5))
+	if len(got.Names) != 5 {
+		t.Fatalf("got %+v", got)
+	}
+	heldSet := map[string]bool{}
+	for _, n := range r.Held {
+		heldSet[n] = true
+	}
+	for i, n := range got.Names {
+		if (i < 3) != heldSet[n] {
+			t.Fatalf("name %d %s: held names must come first, got %v (held %v)", i, n, got.Names, r.Held)
+		}
+	}
+	// A create that timed out is held, not released: the next reserve
+	// hands out the same name and no new one.
+	mustApply(t, f, &Settle{Meta: Meta{Term: 2}, Items: []Settlement{{Kind: SettleHold, Key: k1, Name: got.Names[4], Term: 2}}})
+	again := mustApply(t, f, reserve("", 3, 2, 6, 1, 5))
+	if !reflect.DeepEqual(again.Names, []string{got.Names[4]}) {
+		t.Fatalf("after hold got %v, want only %s", again.Names, got.Names[4])
+	}
+	// More held names than free slots: the rest stay held (reserved) and
+	// refuse nothing.
+	f2 := New("s")
+	o2 := mustApply(t, f2, reserve("", 0, 1, 10, 0, 5))
+	mustApply(t, f2, &Reconcile{Meta: Meta{Term: 2}, Key: k1, TTL: ttl})
+	g2 := mustApply(t, f2, reserve("", 1, 2, 2, 0, 5))
+	if len(g2.Names) != 2 || g2.Names[0] != sortedBySeq(f2, o2.Names)[0] {
+		t.Fatalf("got %v", g2.Names)
+	}
+	if v := f2.View(k1); len(v.Reservations) != 5 {
+		t.Fatalf("held names beyond the target were dropped: %d left", len(v.Reservations))
+	}
+}
+
+func sortedBySeq(f *FSM, names []string) []string {
+	v := f.View(k1)
+	out := append([]string(nil), names...)
+	sort.Slice(out, func(i, j int) bool { return v.Reservations[out[i]].Seq < v.Reservations[out[j]].Seq })
+	return out
+}
+
+// applyAt applies c in a raft entry of term logTerm, as raft would.
+func applyAt(t *testing.T, f *FSM, c Command, logTerm uint64) Result {
+	t.Helper()
+	b, err := Encode(c)
+	if err != nil {
+		t.Fatalf("encode: %v", err)
+	}
+	return *f.Apply(&raft.Log{Type: raft.LogCommand, Data: b, Term: logTerm}).(*Result)
+}
+
+// TestTermFencing: only the leader of the entry's term changes
+// expectations; facts (created, deleted, hold) apply in any term.
+func TestTermFencing(t *testing.T) {
+	f := New("s")
+	r := applyAt(t, f, reserve("", 0, 3, 10, 0, 4), 3)
+	if len(r.Names) != 4 {
+		t.Fatalf("reserve in its own term: %+v", r)
+	}
+	// A deposed leader's reserve (term 3) committed by the term-4 leader,
+	// and a follower's (term 0), are refused.
+	for _, term := range []uint64{3, 0} {
+		if got := applyAt(t, f, reserve("", 1, term, 10, 0, 1), 4); got.Code != CodeStale {
+			t.Fatalf("reserve of term %d in a term-4 entry: %+v", term, got)
+		}
+		if got := applyAt(t, f, &ExpectDeletes{Meta: Meta{Term: term}, Key: k1, Pods: []PodRef{{Name: "x"}}, TTL: ttl}, 4); got.Code != CodeStale {
+			t.Fatalf("expect deletes of term %d in a term-4 entry: %+v", term, got)
+		}
+		if term != 0 {
+			if got := applyAt(t, f, &Reconcile{Meta: Meta{Term: term}, Key: k1}, 4); got.Code != CodeStale {
+				t.Fatalf("reconcile of term %d in a term-4 entry: %+v", term, got)
+			}
+		}
+	}
+	// Releases and forgets of another term are ignored; facts apply.
+	applyAt(t, f, &Settle{Meta: Meta{Now: 2}, Items: []Settlement{
+		{Kind: SettleFailed, Key: k1, Name: r.Names[0], Term: 3},
+		{Kind: SettleForgetKey, Key: k1, BeforeSeq: 100, Term: 0},
+		{Kind: SettleForgetCluster, Key: Key{Cluster: "m1"}, BeforeSeq: 100, Term: 3},
+		{Kind: SettleCreated, Key: k1, Name: r.Names[1]},
+		{Kind: SettleHold, Key: k1, Name: r.Names[2]},
+	}}, 4)
+	v := f.View(k1)
+	if _, ok := v.Reservations[r.Names[0]]; !ok || len(v.Reservations) != 3 || !v.Reservations[r.Names[2]].Held {
+		t.Fatalf("after foreign-term settle: %+v", v.Reservations)
+	}
+	// The same release in its own term applies.
+	applyAt(t, f, &Settle{Items: []Settlement{{Kind: SettleFailed, Key: k1, Name: r.Names[0], Term: 4}}}, 4)
+	applyAt(t, f, &Settle{Items: []Settlement{{Kind: SettleForgetCluster, Key: Key{Cluster: "m1"}, BeforeSeq: 100, Term: 5}}}, 5)
+	if len(f.Keys()) != 0 {
+		t.Fatalf("own-term forget left %v", f.Keys())
+	}
+}
+
+func TestPruneMembers(t *testing.T) {
+	f := New("s")
+	for _, m := range []string{"a", "b"} {
+		mustApply(t, f, &SetHealth{Cluster: m, Healthy: true})
+		r := reserve("", 0, 1, 10, 0, 1)
+		r.Key.Cluster = m
+		mustApply(t, f, r)
+	}
+	expired := reserve("", -2*ttl, 1, 10, 0, 1)
+	expired.Key.Name = "old"
+	mustApply(t, f, expired)
+	if got := applyAt(t, f, &PruneMembers{Meta: Meta{Term: 1, Now: 1}, Members: []string{"a", "m1"}}, 2); got.Code != CodeStale {
+		t.Fatalf("prune of an earlier term: %+v", got)
+	}
+	applyAt(t, f, &PruneMembers{Meta: Meta{Term: 2, Now: 1}, Members: []string{"a", "m1"}}, 2)
+	if _, ok := f.Health("b"); ok {
+		t.Fatal("health of an unregistered member kept")
+	}
+	if _, ok := f.Health("a"); !ok {
+		t.Fatal("health of a registered member dropped")
+	}
+	keys := f.Keys()
+	if len(keys) != 1 || keys[0].Cluster != "a" {
+		t.Fatalf("keys after prune %v", keys)
+	}
+}
+
+func TestDedupBoundedInBytes(t *testing.T) {
+	f := New("s")
+	f.dedupBytes = 4096
+	for i := range 50 {
+		mustApply(t, f, reserve(fmt.Sprintf("id-%d", i), 0, 1, 1000, 0, 10))
+	}
+	if f.st.dedupBytes > 4096 || len(f.st.Dedup) == 0 || len(f.st.Dedup) >= 50 {
+		t.Fatalf("dedup holds %d entries, %d bytes", len(f.st.Dedup), f.st.dedupBytes)
+	}
+	// The newest is still answered from the cache.
+	b, _ := Encode(reserve("id-49", 0, 1, 1000, 0, 10))
+	seq := f.Seq()
+	f.ApplyBytes(b)
+	if f.Seq() != seq {
+		t.Fatal("newest request ID forgotten")
+	}
+	// Restore recomputes the size.
+	g := New("s")
+	if err := g.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, f)))); err != nil {
+		t.Fatal(err)
+	}
+	if g.st.dedupBytes != f.st.dedupBytes {
+		t.Fatalf("restored dedup size %d, want %d", g.st.dedupBytes, f.st.dedupBytes)
+	}
+}
+
+func TestSnapshotSizeLimit(t *testing.T) {
+	var hdr [13]byte
+	copy(hdr[:4], snapshotMagic[:])
+	hdr[4] = snapshotVersion
+	binary.BigEndian.PutUint64(hdr[5:], MaxSnapshotBytes+1)
+	if err := New("s").Restore(io.NopCloser(bytes.NewReader(hdr[:]))); err == nil || !strings.Contains(err.Error(), "too large") {
+		t.Fatalf("oversized snapshot: %v", err)
 	}
 }
 

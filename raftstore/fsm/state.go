@@ -15,6 +15,12 @@ type Reservation struct {
 	Expiry int64  `json:"exp"`
 	Term   uint64 `json:"term"`
 	Seq    uint64 `json:"seq"`
+	// Held is set when the name's create is unknown (an earlier term's
+	// reservation without its pod, or a create that timed out). A held
+	// reservation does not hold up a sync; the next Reserve hands its name
+	// out again, so a late create of the same name collides (AlreadyExists)
+	// instead of adding a second pod for the slot.
+	Held bool `json:"held,omitempty"`
 }
 
 // PendingDelete is a pod expected to be deleted.
@@ -32,10 +38,11 @@ type KeyView struct {
 	Deletes      map[string]PendingDelete
 }
 
-// Outstanding counts the reservations and pending deletes not expired at now (Unix ns).
+// Outstanding counts the reservations (not held) and pending deletes not
+// expired at now (Unix ns).
 func (v KeyView) Outstanding(now int64) (creates, deletes int) {
 	for _, r := range v.Reservations {
-		if r.Expiry > now {
+		if r.Expiry > now && !r.Held {
 			creates++
 		}
 	}
@@ -47,14 +54,20 @@ func (v KeyView) Outstanding(now int64) (creates, deletes int) {
 	return creates, deletes
 }
 
-// Apply applies settlements for key k to the view, as the FSM would. It lets
-// a store answer from committed state plus observations not yet flushed.
+// Apply applies settlements for key k to the view, as the FSM would in the
+// term the settlements were decided in. It lets a store answer from
+// committed state plus observations not yet flushed.
 func (v *KeyView) Apply(k Key, items []Settlement) {
 	for _, s := range items {
 		switch s.Kind {
 		case SettleCreated, SettleFailed:
 			if s.Key == k {
 				delete(v.Reservations, s.Name)
+			}
+		case SettleHold:
+			if r, ok := v.Reservations[s.Name]; ok && s.Key == k {
+				r.Held = true
+				v.Reservations[s.Name] = r
 			}
 		case SettleDeleted:
 			if s.Key == k {
@@ -115,6 +128,18 @@ type state struct {
 
 	dedupIndex map[string]int // ID -> absolute position; rebuilt on restore
 	dedupBase  int            // absolute position of Dedup[0]
+	dedupBytes int            // approximate size of Dedup; rebuilt on restore
+}
+
+// size approximates the memory and snapshot bytes of a dedup entry.
+func (e dedupEntry) size() int {
+	n := 64 + len(e.ID) + len(e.Result.Code) + len(e.Result.Msg)
+	for _, l := range [][]string{e.Result.Names, e.Result.Completed, e.Result.Released, e.Result.Held} {
+		for _, s := range l {
+			n += len(s) + 16
+		}
+	}
+	return n
 }
 
 func newState() *state {
@@ -129,8 +154,10 @@ func newState() *state {
 func (s *state) reindex() {
 	s.dedupIndex = make(map[string]int, len(s.Dedup))
 	s.dedupBase = 0
+	s.dedupBytes = 0
 	for i, e := range s.Dedup {
 		s.dedupIndex[e.ID] = i
+		s.dedupBytes += e.size()
 	}
 	if s.Keys == nil {
 		s.Keys = map[string]*keyState{}
@@ -151,15 +178,29 @@ func (s *state) lookupDedup(id string) (Result, bool) {
 	return s.Dedup[pos-s.dedupBase].Result, true
 }
 
-func (s *state) rememberDedup(id string, r Result, window int) {
+// rememberDedup appends id's result and evicts the oldest entries beyond
+// window entries or maxBytes bytes (the newest entry is always kept).
+func (s *state) rememberDedup(id string, r Result, window, maxBytes int) {
+	e := dedupEntry{ID: id, Result: r}
 	s.dedupIndex[id] = s.dedupBase + len(s.Dedup)
-	s.Dedup = append(s.Dedup, dedupEntry{ID: id, Result: r})
-	if over := len(s.Dedup) - window; over > 0 {
-		for _, e := range s.Dedup[:over] {
-			delete(s.dedupIndex, e.ID)
+	s.Dedup = append(s.Dedup, e)
+	s.dedupBytes += e.size()
+	over := max(len(s.Dedup)-window, 0)
+	bytes := s.dedupBytes
+	for _, old := range s.Dedup[:over] {
+		bytes -= old.size()
+	}
+	for over < len(s.Dedup)-1 && bytes > maxBytes {
+		bytes -= s.Dedup[over].size()
+		over++
+	}
+	if over > 0 {
+		for _, old := range s.Dedup[:over] {
+			delete(s.dedupIndex, old.ID)
 		}
 		s.Dedup = append([]dedupEntry(nil), s.Dedup[over:]...)
 		s.dedupBase += over
+		s.dedupBytes = bytes
 	}
 }
 
@@ -192,8 +233,14 @@ func (s *state) gc(ks *keyState, now int64) {
 	}
 }
 
-func (s *state) settle(items []Settlement, now int64) {
+// settle applies items in an entry of raft term logTerm (0: unfenced, for
+// tests). Releases and forgets decided in another term are ignored: only the
+// leader of the current term may free a name or forget expectations.
+func (s *state) settle(items []Settlement, now int64, logTerm uint64) {
 	for _, it := range items {
+		if it.Kind.leaderOnly() && !fenced(it.Term, logTerm) {
+			continue
+		}
 		switch it.Kind {
 		case SettleForgetCluster:
 			for _, ks := range s.sortedKeys() {
@@ -210,14 +257,24 @@ func (s *state) settle(items []Settlement, now int64) {
 		if ks == nil {
 			continue
 		}
-		if it.Kind == SettleDeleted {
+		switch it.Kind {
+		case SettleDeleted:
 			delete(ks.Deletes, it.Name)
-		} else {
+		case SettleHold:
+			if r, ok := ks.Reservations[it.Name]; ok {
+				r.Held = true
+				ks.Reservations[it.Name] = r
+			}
+		default:
 			delete(ks.Reservations, it.Name)
 		}
 		s.gc(ks, now)
 	}
 }
+
+// fenced reports whether a command proposed in term cmdTerm may change
+// expectations in an entry of term logTerm (0: unfenced, for tests).
+func fenced(cmdTerm, logTerm uint64) bool { return logTerm == 0 || cmdTerm == logTerm }
 
 func (s *state) forget(ks *keyState, before uint64, now int64) {
 	if ks == nil {

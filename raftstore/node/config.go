@@ -115,8 +115,8 @@ func (c *NodeConfig) Validate() error {
 		return errors.New("raft: dataDir is required")
 	case len(c.Peers) == 0:
 		return errors.New("raft: peers must list at least this node")
-	case c.LeaderLeaseTimeout > c.HeartbeatTimeout:
-		return fmt.Errorf("raft: leaderLeaseTimeout %s must not exceed heartbeatTimeout %s", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
+	case c.LeaderLeaseTimeout >= c.HeartbeatTimeout:
+		return fmt.Errorf("raft: leaderLeaseTimeout %s must be below heartbeatTimeout %s", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
 	case c.ElectionTimeout < c.HeartbeatTimeout:
 		return fmt.Errorf("raft: electionTimeout %s must be at least heartbeatTimeout %s", c.ElectionTimeout, c.HeartbeatTimeout)
 	case c.MaxAppendEntries < 1 || c.MaxAppendEntries > 1024:

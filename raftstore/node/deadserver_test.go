@@ -184,17 +184,23 @@ func TestDeadServerCleanup(t *testing.T) {
 	}
 
 	t.Run("voter back before the timeout is kept", func(t *testing.T) {
-		c := tu.NewCluster(t, 5, withCleanup(0))
+		// The leader's heartbeats to a failed peer back off exponentially
+		// (10ms doubling), so the first one to reach the restarted replica
+		// may come seconds after the restart, later still when the restart
+		// is slow under load: a timeout of several backoff steps keeps
+		// "back before the timeout" true on a loaded machine.
+		const timeout = 3 * deadTimeout
+		c := tu.NewCluster(t, 5, func(_ int, cfg *node.NodeConfig) { cfg.DeadServerTimeout = timeout })
 		c.StartAll()
 		leader := c.WaitVoters(5, 20*time.Second)
 		idx, dead := killFollowers(t, c, leader, 1)
-		time.Sleep(deadTimeout / 4)
+		time.Sleep(deadTimeout / 4) // down for a while, far less than the timeout
 		back := c.Start(idx[0])
 		if back.ServerID() != dead[0] {
 			t.Fatalf("restarted node has server ID %s, want %s", back.ServerID(), dead[0])
 		}
 		// Well past the point where the first failure would have expired.
-		keepsVoters(t, c, dead, 2*deadTimeout)
+		keepsVoters(t, c, dead, 2*timeout)
 		if ids, _ := voterIDs(t, c); !ids[dead[0]] || len(ids) != 5 {
 			t.Fatalf("returning voter %s: configuration %v", dead[0], ids)
 		}
@@ -229,10 +235,7 @@ func TestDeadServerCleanup(t *testing.T) {
 		isolated := time.Now()
 		b.SetIsolated(true)
 		time.Sleep(deadTimeout / 4) // a's heartbeats to b fail meanwhile
-		if err := a.Raft().LeadershipTransferToServer(raftID(other), raftAddr(other)).Error(); err != nil {
-			t.Fatalf("transferring leadership away from %s: %v", a.ServerID(), err)
-		}
-		c.WaitLeader(10*time.Second, a)
+		transferTo(t, c, other)
 		// Keep b cut off a little longer, so a's last heartbeat goroutine
 		// for it ends on a failure rather than reporting its resumption.
 		time.Sleep(deadTimeout / 2)
@@ -241,20 +244,28 @@ func TestDeadServerCleanup(t *testing.T) {
 		// a hands leadership back only once its old record of b's failure
 		// is older than DeadServerTimeout.
 		time.Sleep(time.Until(isolated.Add(deadTimeout + deadTimeout/4)))
-		l := c.WaitLeader(10 * time.Second)
-		if l != a {
-			if err := l.Raft().LeadershipTransferToServer(raftID(a), raftAddr(a)).Error(); err != nil {
-				t.Fatalf("transferring leadership back to %s: %v", a.ServerID(), err)
-			}
-		}
-		tu.Eventually(t, 10*time.Second, func() error {
-			if _, ok := a.Allowed(); !ok {
-				return errors.New("first leader does not lead again")
-			}
-			return nil
-		})
+		transferTo(t, c, a)
 		keepsVoters(t, c, []string{b.ServerID()}, deadTimeout) // several cleanup ticks on the returning leader
 		commits(t, c, 1)
+	})
+}
+
+// transferTo hands leadership to target, retrying: a transfer fails when
+// the target does not win within an election timeout, which a loaded
+// machine can cause.
+func transferTo(t *testing.T, c *tu.Cluster, target *node.Node) {
+	t.Helper()
+	tu.Eventually(t, 30*time.Second, func() error {
+		if _, ok := target.Allowed(); ok {
+			return nil
+		}
+		l := c.WaitLeader(10 * time.Second)
+		if l != target {
+			if err := l.Raft().LeadershipTransferToServer(raftID(target), raftAddr(target)).Error(); err != nil {
+				return fmt.Errorf("transferring leadership to %s: %w", target.ServerID(), err)
+			}
+		}
+		return errors.New("target does not lead yet")
 	})
 }
 

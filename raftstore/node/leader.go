@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -16,7 +17,12 @@ var ErrNotLeader = errors.New("raftstore: not the leader")
 // node stopped leading or lost contact with a quorum.
 var ErrLeadershipLost = errors.New("raftstore: leadership lost")
 
-// leadership tracks the leader context of the current term.
+// ErrGateClosed is the cause of a member-write context cancelled because the
+// node is handing leadership over or shutting down.
+var ErrGateClosed = errors.New("raftstore: member-write gate closed for a leadership handover")
+
+// leadership tracks the leader context of the current term and the
+// member-write gate inside it.
 type leadership struct {
 	mu        sync.Mutex
 	epoch     uint64 // bumped on every LeaderCh event
@@ -28,9 +34,35 @@ type leadership struct {
 	nVoters   int
 	subs      []chan bool
 	busy      bool // establish in progress
+
+	// wctx is the member-write context: a child of ctx, cancelled earlier
+	// when the gate closes for a transfer (paused) or for good (closed).
+	wctx     context.Context
+	wcancel  context.CancelCauseFunc
+	paused   int
+	closed   bool
+	inflight int           // open permits (Enter without done)
+	idle     chan struct{} // closed when inflight drops to 0
 }
 
 func (l *leadership) init() {}
+
+// openWritesLocked opens the member-write context of the current leader
+// context unless the gate is paused or closed.
+func (l *leadership) openWritesLocked() {
+	if l.ctx == nil || l.wctx != nil || l.paused > 0 || l.closed {
+		return
+	}
+	l.wctx, l.wcancel = context.WithCancelCause(l.ctx)
+}
+
+// closeWritesLocked cancels the member-write context.
+func (l *leadership) closeWritesLocked(cause error) {
+	if l.wcancel != nil {
+		l.wcancel(cause)
+	}
+	l.wctx, l.wcancel = nil, nil
+}
 
 // leadershipLoop follows raft's LeaderCh. Raft keeps the latest value if we
 // are slow, so no transition is lost.
@@ -95,6 +127,7 @@ func (n *Node) establish() {
 	}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
 	l.term = n.raft.CurrentTerm()
+	l.openWritesLocked()
 	term := l.term
 	l.notify(true)
 	l.mu.Unlock()
@@ -107,6 +140,7 @@ func (l *leadership) revoke(n *Node, why string) {
 		l.mu.Unlock()
 		return
 	}
+	l.closeWritesLocked(ErrLeadershipLost)
 	l.cancel(ErrLeadershipLost)
 	term := l.term
 	l.ctx, l.cancel, l.term = nil, nil, 0
@@ -153,26 +187,152 @@ func (n *Node) Leading() (ctx context.Context, term uint64, ok bool) {
 	return l.ctx, l.term, true
 }
 
-// Allowed is the member-write fence: it returns the leader context and true
-// only while this node leads and a quorum of voters answered its RPCs within
+// Allowed is the member-write fence: it returns the member-write context
+// and true only while this node leads, its gate is open (no handover or
+// shutdown under way) and a quorum of voters answered its RPCs within
 // LeaderLeaseTimeout. Followers cannot elect another leader before
-// HeartbeatTimeout (> lease) has passed without hearing from this node, so a
-// write permitted here never overlaps a newer leader's writes.
+// HeartbeatTimeout (> lease) has passed without hearing from this node, and
+// a handover closes the gate and drains member writes before it starts, so
+// a write permitted here does not overlap a newer leader's writes, except
+// for a request delayed in flight (a paused process); reserved names fence
+// those (see the raftstore package doc).
 func (n *Node) Allowed() (context.Context, bool) {
 	l := &n.lead
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.ctx == nil || l.ctx.Err() != nil || !n.quorumContactLocked(time.Now()) {
+	if !n.allowedLocked() {
 		return nil, false
 	}
-	return l.ctx, true
+	return l.wctx, true
 }
 
-// Gate returns a value with Allowed, for the member engine.
+func (n *Node) allowedLocked() bool {
+	l := &n.lead
+	return l.wctx != nil && l.wctx.Err() == nil && n.quorumContactLocked(time.Now())
+}
+
+// Enter is Allowed with accounting, for member writers: it returns the
+// member-write context, the leader term, and done, which the caller must
+// call once the writes made under ctx have returned. A handover or shutdown
+// cancels ctx and then waits for every open permit before it transfers
+// leadership.
+func (n *Node) Enter() (ctx context.Context, term uint64, done func(), ok bool) {
+	l := &n.lead
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !n.allowedLocked() {
+		return nil, 0, nil, false
+	}
+	if l.inflight == 0 {
+		l.idle = make(chan struct{})
+	}
+	l.inflight++
+	var once sync.Once
+	return l.wctx, l.term, func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.inflight--; l.inflight == 0 {
+				close(l.idle)
+			}
+		})
+	}, true
+}
+
+// Gate returns a value with Allowed, for the hub reconciler.
 func (n *Node) Gate() interface {
 	Allowed() (context.Context, bool)
 } {
 	return n
+}
+
+// closeGate cancels member writes and keeps the gate closed (for good when
+// final, else until reopenGate), then waits until every permit is done or
+// ctx ends.
+func (n *Node) closeGate(ctx context.Context, final bool) error {
+	l := &n.lead
+	l.mu.Lock()
+	if final {
+		l.closed = true
+	} else {
+		l.paused++
+	}
+	l.closeWritesLocked(ErrGateClosed)
+	idle := l.idle
+	pending := l.inflight
+	l.mu.Unlock()
+	if pending == 0 {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for %d member writes to end: %w", pending, ctx.Err())
+	}
+}
+
+// reopenGate ends a pause begun by closeGate(ctx, false).
+func (n *Node) reopenGate() {
+	l := &n.lead
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.paused > 0 {
+		l.paused--
+	}
+	l.openWritesLocked()
+}
+
+// BeforeTransfer registers f to run after the gate closed and member writes
+// drained, and before leadership is handed over (the expectations store
+// commits its last observations there).
+func (n *Node) BeforeTransfer(f func(ctx context.Context)) {
+	n.hooksMu.Lock()
+	defer n.hooksMu.Unlock()
+	n.hooks = append(n.hooks, f)
+}
+
+func (n *Node) runHooks(ctx context.Context) {
+	n.hooksMu.Lock()
+	hooks := append([]func(context.Context){}, n.hooks...)
+	n.hooksMu.Unlock()
+	for _, h := range hooks {
+		h(ctx)
+	}
+}
+
+// handOver closes the gate (for good when final), drains member writes,
+// runs the BeforeTransfer hooks and transfers leadership, all within
+// ApplyTimeout. Without other voters, or when not leading, it only closes
+// the gate.
+func (n *Node) handOver(final bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+	defer cancel()
+	if err := n.closeGate(ctx, final); err != nil {
+		// Cancelled writes that have not returned yet cannot land with a
+		// name nobody reserved; hand over anyway rather than hang.
+		n.log.Info("Member writes did not drain before the leadership transfer", "err", err.Error())
+	}
+	if !final {
+		defer n.reopenGate()
+	}
+	if n.raft.State() != raft.Leader {
+		if final {
+			return nil
+		}
+		return ErrNotLeader
+	}
+	n.runHooks(ctx)
+	if !n.hasOtherVoters() {
+		if final {
+			return nil
+		}
+		return errors.New("raftstore: no other voter to transfer leadership to")
+	}
+	if err := n.raft.LeadershipTransfer().Error(); err != nil {
+		return fmt.Errorf("transferring leadership: %w", err)
+	}
+	return nil
 }
 
 func (n *Node) quorumContactLocked(now time.Time) bool {

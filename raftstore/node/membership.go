@@ -44,12 +44,14 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	return n.forward(ctx, &rpcRequest{Op: "remove", ID: id})
 }
 
-// TransferLeadership hands leadership to another voter.
+// TransferLeadership hands leadership to another voter. The member-write
+// gate closes first and in-flight member writes drain, so the next leader's
+// writes never overlap this one's; if the transfer fails the gate reopens.
 func (n *Node) TransferLeadership() error {
 	if n.raft.State() != raft.Leader {
 		return ErrNotLeader
 	}
-	return n.raft.LeadershipTransfer().Error()
+	return n.handOver(false)
 }
 
 func (n *Node) addVoterLocal(id, address string) error {

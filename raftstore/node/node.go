@@ -41,6 +41,12 @@ type Node struct {
 	// started is set once raft exists; RPCs arriving earlier are dropped.
 	started atomic.Bool
 
+	hooksMu sync.Mutex
+	hooks   []func(context.Context)
+
+	stepDownOnce sync.Once
+	stepDownErr  error
+
 	stopCh   chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
@@ -121,6 +127,15 @@ func (n *Node) open() error {
 	}
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: n.layer, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl.Named("transport"),
+		// 1 turns pipelined replication off. In raft v1.7.3 a follower
+		// answering Success=false ends the pipeline's decoder while the
+		// sender can still block on the in-flight channel, so replication
+		// to that follower stalls for good (heartbeats continue, no entry
+		// arrives) and Shutdown hangs; seen here in TestDeadServerCleanup
+		// and reported upstream (grafana/pyroscope#5518). Our write rate is
+		// small and MaxAppendEntries batches; synchronous replication costs
+		// little.
+		MaxRPCsInFlight: 1,
 	})
 	rc := raft.DefaultConfig()
 	rc.LocalID = n.serverID
@@ -197,14 +212,25 @@ func (n *Node) Config() NodeConfig { return n.cfg }
 // (fault injection for tests and drills).
 func (n *Node) SetIsolated(v bool) { n.layer.SetIsolated(v) }
 
-// Shutdown transfers leadership when leading (so failover takes tens of
-// milliseconds, not a heartbeat timeout), then stops raft and closes stores.
-func (n *Node) Shutdown() error {
-	if n.raft.State() == raft.Leader && n.hasOtherVoters() {
-		if err := n.raft.LeadershipTransfer().Error(); err != nil {
-			n.log.Info("Leadership transfer on shutdown failed", "err", err.Error())
+// StepDown prepares a graceful stop: it closes the member-write gate for
+// good, which cancels in-flight member writes, waits for them to return,
+// runs the BeforeTransfer hooks and then, when leading, transfers
+// leadership once, so failover takes tens of milliseconds, not a heartbeat
+// timeout. Raft keeps running (as a follower) until Shutdown. Only the first
+// call acts; later calls return its result.
+func (n *Node) StepDown() error {
+	n.stepDownOnce.Do(func() {
+		n.stepDownErr = n.handOver(true)
+		if n.stepDownErr != nil {
+			n.log.Info("Leadership transfer on shutdown failed", "err", n.stepDownErr.Error())
 		}
-	}
+	})
+	return n.stepDownErr
+}
+
+// Shutdown steps down (see StepDown), then stops raft and closes stores.
+func (n *Node) Shutdown() error {
+	_ = n.StepDown()
 	return n.Kill()
 }
 
@@ -214,7 +240,11 @@ func (n *Node) Kill() error {
 	n.stopOnce.Do(func() {
 		close(n.stopCh)
 		n.lead.revoke(n, "shutdown")
-		err = n.raft.Shutdown().Error()
+		f := n.raft.Shutdown()
+		// Close the transport before waiting: a raft worker blocked on a
+		// peer that does not answer returns only when its connection goes.
+		n.trans.Close()
+		err = f.Error()
 		n.raft.DeregisterObserver(n.observer)
 		n.wg.Wait()
 		n.closeResources()
@@ -223,12 +253,10 @@ func (n *Node) Kill() error {
 }
 
 func (n *Node) closeResources() {
+	// The transport closes its stream layer.
 	if n.trans != nil {
 		n.trans.Close()
 	} else if n.layer != nil {
-		n.layer.Close()
-	}
-	if n.layer != nil {
 		n.layer.Close()
 	}
 	if n.bolt != nil {

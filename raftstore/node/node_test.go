@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,14 +22,23 @@ import (
 
 var key = fsm.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
 
-func reserve(t *testing.T, n *node.Node, count int) []string {
+// reserve commits a Reserve through the cluster's current leader. A Reserve
+// is fenced by the term it was proposed in, so when leadership moves while
+// it is under way (a loaded machine can cause an election at any time) it
+// is refused as stale and proposed again by the next leader.
+func reserve(t *testing.T, c *tu.Cluster, count int) []string {
 	t.Helper()
-	m := n.Meta()
-	res, err := n.Apply(tu.Ctx(t, 10*time.Second), &fsm.Reserve{Meta: m, Key: key, Target: 1000, Count: count, Prefix: "web-", TTL: int64(time.Hour)})
-	if err != nil {
-		t.Fatalf("reserve: %v", err)
-	}
-	return res.Names
+	var names []string
+	tu.Eventually(t, 30*time.Second, func() error {
+		n := c.WaitLeader(10 * time.Second)
+		res, err := n.Apply(tu.Ctx(t, 10*time.Second), &fsm.Reserve{Meta: n.Meta(), Key: key, Target: 1000, Count: count, Prefix: "web-", TTL: int64(time.Hour)})
+		if err != nil {
+			return fmt.Errorf("reserve: %w", err)
+		}
+		names = res.Names
+		return nil
+	})
+	return names
 }
 
 func TestElectionAndForwarding(t *testing.T) {
@@ -81,7 +91,8 @@ func TestLeaderKillKeepsCommittedState(t *testing.T) {
 	if err := leader.SetTargets(tu.Ctx(t, 5*time.Second), frs, 4, map[string]int32{"m1": 5, "m2": 2}); err != nil {
 		t.Fatal(err)
 	}
-	names := reserve(t, leader, 4)
+	names := reserve(t, c, 4)
+	leader = c.WaitLeader(10 * time.Second)
 	c.Kill(c.Index(leader))
 	next := c.WaitLeader(10*time.Second, leader)
 	// The new leader's context opens only after its Barrier, so its FSM holds
@@ -133,7 +144,7 @@ func TestPartitionedLeaderLosesGateBeforeNewLeader(t *testing.T) {
 	t.Logf("isolated leader's gate closed after %s (lease %s); new leader %s", closedAfter, c.Cfgs[0].LeaderLeaseTimeout, next.ServerID())
 	// Heal: the old leader rejoins as a follower and catches up.
 	old.SetIsolated(false)
-	names := reserve(t, next, 2)
+	names := reserve(t, c, 2)
 	tu.Eventually(t, 10*time.Second, func() error {
 		if _, ok := old.FSM().View(key).Reservations[names[1]]; !ok {
 			return errors.New("healed node did not catch up")
@@ -145,17 +156,17 @@ func TestPartitionedLeaderLosesGateBeforeNewLeader(t *testing.T) {
 func TestSnapshotRestoreAndRestart(t *testing.T) {
 	c := tu.NewCluster(t, 3, func(_ int, cfg *node.NodeConfig) { cfg.TrailingLogs = 10 })
 	c.StartAll()
-	leader := c.WaitVoters(3, 20*time.Second)
+	c.WaitVoters(3, 20*time.Second)
 	var all []string
 	for range 30 {
-		all = append(all, reserve(t, leader, 2)...)
+		all = append(all, reserve(t, c, 2)...)
 	}
 	for _, n := range c.Live() {
 		if err := n.Raft().Snapshot().Error(); err != nil {
 			t.Fatalf("snapshot: %v", err)
 		}
 	}
-	all = append(all, reserve(t, leader, 2)...) // after the snapshot: replayed from the log
+	all = append(all, reserve(t, c, 2)...) // after the snapshot: replayed from the log
 	for i := range c.Cfgs {
 		c.Kill(i)
 	}
@@ -210,7 +221,7 @@ func TestMutualTLS(t *testing.T) {
 	})
 	c.StartAll()
 	leader := c.WaitVoters(3, 20*time.Second)
-	reserve(t, leader, 1)
+	reserve(t, c, 1)
 
 	// A fourth replica whose certificate comes from another CA is refused.
 	bad := tu.NewCA(t, "evil")
@@ -255,7 +266,7 @@ func TestMembership3To5To3(t *testing.T) {
 	c.Start(3)
 	c.Start(4)
 	leader := c.WaitVoters(5, 20*time.Second)
-	names := reserve(t, leader, 1)
+	names := reserve(t, c, 1)
 
 	srv := httptest.NewServer(leader.AdminHandler())
 	defer srv.Close()
@@ -278,11 +289,17 @@ func TestMembership3To5To3(t *testing.T) {
 		t.Fatalf("wrong token got %d", code)
 	}
 	for _, i := range []int{4, 3} {
-		if l := c.WaitLeader(5 * time.Second); l == c.Node(i) {
-			if err := l.TransferLeadership(); err != nil {
-				t.Fatal(err)
+		tu.Eventually(t, 30*time.Second, func() error {
+			// A transfer fails when the target does not win within an
+			// election timeout; retry.
+			if l := c.WaitLeader(10 * time.Second); l == c.Node(i) {
+				if err := l.TransferLeadership(); err != nil {
+					return err
+				}
+				return errors.New("transferred; waiting for the next leader")
 			}
-		}
+			return nil
+		})
 		if code := del(c.Node(i).ServerID(), "s3cret"); code != http.StatusOK {
 			t.Fatalf("removing r%d got %d", i, code)
 		}
@@ -350,5 +367,90 @@ func TestConfigValidation(t *testing.T) {
 				t.Fatal("accepted")
 			}
 		})
+	}
+}
+
+// TestStepDownDrainsBeforeTransfer: on a graceful stop the leader closes its
+// member-write gate (cancelling the permits' contexts), waits until every
+// permit is done, runs the BeforeTransfer hooks, and only then hands
+// leadership over, once.
+func TestStepDownDrainsBeforeTransfer(t *testing.T) {
+	c := tu.NewCluster(t, 3, tu.StableTimers)
+	c.StartAll()
+	leader := c.WaitVoters(3, 20*time.Second)
+	_, term, _ := leader.Leading()
+	wctx, permitTerm, done, ok := leader.Enter()
+	if !ok || permitTerm != term {
+		t.Fatalf("leader refused a permit (ok %v, term %d/%d)", ok, permitTerm, term)
+	}
+	var mu sync.Mutex
+	var order []string
+	note := func(s string) {
+		mu.Lock()
+		order = append(order, s)
+		mu.Unlock()
+	}
+	leader.BeforeTransfer(func(context.Context) {
+		note("hook")
+		if !leader.IsLeader() {
+			t.Error("leadership moved before the hooks ran")
+		}
+	})
+	stepped := make(chan error, 1)
+	go func() { stepped <- leader.StepDown() }()
+	tu.Eventually(t, 10*time.Second, func() error {
+		if wctx.Err() == nil {
+			return errors.New("permit context not cancelled")
+		}
+		return nil
+	})
+	if !errors.Is(context.Cause(wctx), node.ErrGateClosed) {
+		t.Fatalf("permit cancelled with %v", context.Cause(wctx))
+	}
+	if _, ok := leader.Allowed(); ok {
+		t.Fatal("gate open while stepping down")
+	}
+	if !leader.IsLeader() {
+		t.Fatal("leadership transferred while a permit was open")
+	}
+	note("done")
+	done()
+	if err := <-stepped; err != nil {
+		t.Fatalf("step down: %v", err)
+	}
+	next := c.WaitLeader(20*time.Second, leader)
+	mu.Lock()
+	if fmt.Sprint(order) != "[done hook]" {
+		t.Fatalf("order %v, want [done hook]", order)
+	}
+	mu.Unlock()
+	if _, _, _, ok := leader.Enter(); ok {
+		t.Fatal("stepped-down node grants permits")
+	}
+	// A second StepDown (Shutdown calls it again) does not transfer again.
+	_, nextTerm, _ := next.Leading()
+	if err := leader.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if _, t2, ok := next.Leading(); !ok || t2 != nextTerm {
+		t.Fatalf("leadership moved again on Shutdown: term %d -> %d (leading %v)", nextTerm, t2, ok)
+	}
+}
+
+// TestTransferLeadershipPausesGate: an admin transfer closes the gate first;
+// when the transfer cannot happen the gate opens again.
+func TestTransferLeadershipPausesGate(t *testing.T) {
+	c := tu.NewCluster(t, 1, nil)
+	c.StartAll()
+	n := c.WaitLeader(10 * time.Second)
+	wctx, _ := n.Allowed()
+	if err := n.TransferLeadership(); err == nil {
+		t.Fatal("transfer without another voter succeeded")
+	}
+	if !errors.Is(context.Cause(wctx), node.ErrGateClosed) {
+		t.Fatalf("gate not closed during the transfer attempt: %v", context.Cause(wctx))
+	}
+	if _, ok := n.Allowed(); !ok {
+		t.Fatal("gate did not reopen after the failed transfer")
 	}
 }

@@ -60,6 +60,24 @@ func (n *Node) SetMemberHealth(ctx context.Context, cluster string, healthy bool
 	return nil
 }
 
+// PruneMembers drops the recorded health and the expectations of every
+// member cluster not in members (the registered ones), and expired
+// expectations of every key. Only the fenced leader may call it (the
+// command is refused in any other term); call it after the member registry
+// changed and now and then, with the complete list of registered members.
+func (n *Node) PruneMembers(ctx context.Context, members []string) error {
+	_, term, ok := n.Leading()
+	if !ok {
+		return fmt.Errorf("pruning member state: %w", ErrNotLeader)
+	}
+	m := n.Meta()
+	m.Term = term
+	if _, err := n.Apply(ctx, &fsm.PruneMembers{Meta: m, Members: members}); err != nil {
+		return fmt.Errorf("pruning member state: %w", err)
+	}
+	return nil
+}
+
 // MemberHealth reads a member's recorded health from this node's FSM.
 func (n *Node) MemberHealth(cluster string) (healthy bool, since time.Time, ok bool) {
 	h, ok := n.fsm.Health(cluster)

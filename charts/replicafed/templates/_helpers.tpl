@@ -145,3 +145,10 @@ the binary resolves them from $POD_NAME and this pod's raft.peers entry.
 {{- end }}
 {{- toYaml $merged }}
 {{- end }}
+
+{{/*
+The uninstall guard's name: cluster-scoped, so it carries the namespace too.
+*/}}
+{{- define "replicafed.guardName" -}}
+{{- printf "%s-finalizer-guard.%s" (include "replicafed.fullname" .) .Release.Namespace }}
+{{- end }}

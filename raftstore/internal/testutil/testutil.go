@@ -55,6 +55,19 @@ func FastTimers(c *node.NodeConfig) {
 	c.ApplyTimeout = 2 * time.Second
 }
 
+// StableTimers are raft's production timers (heartbeat and election 1s,
+// lease 500ms) with a fast join: for tests that need one leader to stay
+// leader while they work, which 300ms heartbeats do not promise on a
+// loaded machine under -race.
+func StableTimers(_ int, c *node.NodeConfig) {
+	c.HeartbeatTimeout = time.Second
+	c.ElectionTimeout = time.Second
+	c.LeaderLeaseTimeout = 500 * time.Millisecond
+	c.CommitTimeout = 5 * time.Millisecond
+	c.JoinInterval = 100 * time.Millisecond
+	c.ApplyTimeout = 5 * time.Second
+}
+
 // NewCluster prepares n node configs (started separately) with peers r0..r{n-1}.
 func NewCluster(tb testing.TB, n int, mod func(i int, c *node.NodeConfig)) *Cluster {
 	tb.Helper()
@@ -173,31 +186,67 @@ func (c *Cluster) WaitLeader(timeout time.Duration, exclude ...*node.Node) *node
 	return nil
 }
 
-// WaitVoters waits until the leader's configuration has want voters and
-// every running node is ready.
+// WaitVoters waits until the leader's configuration has want voters, every
+// running node holds that same configuration itself and is ready. "Ready"
+// alone is not enough: a node that just joined knows the leader (and has
+// applied everything it knows to be committed) before the configuration
+// entry reaches it, and then reports an empty configuration.
 func (c *Cluster) WaitVoters(want int, timeout time.Duration) *node.Node {
 	c.TB.Helper()
 	deadline := time.Now().Add(timeout)
+	var why string
 	for time.Now().Before(deadline) {
 		l := c.WaitLeader(time.Until(deadline))
-		s, err := l.Servers()
-		voters := 0
-		for _, x := range s {
-			if x.Voter {
-				voters++
-			}
-		}
-		ready := true
-		for _, n := range c.Live() {
-			ready = ready && n.Ready() == nil
-		}
-		if err == nil && voters == want && ready {
+		if why = c.votersAgree(l, want); why == "" {
 			return l
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	c.TB.Fatalf("cluster did not reach %d voters within %s", want, timeout)
+	c.TB.Fatalf("cluster did not reach %d voters within %s: %s", want, timeout, why)
 	return nil
+}
+
+func voterSet(n *node.Node) (map[string]bool, error) {
+	s, err := n.Servers()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, x := range s {
+		if x.Voter {
+			out[x.ID] = true
+		}
+	}
+	return out, nil
+}
+
+// votersAgree returns why the cluster does not (yet) agree on want voters, or "".
+func (c *Cluster) votersAgree(l *node.Node, want int) string {
+	lv, err := voterSet(l)
+	if err != nil {
+		return err.Error()
+	}
+	if len(lv) != want {
+		return fmt.Sprintf("leader has %d voters: %v", len(lv), lv)
+	}
+	for _, n := range c.Live() {
+		if err := n.Ready(); err != nil {
+			return n.ServerID() + ": " + err.Error()
+		}
+		v, err := voterSet(n)
+		if err != nil {
+			return n.ServerID() + ": " + err.Error()
+		}
+		if len(v) != len(lv) {
+			return fmt.Sprintf("%s has voters %v, leader %v", n.ServerID(), v, lv)
+		}
+		for id := range lv {
+			if !v[id] {
+				return fmt.Sprintf("%s has voters %v, leader %v", n.ServerID(), v, lv)
+			}
+		}
+	}
+	return ""
 }
 
 // Eventually polls f until it returns nil.

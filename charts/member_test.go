@@ -1,0 +1,112 @@
+package charts
+
+import (
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/replicafed/replicafed/internal/memberaccess"
+)
+
+const memberChartDir = "replicafed-member"
+
+type memberManifests struct {
+	role    *rbacv1.ClusterRole
+	binding *rbacv1.ClusterRoleBinding
+	sa      *corev1.ServiceAccount
+	secrets []*corev1.Secret
+}
+
+func renderMember(t *testing.T, flags ...string) *memberManifests {
+	t.Helper()
+	out, err := runHelm(t, append([]string{"template", "m", memberChartDir, "--namespace", "replicafed-system"}, flags...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &memberManifests{}
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
+	for {
+		var u map[string]any
+		if err := dec.Decode(&u); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatalf("decoding rendered YAML: %v", err)
+		}
+		if u == nil {
+			continue
+		}
+		var obj any
+		switch kind, _ := u["kind"].(string); kind {
+		case "ClusterRole":
+			m.role = &rbacv1.ClusterRole{}
+			obj = m.role
+		case "ClusterRoleBinding":
+			m.binding = &rbacv1.ClusterRoleBinding{}
+			obj = m.binding
+		case "ServiceAccount":
+			m.sa = &corev1.ServiceAccount{}
+			obj = m.sa
+		case "Secret":
+			s := &corev1.Secret{}
+			m.secrets = append(m.secrets, s)
+			obj = s
+		default:
+			t.Fatalf("unexpected kind %q rendered", kind)
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u, obj, true); err != nil {
+			t.Fatalf("decoding strictly: %v", err)
+		}
+	}
+	if m.role == nil || m.binding == nil || m.sa == nil {
+		t.Fatalf("member chart must render a ClusterRole, a ClusterRoleBinding and a ServiceAccount")
+	}
+	return m
+}
+
+// TestMemberChart checks the member chart grants exactly what
+// internal/memberaccess defines, for both createNamespaces settings.
+func TestMemberChart(t *testing.T) {
+	if _, err := runHelm(t, "lint", memberChartDir); err != nil {
+		t.Fatal(err)
+	}
+	for _, createNS := range []bool{true, false} {
+		flags := []string{}
+		if !createNS {
+			flags = append(flags, "--set", "createNamespaces=false")
+		}
+		m := renderMember(t, flags...)
+		want := memberaccess.Rules(memberaccess.RoleOptions{CreateNamespaces: createNS})
+		if !reflect.DeepEqual(m.role.Rules, want) {
+			t.Errorf("createNamespaces=%v: chart rules\n%+v\nwant memberaccess.Rules\n%+v\n(run `make generate`)", createNS, m.role.Rules, want)
+		}
+		b := m.binding
+		if b.RoleRef.Name != m.role.Name || len(b.Subjects) != 1 || b.Subjects[0].Kind != rbacv1.ServiceAccountKind ||
+			b.Subjects[0].Name != m.sa.Name || b.Subjects[0].Namespace != "replicafed-system" || m.sa.Namespace != "replicafed-system" {
+			t.Errorf("binding %+v does not bind %s to ServiceAccount %s/%s", b, m.role.Name, m.sa.Namespace, m.sa.Name)
+		}
+		if m.sa.AutomountServiceAccountToken == nil || *m.sa.AutomountServiceAccountToken {
+			t.Errorf("the member ServiceAccount must not be mounted into pods")
+		}
+		if len(m.secrets) != 0 {
+			t.Errorf("token Secret rendered without tokenSecret.create")
+		}
+	}
+	m := renderMember(t, "--set", "tokenSecret.create=true")
+	if len(m.secrets) != 1 || m.secrets[0].Type != corev1.SecretTypeServiceAccountToken ||
+		m.secrets[0].Annotations[corev1.ServiceAccountNameKey] != m.sa.Name {
+		t.Errorf("token Secret %+v", m.secrets)
+	}
+	// The CRD ships with the chart: the ClusterRole cannot create it.
+	out, err := runHelm(t, "show", "crds", memberChartDir)
+	if err != nil || !strings.Contains(out, "name: "+memberaccess.MemberCRDName()) {
+		t.Errorf("member chart CRDs: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,319 @@
+package expectations_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+
+	"github.com/replicafed/replicafed/api/crds"
+	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/engine"
+	ctrlexp "github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/controller/worker"
+	"github.com/replicafed/replicafed/internal/kubescheme"
+	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/raftstore/expectations"
+	"github.com/replicafed/replicafed/raftstore/fsm"
+	tu "github.com/replicafed/replicafed/raftstore/internal/testutil"
+)
+
+// staticSource wants one FederatedReplicaSet in member m1.
+type staticSource struct{ w *engine.Workload }
+
+func (s staticSource) Workload(k ctrlexp.Key) (*engine.Workload, bool) {
+	if k != s.w.Key {
+		return nil, false
+	}
+	c := *s.w
+	return &c, true
+}
+
+// holdingTransport counts created pods and, once armed, lets allow more pod
+// creates through and holds the rest until released; a held request is then
+// sent whatever became of its context, as a process paused after building
+// it would send it on resume.
+type holdingTransport struct {
+	next    http.RoundTripper
+	created *atomic.Int64
+	armed   atomic.Bool
+	allow   atomic.Int64
+	release chan struct{}
+
+	mu       sync.Mutex
+	held     int
+	returned int
+	late     []int // status codes of the held requests
+}
+
+func (h *holdingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	podCreate := req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/pods")
+	if podCreate && h.armed.Load() && h.allow.Add(-1) < 0 {
+		h.mu.Lock()
+		h.held++
+		h.mu.Unlock()
+		<-h.release
+		resp, err := h.next.RoundTrip(req.Clone(context.Background()))
+		h.mu.Lock()
+		h.returned++
+		if err == nil {
+			h.late = append(h.late, resp.StatusCode)
+		}
+		h.mu.Unlock()
+		h.count(resp, err)
+		return resp, err
+	}
+	resp, err := h.next.RoundTrip(req)
+	if podCreate {
+		h.count(resp, err)
+	}
+	return resp, err
+}
+
+func (h *holdingTransport) count(resp *http.Response, err error) {
+	if err == nil && resp.StatusCode == http.StatusCreated {
+		h.created.Add(1)
+	}
+}
+
+func (h *holdingTransport) counts() (held, returned int, late []int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held, h.returned, append([]int(nil), h.late...)
+}
+
+// TestFailoverCreatesEachSlotOnce runs the real member engine on three raft
+// replicas against a real API server. The leader's pod creates are held in
+// flight (a paused process) while it loses leadership, by a partition or a
+// graceful step-down; the new leader must create exactly the names the old
+// one reserved, so the held creates, sent late, collide (AlreadyExists) and
+// the member ends with one pod per slot and no more pods ever created.
+func TestFailoverCreatesEachSlotOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a real control plane")
+	}
+	bin, err := testcluster.FindBinDir()
+	if err != nil {
+		t.Fatalf("finding the control plane binaries (run `make tools`): %v", err)
+	}
+	memberCRDs, err := crds.Member()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := testcluster.Start(t, testcluster.Options{Name: "m1", CRDs: memberCRDs, BinDir: bin})
+	for _, disruption := range []string{"partition", "step down"} {
+		t.Run(disruption, func(t *testing.T) {
+			name := strings.ReplaceAll(disruption, " ", "")
+			failover(t, mc, name, disruption)
+		})
+	}
+}
+
+func failover(t *testing.T, mc *testcluster.Cluster, name, disruption string) {
+	const target = 20
+	scheme := kubescheme.Must()
+	direct, err := client.NewWithWatch(mc.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lbls := map[string]string{"app": name}
+	// Every pod ever created, by UID: a create that failed on the client
+	// side may still have made a pod, so responses alone do not tell.
+	wctx, wcancel := context.WithCancel(context.Background())
+	defer wcancel()
+	watcher, err := direct.Watch(wctx, &corev1.PodList{}, client.InNamespace("default"), client.MatchingLabels(lbls))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Stop()
+	var uidMu sync.Mutex
+	uids := map[types.UID]string{}
+	go func() {
+		for ev := range watcher.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok {
+				uidMu.Lock()
+				uids[p.UID] = p.Name
+				uidMu.Unlock()
+			}
+		}
+	}()
+	distinct := func() int {
+		uidMu.Lock()
+		defer uidMu.Unlock()
+		return len(uids)
+	}
+	key := ctrlexp.Key{Cluster: "m1", Namespace: "default", Name: name}
+	src := staticSource{w: &engine.Workload{
+		Key: key, Target: target, Selector: &metav1.LabelSelector{MatchLabels: lbls},
+		Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: lbls},
+			Spec: corev1.PodSpec{
+				Containers:                    []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}},
+				TerminationGracePeriodSeconds: ptr.To[int64](0),
+			},
+		},
+		Hub: v1alpha1.HubReference{Namespace: "hub", Name: name, UID: types.UID("hub-" + name)},
+	}}
+
+	c := tu.NewCluster(t, 3, tu.StableTimers)
+	c.StartAll()
+	leader := c.WaitVoters(3, 30*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := leader.SetTargets(ctx, fsm.FRSRef{Namespace: "default", Name: name}, 1, map[string]int32{"m1": target}); err != nil {
+		t.Fatal(err)
+	}
+	var created atomic.Int64
+	holders := make([]*holdingTransport, 3)
+	var stops []func()
+	for i := range 3 {
+		n := c.Node(i)
+		h := &holdingTransport{created: &created, release: make(chan struct{})}
+		holders[i] = h
+		cfg := rest.CopyConfig(mc.Config)
+		cfg.QPS, cfg.Burst = -1, 0
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { h.next = rt; return h }
+		cl, err := cluster.New(cfg, func(o *cluster.Options) { o.Scheme = scheme })
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, rcancel := context.WithCancel(ctx)
+		if os.Getenv("RAFTSTORE_TEST_LOG") != "" {
+			rctx = logr.NewContext(rctx, testr.NewWithOptions(t, testr.Options{Verbosity: 2}).WithValues("replica", i))
+		}
+		go func() { _ = cl.Start(rctx) }()
+		store := expectations.New(n, logr.Discard())
+		go store.Run(rctx)
+		mgr := worker.NewManager(worker.Options{Store: store, Source: src, Gate: n})
+		if err := mgr.Engage(rctx, "m1", cl); err != nil {
+			t.Fatal(err)
+		}
+		stops = append(stops, func() { rcancel(); mgr.Stop() })
+		// What the server's takeover does: a new leader syncs every key.
+		go func() {
+			changes := n.LeaderChanges()
+			for {
+				select {
+				case <-rctx.Done():
+					return
+				case leading := <-changes:
+					if leading {
+						mgr.Enqueue(key)
+					}
+				}
+			}
+		}()
+		mgr.Enqueue(key)
+	}
+	t.Cleanup(func() {
+		for _, h := range holders {
+			select {
+			case <-h.release:
+			default:
+				close(h.release)
+			}
+		}
+		for _, s := range stops {
+			s()
+		}
+	})
+
+	// The leader gets 5 creates through; the rest of its burst hangs.
+	old := holders[c.Index(leader)]
+	old.allow.Store(5)
+	old.armed.Store(true)
+	tu.Eventually(t, 60*time.Second, func() error {
+		if held, _, _ := old.counts(); held == 0 {
+			return fmt.Errorf("no create held yet (%d created)", created.Load())
+		}
+		return nil
+	})
+	heldBefore, _, _ := old.counts()
+
+	switch disruption {
+	case "partition":
+		leader.SetIsolated(true)
+		defer leader.SetIsolated(false)
+	case "step down":
+		// The permit of the hanging sync never returns: step-down gives up
+		// waiting after ApplyTimeout and hands over anyway.
+		go func() { _ = leader.StepDown() }()
+	}
+	next := c.WaitLeader(30*time.Second, leader)
+	t.Logf("%s: leader %s with %d creates hanging; new leader %s", disruption, leader.ServerID(), heldBefore, next.ServerID())
+
+	pods := func() []corev1.Pod {
+		var l corev1.PodList
+		if err := direct.List(ctx, &l, client.InNamespace("default"), client.MatchingLabels(lbls)); err != nil {
+			t.Fatal(err)
+		}
+		return l.Items
+	}
+	tu.Eventually(t, 90*time.Second, func() error {
+		if got := len(pods()); got != target {
+			return fmt.Errorf("%d pods, want %d", got, target)
+		}
+		return nil
+	})
+	// The paused process resumes: its creates go out now.
+	close(old.release)
+	tu.Eventually(t, 30*time.Second, func() error {
+		if held, returned, _ := old.counts(); returned < held {
+			return fmt.Errorf("%d of %d held creates returned", returned, held)
+		}
+		return nil
+	})
+	_, _, late := old.counts()
+	for _, code := range late {
+		if code == http.StatusCreated {
+			t.Errorf("a create held across the failover made a new pod (late status codes %v)", late)
+			break
+		}
+	}
+	if got := len(pods()); got != target {
+		t.Fatalf("%d pods after the late creates, want %d", got, target)
+	}
+	// The watch may trail the list; it ends at target unless a slot got
+	// a second pod.
+	tu.Eventually(t, 30*time.Second, func() error {
+		if got := distinct(); got < target {
+			return fmt.Errorf("watch saw %d pods so far", got)
+		}
+		return nil
+	})
+	if got := distinct(); got != target {
+		t.Fatalf("%d distinct pods created for %d slots (%d create responses were 201; late creates: %v)", got, target, created.Load(), late)
+	}
+
+	// A pod with a name no reservation accounts for (say, a late create of a
+	// name an older version released) is excess and deleted by UID.
+	var mrs v1alpha1.MemberReplicaSet
+	if err := direct.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, &mrs); err != nil {
+		t.Fatal(err)
+	}
+	stray := engine.NewPod(&mrs, &src.w.Template, name+"-stray")
+	if err := direct.Create(ctx, stray); err != nil {
+		t.Fatal(err)
+	}
+	tu.Eventually(t, 60*time.Second, func() error {
+		if got := len(pods()); got != target {
+			return fmt.Errorf("%d pods, want %d after the stray one", got, target)
+		}
+		return nil
+	})
+}
