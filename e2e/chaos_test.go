@@ -59,6 +59,9 @@ const (
 	// termGrace is how long a SIGTERMed replica may take to exit (a
 	// StatefulSet's default terminationGracePeriodSeconds is 30).
 	termGrace = 30 * time.Second
+	// settle is how long the target state must hold after a disruption is
+	// over before the round counts as converged.
+	settle = 3 * time.Second
 	// chaosSurge is the FederatedReplicaSet's maxSurge: no move happens in
 	// these rounds, so a member above target+1 has duplicates.
 	chaosSurge = 1
@@ -169,7 +172,8 @@ type chaos struct {
 //     or a sample below the new target;
 //   - not converging within convergeBound of the scale request: every member
 //     at its target (the undisturbed equal spread), all Ready, none
-//     terminating, and the hub status reporting it.
+//     terminating, and the hub status reporting it, holding for settle after
+//     the disruption is over (a resumed or restarted replica acts late).
 //
 // The results table goes to the test log and e2e/_artifacts/chaos.md; each
 // failed round's details (timeline, pods, replica log tails) to
@@ -431,7 +435,22 @@ func (c *chaos) round(n int, spec roundSpec) *roundResult {
 	check.disrupted = time.Now()
 	c.disrupt(ctx, spec.kind, r, event)
 
-	conv, since, last := track.wait(check.start.Add(convergeBound))
+	// Converged means the target state holds for settle after the
+	// disruption is over: a resumed or restarted process acts late.
+	over := time.Now()
+	deadline := check.start.Add(convergeBound)
+	var conv bool
+	var since time.Time
+	var last string
+	for {
+		if conv, since, last = track.wait(deadline); !conv {
+			break
+		}
+		if track.holds(since, maxTime(since, over).Add(settle)) {
+			break
+		}
+		event("target state broke after holding since %s", relTime(since, check.start, check.disrupted))
+	}
 	track.stop()
 	if conv {
 		r.converged = true
@@ -648,6 +667,29 @@ func (v *convergence) wait(deadline time.Time) (bool, time.Time, string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// holds reports whether the streak that began at since lasts until until.
+func (v *convergence) holds(since, until time.Time) bool {
+	for {
+		v.mu.Lock()
+		cur := v.since
+		v.mu.Unlock()
+		if !cur.Equal(since) {
+			return false
+		}
+		if time.Now().After(until) {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func (v *convergence) stop() {
