@@ -192,6 +192,31 @@ type Controller struct {
 	// StatusUpdateInterval is the minimum interval between status writes of
 	// one FederatedReplicaSet in the hub.
 	StatusUpdateInterval time.Duration `mapstructure:"statusUpdateInterval"`
+	// NodeCost is the default of a FederatedReplicaSet's
+	// spec.scaleDown.nodeCost; an empty key means none.
+	NodeCost NodeCost `mapstructure:"nodeCost"`
+}
+
+// NodeCost is the fleet-wide default node cost tiering of scale-down (see
+// v1alpha1.NodeCost): a node label key and either its values from cheapest
+// to dearest to free, or Integer for an integer-valued label (lower is
+// cheaper).
+type NodeCost struct {
+	// Key is the node label key; empty turns the default off.
+	Key string `mapstructure:"key"`
+	// Values are the label values, cheapest to free first.
+	Values []string `mapstructure:"values"`
+	// Integer reads the label value as an integer, lower is cheaper.
+	Integer bool `mapstructure:"integer"`
+}
+
+// Spec returns the default as the API type, nil when Key is empty. A
+// FederatedReplicaSet's own spec.scaleDown.nodeCost takes precedence.
+func (n NodeCost) Spec() *v1alpha1.NodeCost {
+	if n.Key == "" {
+		return nil
+	}
+	return &v1alpha1.NodeCost{Key: n.Key, Values: append([]string(nil), n.Values...), Integer: n.Integer}
 }
 
 // Failover holds fleet-wide defaults; a FederatedReplicaSet's spec.failover

@@ -45,6 +45,8 @@ func BindFlags(fs *pflag.FlagSet) {
 			fs.Duration(name, d, usage)
 		case []Peer:
 			fs.String(name, "", usage)
+		case []string:
+			fs.StringSlice(name, d, usage)
 		default:
 			panic(fmt.Sprintf("config: no flag kind for %s (%T)", s.key, s.def))
 		}
@@ -311,7 +313,9 @@ func decodeSetting(key string, val any, out any) []error {
 		Metadata:         &md,
 		WeaklyTypedInput: true,
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
-			peersHook, staticClustersHook, mapstructure.StringToTimeDurationHookFunc()),
+			peersHook, staticClustersHook, mapstructure.StringToTimeDurationHookFunc(),
+			// Lists of plain strings from the environment: "a,b".
+			mapstructure.StringToSliceHookFunc(",")),
 	})
 	if err != nil {
 		return []error{&FieldError{Key: key, Reason: "building decoder: " + err.Error()}}

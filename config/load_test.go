@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/replicafed/replicafed/api/v1alpha1"
 )
 
 // load runs Load with a YAML file (written to a temp dir unless empty), a
@@ -378,5 +381,39 @@ func TestYAMLNumbersForStringAndFloatKeys(t *testing.T) {
 	if cfg.Logging.Level != "2" || cfg.Logging.Verbosity() != 2 || cfg.Hub.QPS != 12.5 || cfg.Hub.Burst != 20 {
 		t.Errorf("got level %q (verbosity %d), qps %v, burst %d; want 2, 2, 12.5, 20",
 			cfg.Logging.Level, cfg.Logging.Verbosity(), cfg.Hub.QPS, cfg.Hub.Burst)
+	}
+}
+
+func TestLoadNodeCost(t *testing.T) {
+	want := &v1alpha1.NodeCost{Key: "karpenter.sh/capacity-type", Values: []string{"spot", "on-demand", "reserved"}}
+	for name, c := range map[string]struct {
+		yaml string
+		env  map[string]string
+		args []string
+	}{
+		"file": {yaml: "controller:\n  nodeCost:\n    key: karpenter.sh/capacity-type\n    values: [spot, on-demand, reserved]\n"},
+		"env": {env: map[string]string{
+			"REPLICAFED_CONTROLLER_NODE_COST_KEY": "karpenter.sh/capacity-type", "REPLICAFED_CONTROLLER_NODE_COST_VALUES": "spot,on-demand,reserved"}},
+		"flags": {args: []string{"--controller-node-cost-key=karpenter.sh/capacity-type", "--controller-node-cost-values=spot,on-demand,reserved"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			env := map[string]string{}
+			maps.Copy(env, podEnv)
+			maps.Copy(env, c.env)
+			cfg, err := load(t, c.yaml, env, c.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.Controller.NodeCost.Spec(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("nodeCost = %+v, want %+v", got, want)
+			}
+		})
+	}
+	cfg, err := load(t, "", podEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Controller.NodeCost.Spec(); got != nil {
+		t.Fatalf("default nodeCost = %+v, want none", got)
 	}
 }

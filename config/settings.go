@@ -76,6 +76,9 @@ var settings = []setting{
 	{key: "controller.expectationsTTL", def: 5 * time.Minute, usage: "how long an unobserved expectation holds a reconcile"},
 	{key: "controller.resyncPeriod", def: 10 * time.Hour, usage: "informer resync period"},
 	{key: "controller.statusUpdateInterval", def: time.Second, usage: "minimum interval between hub status writes of one FederatedReplicaSet"},
+	{key: "controller.nodeCost.key", def: "", usage: "default spec.scaleDown.nodeCost: node label key ranking nodes for scale-down; empty means none"},
+	{key: "controller.nodeCost.values", def: []string{}, usage: "default nodeCost: label values, cheapest to free first (comma-separated)"},
+	{key: "controller.nodeCost.integer", def: false, usage: "default nodeCost: the label is an integer, lower is cheaper to free"},
 
 	{key: "failover.unreachableGracePeriod", def: 60 * time.Second, usage: "how long a member may be unreachable before its replicas move"},
 	{key: "failover.unschedulableThreshold", def: 60 * time.Second, usage: "how long a pod may be unschedulable before its replica moves"},

@@ -330,6 +330,24 @@ func (c *Config) validateController(p *problems) {
 	p.positive("controller.expectationsTTL", ctl.ExpectationsTTL)
 	p.positive("controller.resyncPeriod", ctl.ResyncPeriod)
 	p.positive("controller.statusUpdateInterval", ctl.StatusUpdateInterval)
+	nc := ctl.NodeCost
+	switch {
+	case nc.Key == "" && (len(nc.Values) > 0 || nc.Integer):
+		p.add("controller.nodeCost.key", "must be set when controller.nodeCost.values or controller.nodeCost.integer is")
+	case nc.Key == "":
+	case (len(nc.Values) > 0) == nc.Integer:
+		p.add("controller.nodeCost", "exactly one of values or integer: true must be set with key %q", nc.Key)
+	}
+	if nc.Key != "" {
+		if errs := validation.IsQualifiedName(nc.Key); len(errs) > 0 {
+			p.add("controller.nodeCost.key", "must be a label key: %s", strings.Join(errs, "; "))
+		}
+	}
+	for i, v := range nc.Values {
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 || v == "" {
+			p.add(fmt.Sprintf("controller.nodeCost.values[%d]", i), "must be a non-empty label value, got %q", v)
+		}
+	}
 }
 
 func (c *Config) validateFailover(p *problems) {

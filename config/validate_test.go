@@ -138,6 +138,15 @@ func TestValidateRefuses(t *testing.T) {
 		{"expectations ttl zero", func(c *Config) { c.Controller.ExpectationsTTL = 0 }, []string{"controller.expectationsTTL"}, "must be > 0"},
 		{"resync negative", func(c *Config) { c.Controller.ResyncPeriod = -time.Hour }, []string{"controller.resyncPeriod"}, `got "-1h0m0s"`},
 		{"status interval zero", func(c *Config) { c.Controller.StatusUpdateInterval = 0 }, []string{"controller.statusUpdateInterval"}, "must be > 0"},
+		{"node cost values without key", func(c *Config) { c.Controller.NodeCost.Values = []string{"spot"} }, []string{"controller.nodeCost.key"}, "must be set"},
+		{"node cost key without form", func(c *Config) { c.Controller.NodeCost.Key = "karpenter.sh/capacity-type" }, []string{"controller.nodeCost"}, "exactly one of values or integer"},
+		{"node cost both forms", func(c *Config) {
+			c.Controller.NodeCost = NodeCost{Key: "k", Values: []string{"spot"}, Integer: true}
+		}, []string{"controller.nodeCost"}, "exactly one of values or integer"},
+		{"node cost bad key", func(c *Config) { c.Controller.NodeCost = NodeCost{Key: "bad key", Integer: true} }, []string{"controller.nodeCost.key"}, "must be a label key"},
+		{"node cost bad value", func(c *Config) {
+			c.Controller.NodeCost = NodeCost{Key: "k", Values: []string{"spot", "not ok!"}}
+		}, []string{"controller.nodeCost.values[1]"}, "label value"},
 
 		{"grace zero", func(c *Config) { c.Failover.UnreachableGracePeriod = 0 }, []string{"failover.unreachableGracePeriod"}, "must be > 0"},
 		{"unschedulable negative", func(c *Config) { c.Failover.UnschedulableThreshold = -time.Second }, []string{"failover.unschedulableThreshold"}, "must be > 0"},

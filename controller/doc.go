@@ -17,7 +17,10 @@
 //   - expectations: the Store interface (fixed; raftstore implements it) and
 //     Memory, the in-process store with upstream's counting semantics.
 //   - podstate: active/terminating/ready/available predicates.
-//   - ranking: upstream's deletion order and the pods-to-delete choice.
+//   - ranking: upstream's deletion order (plus optional node cost tiers) and
+//     the pods-to-delete choice.
+//   - dependencies: the ConfigMaps, Secrets, ServiceAccounts and PVCs a pod
+//     template references (for spec.propagateDependencies).
 //   - replicastatus: status counts, the ReplicaFailure condition, the
 //     next-availability requeue, unschedulable counts.
 //   - slowstart: 1, 2, 4, … batches stopping at the first failing batch.
@@ -52,6 +55,57 @@
 //     Options.UnsatisfiedRequeue instead of waiting for an event.
 //   - Store.DeleteCluster, called when a member's worker stops, is local to
 //     the process; a replicated store never forgets shared state for it.
+//
+// # Scale-down order
+//
+// Upstream's ReplicaSet controller (LogarithmicScaleDown and PodDeletionCost
+// on) deletes first the pod that comes first by these rules, each consulted
+// only when the ones before tie:
+//
+//  1. unassigned (no spec.nodeName) before assigned;
+//  2. phase Pending (or empty/unrecognised) before Unknown before Running;
+//  3. not Ready before Ready;
+//  4. lower controller.kubernetes.io/pod-deletion-cost annotation first
+//     (missing or invalid counts as 0);
+//  5. more colocated first (more active related pods on the same node);
+//  6. both Ready: Ready more recently first, in log2 buckets of age, equal
+//     buckets by smaller UID (ending the comparison);
+//  7. more restarts first (regular containers, then restartable init
+//     containers);
+//  8. created more recently first, in log2 buckets, equal buckets by
+//     smaller UID;
+//  9. otherwise tied.
+//
+// replicafed keeps that order and, when the MemberReplicaSet's
+// spec.nodeCost is set (the FederatedReplicaSet's spec.scaleDown.nodeCost,
+// or the controller's default), adds one rule between 4 and 5:
+//
+//	4b. pod on a cheaper-to-free node first. The node's label nodeCost.key
+//	    ranks it: with nodeCost.values, by the value's position in the list
+//	    (first is cheapest; a repeated value keeps its first position);
+//	    with nodeCost.integer, by the value as a base-10 int64, lower is
+//	    cheaper (as with pod-deletion-cost, lower goes first). A node without
+//	    the label, with a value not listed or not an integer, or not in the
+//	    node cache ranks after every ranked node; two such nodes tie.
+//
+// So readiness (1-3) still decides before the tier, an explicit
+// pod-deletion-cost still wins over it (4; equal costs, including two pods
+// without the annotation, fall through to the tier), and colocation, ready
+// time, restarts and age (5-8) order pods within one tier. Nodes come from
+// the member's node informer (started with the worker); a scale-down reads
+// each distinct node once from that cache and makes no API call. Without
+// nodeCost the order is exactly upstream's. Node label changes take effect
+// at the next scale-down; they do not trigger one.
+//
+// # Namespaces created in members
+//
+// With Options.CreateNamespaces, a namespace missing in a member is created
+// labelled app.kubernetes.io/managed-by=replicafed plus the
+// pod-security.kubernetes.io/* labels of the hub namespace
+// (Workload.NamespaceLabels, filtered by engine.PodSecurityLabels), so Pod
+// Security admission applies the hub's level to the pods replicafed creates
+// there. Other hub labels are not copied, and a namespace that already
+// exists is never changed.
 //
 // # Deliberate differences from upstream
 //

@@ -225,6 +225,9 @@ func TestPodSecurityOnRealHub(t *testing.T) {
 		s.Containers[0].SecurityContext.RunAsNonRoot = ptr.To(true)
 		s.Containers[0].SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
 	}))
+	// When both bound policies refuse an object, either may be the one the
+	// API server reports.
+	alsoAccepted := map[string]string{"hostpath-r": "Pod Security restricted: only configMap"}
 	for _, c := range []struct {
 		obj  *v1alpha1.FederatedReplicaSet
 		want string
@@ -247,7 +250,7 @@ func TestPodSecurityOnRealHub(t *testing.T) {
 			s.Containers[0].SecurityContext.Capabilities.Add = []corev1.Capability{"CHOWN"}
 		}), "Pod Security restricted: only NET_BIND_SERVICE may be added"},
 	} {
-		if msg := refused(c.obj); !strings.Contains(msg, c.want) {
+		if msg := refused(c.obj); !strings.Contains(msg, c.want) && (alsoAccepted[c.obj.Name] == "" || !strings.Contains(msg, alsoAccepted[c.obj.Name])) {
 			t.Errorf("%s refused with %q; want it to say %q", c.obj.Name, msg, c.want)
 		}
 	}

@@ -152,6 +152,18 @@ type MoveBudget struct {
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }
 
+// DeletionPolicy says what deleting a FederatedReplicaSet does to its pods in
+// the members when the deletion itself does not say.
+// +kubebuilder:validation:Enum=Delete;Orphan
+type DeletionPolicy string
+
+const (
+	// DeletionPolicyDelete deletes the pods with the FederatedReplicaSet.
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+	// DeletionPolicyOrphan leaves the pods running, without a controller.
+	DeletionPolicyOrphan DeletionPolicy = "Orphan"
+)
+
 // FederatedReplicaSetSpec is the desired state of a FederatedReplicaSet.
 // The selector must match the template's labels; that rule iterates over
 // unbounded lists and maps, which the CRD's static CEL cost budget refuses, so
@@ -192,6 +204,24 @@ type FederatedReplicaSetSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	MoveBudget MoveBudget `json:"moveBudget,omitempty"`
+
+	// ScaleDown tunes which pods a member removes first when its target
+	// drops.
+	// +optional
+	ScaleDown *ScaleDown `json:"scaleDown,omitempty"`
+
+	// DeletionPolicy says what happens to the pods in the members when this
+	// object is deleted: Delete (the default) removes them, Orphan leaves them
+	// running without a controller. An explicit `--cascade=orphan` on the
+	// delete always orphans, but the API server records that request only in a
+	// transient "orphan" finalizer the hub's garbage collector removes almost
+	// at once; if no replicafed replica saw it (all were restarting, say),
+	// this field is what decides. Set Orphan on workloads whose pods must
+	// outlive their FederatedReplicaSet whatever the delete says, as with
+	// Karmada's preserve-on-deletion.
+	// +kubebuilder:default=Delete
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
 
 // ClusterHealth is replicafed's view of a member cluster.
@@ -244,6 +274,10 @@ const (
 	ConditionClusterUnavailable = "ClusterUnavailable"
 	// ConditionUnschedulable is True when the fleet lacks room for all replicas.
 	ConditionUnschedulable = "Unschedulable"
+	// ConditionPlanned is True when the members' targets are committed for the
+	// current generation; False, with the reason, when planning or committing
+	// failed (the members then keep their last committed targets).
+	ConditionPlanned = "Planned"
 )
 
 // FederatedReplicaSetStatus is the observed state, summed over member clusters.

@@ -33,6 +33,12 @@ type MemberReplicaSetSpec struct {
 	// +optional
 	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
 
+	// NodeCost says which nodes scale-down frees first; unset keeps the
+	// upstream ReplicaSet order. The hub copies the FederatedReplicaSet's
+	// spec.scaleDown.nodeCost, or the controller's default when that is unset.
+	// +optional
+	NodeCost *NodeCost `json:"nodeCost,omitempty"`
+
 	// Hub identifies the FederatedReplicaSet this object stands for.
 	Hub HubReference `json:"hub"`
 }

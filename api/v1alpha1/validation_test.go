@@ -132,6 +132,9 @@ func TestFederatedReplicaSetValidation(t *testing.T) {
 		if m := s.MoveBudget.MaxUnavailable; m == nil || m.IntValue() != 0 {
 			t.Errorf("maxUnavailable default = %v, want 0", m)
 		}
+		if s.DeletionPolicy != v1alpha1.DeletionPolicyDelete {
+			t.Errorf("deletionPolicy default = %q, want Delete", s.DeletionPolicy)
+		}
 	})
 
 	cases := []struct {
@@ -179,6 +182,9 @@ func TestFederatedReplicaSetValidation(t *testing.T) {
 		{"unknown move-back policy", func(f *v1alpha1.FederatedReplicaSet) {
 			f.Spec.Failover.MoveBack = "Sometimes"
 		}, "Unsupported value"},
+		{"unknown deletion policy", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.DeletionPolicy = "Keep"
+		}, "Unsupported value"},
 		{"negative minReadySeconds", func(f *v1alpha1.FederatedReplicaSet) {
 			f.Spec.MinReadySeconds = -3
 		}, "minReadySeconds"},
@@ -215,6 +221,15 @@ func TestFederatedReplicaSetValidation(t *testing.T) {
 		{"negative tolerationSeconds", func(f *v1alpha1.FederatedReplicaSet) {
 			f.Spec.Placement.Tolerations = []v1alpha1.ClusterToleration{{Key: "k", Effect: v1alpha1.TaintNoExecute, TolerationSeconds: ptr.To[int64](-1)}}
 		}, "tolerationSeconds"},
+		{"nodeCost with neither form", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.ScaleDown = &v1alpha1.ScaleDown{NodeCost: &v1alpha1.NodeCost{Key: "karpenter.sh/capacity-type"}}
+		}, "exactly one of values or integer: true must be set"},
+		{"nodeCost with both forms", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.ScaleDown = &v1alpha1.ScaleDown{NodeCost: &v1alpha1.NodeCost{Key: "k", Values: []string{"spot"}, Integer: true}}
+		}, "exactly one of values or integer: true must be set"},
+		{"nodeCost key not a label key", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.ScaleDown = &v1alpha1.ScaleDown{NodeCost: &v1alpha1.NodeCost{Key: "bad key!", Integer: true}}
+		}, "key"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -261,6 +276,19 @@ func TestFederatedReplicaSetValidation(t *testing.T) {
 		}
 		if p.SpreadConstraints[1].MaxGroups != nil {
 			t.Errorf("maxGroups defaulted to %v, want unset", *p.SpreadConstraints[1].MaxGroups)
+		}
+	})
+
+	t.Run("nodeCost forms accepted", func(t *testing.T) {
+		for name, nc := range map[string]*v1alpha1.NodeCost{
+			"node-cost-values":  {Key: "karpenter.sh/capacity-type", Values: []string{"spot", "on-demand", "reserved"}},
+			"node-cost-integer": {Key: "example.com/free-cost", Integer: true},
+		} {
+			frs := validFRS(name)
+			frs.Spec.ScaleDown = &v1alpha1.ScaleDown{NodeCost: nc}
+			if err := c.Create(ctx, frs); err != nil {
+				t.Errorf("%s: valid nodeCost refused: %v", name, err)
+			}
 		}
 	})
 

@@ -83,6 +83,9 @@ type Options struct {
 	// satisfied is synced again without an event; it must be well below the
 	// expectations TTL. 0 means DefaultUnsatisfiedRequeue.
 	UnsatisfiedRequeue time.Duration
+	// Nodes reads the member's nodes for node cost tiers; it must be an
+	// informer cache so a scale-down costs no API call. nil means Client.
+	Nodes client.Reader
 }
 
 // DefaultUnsatisfiedRequeue is the default Options.UnsatisfiedRequeue.
@@ -119,6 +122,9 @@ func New(o Options) *Engine {
 	}
 	if o.APIReader == nil {
 		o.APIReader = o.Client
+	}
+	if o.Nodes == nil {
+		o.Nodes = o.Client
 	}
 	if o.UnsatisfiedRequeue <= 0 {
 		o.UnsatisfiedRequeue = DefaultUnsatisfiedRequeue
@@ -278,7 +284,8 @@ func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, err
 }
 
 func ownerSpec(w *Workload) v1alpha1.MemberReplicaSetSpec {
-	return v1alpha1.MemberReplicaSetSpec{Replicas: w.Target, Selector: w.Selector.DeepCopy(), MinReadySeconds: w.MinReadySeconds, Hub: w.Hub}
+	return v1alpha1.MemberReplicaSetSpec{Replicas: w.Target, Selector: w.Selector.DeepCopy(), MinReadySeconds: w.MinReadySeconds,
+		NodeCost: w.NodeCost.DeepCopy(), Hub: w.Hub}
 }
 
 func ownerSpecDiffers(mrs *v1alpha1.MemberReplicaSet, w *Workload) bool {
@@ -322,14 +329,13 @@ func (e *Engine) namespaceMissing(ctx context.Context, nn types.NamespacedName, 
 		}
 		return err
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name:   nn.Namespace,
-		Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue},
-	}}
+	nsLabels := PodSecurityLabels(w.NamespaceLabels)
+	nsLabels[v1alpha1.LabelManagedBy] = v1alpha1.ManagedByValue
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nn.Namespace, Labels: nsLabels}}
 	if err := e.o.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s: %w", nn.Namespace, err)
 	}
-	ctrl.LoggerFrom(ctx).V(1).Info("Created missing namespace", "namespace", nn.Namespace)
+	ctrl.LoggerFrom(ctx).V(1).Info("Created missing namespace", "namespace", nn.Namespace, "labels", nsLabels)
 	return e.o.Client.Create(ctx, mrs)
 }
 
@@ -484,7 +490,11 @@ func (e *Engine) deletePods(ctx context.Context, key expectations.Key, mrs *v1al
 		rel[i] = &related.Items[i]
 	}
 	candidates := append([]*corev1.Pod(nil), active...)
-	victims := ranking.PodsToDelete(candidates, rel, n, e.o.Clock.Now())
+	var tierOf func(*corev1.Pod) ranking.NodeTier
+	if nc := mrs.Spec.NodeCost; nc != nil && n < len(active) {
+		tierOf = e.nodeTiers(ctx, nc)
+	}
+	victims := ranking.PodsToDelete(candidates, rel, n, e.o.Clock.Now(), tierOf)
 	refs := make([]expectations.PodRef, len(victims))
 	for i, p := range victims {
 		refs[i] = expectations.PodRef{Name: p.Name, UID: p.UID}
@@ -492,7 +502,7 @@ func (e *Engine) deletePods(ctx context.Context, key expectations.Key, mrs *v1al
 	if err := e.o.Store.ExpectDeletions(ctx, key, refs); err != nil {
 		return fmt.Errorf("recording %d pod deletions: %w", len(refs), err)
 	}
-	log.V(1).Info("Too many replicas", "need", mrs.Spec.Replicas, "active", len(active), "deleting", len(victims))
+	log.V(1).Info("Too many replicas", "need", mrs.Spec.Replicas, "active", len(active), "deleting", len(victims), "nodeCost", tierOf != nil)
 
 	errs := make(chan error, len(victims))
 	var wg sync.WaitGroup

@@ -28,6 +28,15 @@ type Workload struct {
 	// Deleting is true while the hub object is being deleted: like a ReplicaSet
 	// with a deletionTimestamp, no pod is created, deleted, adopted or released.
 	Deleting bool
+	// NodeCost is the FederatedReplicaSet's spec.scaleDown.nodeCost, or the
+	// configured default; nil keeps upstream's deletion order. It is recorded
+	// in the MemberReplicaSet spec and read from there on scale-down.
+	NodeCost *v1alpha1.NodeCost
+	// NamespaceLabels are the labels of the FederatedReplicaSet's namespace
+	// in the hub. When the engine creates the namespace in the member it
+	// copies the pod-security.kubernetes.io/* ones (see PodSecurityLabels),
+	// so pods there meet the same Pod Security Standard as in the hub.
+	NamespaceLabels map[string]string
 }
 
 // WorkloadSource tells the engine what the hub wants; federation and raft

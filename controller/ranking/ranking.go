@@ -1,6 +1,8 @@
 // Package ranking orders a ReplicaSet's active pods for deletion exactly as the
 // upstream ReplicaSet controller does (LogarithmicScaleDown and PodDeletionCost
-// both on), and picks the pods to delete when scaling down.
+// both on), optionally with one extra rule, node cost tiers (see NodeTier and
+// controller/doc.go for where it sits), and picks the pods to delete when
+// scaling down.
 package ranking
 
 import (
@@ -59,6 +61,9 @@ type Ranked struct {
 	Pods []*corev1.Pod
 	// Ranks[i] is the number of active related pods on Pods[i]'s node.
 	Ranks []int
+	// Tiers[i] is how cheap Pods[i]'s node is to free; nil leaves the node
+	// cost rule out (upstream order).
+	Tiers []NodeTier
 	// Now anchors the logarithmic time buckets; zero compares times directly.
 	Now time.Time
 }
@@ -70,16 +75,34 @@ func (r Ranked) Len() int { return len(r.Pods) }
 func (r Ranked) Swap(i, j int) {
 	r.Pods[i], r.Pods[j] = r.Pods[j], r.Pods[i]
 	r.Ranks[i], r.Ranks[j] = r.Ranks[j], r.Ranks[i]
+	if r.Tiers != nil {
+		r.Tiers[i], r.Tiers[j] = r.Tiers[j], r.Tiers[i]
+	}
 }
 
 // Less implements sort.Interface with upstream's rules, each consulted only
-// when the earlier ones tie.
+// when the earlier ones tie, and the node cost rule when Tiers is set.
 func (r Ranked) Less(i, j int) bool {
-	return Less(r.Pods[i], r.Pods[j], r.Ranks[i], r.Ranks[j], r.Now)
+	if r.Tiers == nil {
+		return less(r.Pods[i], r.Pods[j], r.Ranks[i], r.Ranks[j], nil, nil, r.Now)
+	}
+	return less(r.Pods[i], r.Pods[j], r.Ranks[i], r.Ranks[j], &r.Tiers[i], &r.Tiers[j], r.Now)
 }
 
-// Less reports whether a should be deleted before b.
+// Less reports whether a should be deleted before b under upstream's rules.
 func Less(a, b *corev1.Pod, rankA, rankB int, now time.Time) bool {
+	return less(a, b, rankA, rankB, nil, nil, now)
+}
+
+// LessByNodeCost reports whether a should be deleted before b under
+// upstream's rules with the node cost rule after the deletion-cost
+// annotation.
+func LessByNodeCost(a, b *corev1.Pod, rankA, rankB int, tierA, tierB NodeTier, now time.Time) bool {
+	return less(a, b, rankA, rankB, &tierA, &tierB, now)
+}
+
+// less applies the rules in order; nil tiers leave the node cost rule out.
+func less(a, b *corev1.Pod, rankA, rankB int, tierA, tierB *NodeTier, now time.Time) bool {
 	// 1. Unassigned before assigned.
 	na, nb := a.Spec.NodeName, b.Spec.NodeName
 	if na != nb && (na == "" || nb == "") {
@@ -97,6 +120,13 @@ func Less(a, b *corev1.Pod, rankA, rankB int, now time.Time) bool {
 	// 4. Lower deletion cost first.
 	if ca, cb := DeletionCost(a.Annotations), DeletionCost(b.Annotations); ca != cb {
 		return ca < cb
+	}
+	// 4b. (replicafed, optional) Cheaper-to-free node first. After the
+	// annotation, so an explicit deletion cost still wins over the tier.
+	if tierA != nil && tierB != nil {
+		if first, decided := cheaperFirst(*tierA, *tierB); decided {
+			return first
+		}
 	}
 	// 5. More colocated first.
 	if rankA != rankB {
@@ -197,10 +227,18 @@ func ColocationRanks(pods, related []*corev1.Pod) []int {
 
 // PodsToDelete returns the n pods of active to delete first. When n covers all
 // of active nothing is sorted, as upstream. Otherwise active is sorted in place.
-func PodsToDelete(active, related []*corev1.Pod, n int, now time.Time) []*corev1.Pod {
+// tierOf, when not nil, adds the node cost rule; it is called once per pod.
+func PodsToDelete(active, related []*corev1.Pod, n int, now time.Time, tierOf func(*corev1.Pod) NodeTier) []*corev1.Pod {
 	if n >= len(active) {
 		return active
 	}
-	sort.Sort(Ranked{Pods: active, Ranks: ColocationRanks(active, related), Now: now})
+	r := Ranked{Pods: active, Ranks: ColocationRanks(active, related), Now: now}
+	if tierOf != nil {
+		r.Tiers = make([]NodeTier, len(active))
+		for i, p := range active {
+			r.Tiers[i] = tierOf(p)
+		}
+	}
+	sort.Sort(r)
 	return active[:n]
 }

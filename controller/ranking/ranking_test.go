@@ -177,7 +177,7 @@ func TestPodsToDelete(t *testing.T) {
 			if related == nil {
 				related = c.active
 			}
-			got := PodsToDelete(c.active, related, c.n, now)
+			got := PodsToDelete(c.active, related, c.n, now, nil)
 			if len(got) != len(c.want) {
 				t.Fatalf("got %d pods, want %v", len(got), c.want)
 			}
@@ -212,6 +212,6 @@ func BenchmarkRank10000Pods(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		copy(pods, base)
-		PodsToDelete(pods, base, 5000, now)
+		PodsToDelete(pods, base, 5000, now, nil)
 	}
 }

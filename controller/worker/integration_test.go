@@ -70,9 +70,14 @@ func (c *countingStore) ExpectCreations(ctx context.Context, k expectations.Key,
 type writeCounter struct {
 	rt                 http.RoundTripper
 	writes, podCreates *atomic.Int64
+	// nodeGets counts GETs of single nodes (not the informer's list/watch).
+	nodeGets *atomic.Int64
 }
 
 func (w writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/api/v1/nodes/") {
+		w.nodeGets.Add(1)
+	}
 	if r.Method != http.MethodGet {
 		w.writes.Add(1)
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/pods") {
@@ -92,6 +97,8 @@ type env struct {
 	writes *atomic.Int64
 	// podCreates counts POSTs to pods.
 	podCreates *atomic.Int64
+	// nodeGets counts GETs of single nodes by the member's client.
+	nodeGets *atomic.Int64
 }
 
 type envOpts struct {
@@ -102,6 +109,10 @@ type envOpts struct {
 	unlimited  bool
 	workers    int
 	reuseClust *testcluster.Cluster
+	// kwokNodes starts kwok fake nodes without a scheduler: the test binds
+	// pods itself.
+	kwokNodes        int
+	createNamespaces bool
 }
 
 func scheme() *runtime.Scheme { return kubescheme.Must() }
@@ -125,9 +136,12 @@ func startEnv(t testing.TB, o envOpts) *env {
 		if o.nodes > 0 {
 			opts.Scheduler, opts.Nodes, opts.NodePods = true, o.nodes, 1100
 		}
+		if o.kwokNodes > 0 {
+			opts.Nodes = o.kwokNodes
+		}
 		c = testcluster.Start(t, opts)
 	}
-	e := &env{t: t, c: c, src: &source{m: map[expectations.Key]*engine.Workload{}}, writes: &atomic.Int64{}, podCreates: &atomic.Int64{}}
+	e := &env{t: t, c: c, src: &source{m: map[expectations.Key]*engine.Workload{}}, writes: &atomic.Int64{}, podCreates: &atomic.Int64{}, nodeGets: &atomic.Int64{}}
 	e.store = &countingStore{Memory: expectations.NewMemory(0, nil)}
 	var err2 error
 	if e.cl, err2 = client.New(c.Config, client.Options{Scheme: scheme()}); err2 != nil {
@@ -142,7 +156,7 @@ func startEnv(t testing.TB, o envOpts) *env {
 		cfg.QPS, cfg.Burst = -1, 0
 	}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		return writeCounter{rt: rt, writes: e.writes, podCreates: e.podCreates}
+		return writeCounter{rt: rt, writes: e.writes, podCreates: e.podCreates, nodeGets: e.nodeGets}
 	}
 	mc, err := cluster.New(cfg, func(co *cluster.Options) { co.Scheme = scheme() })
 	if err != nil {
@@ -150,7 +164,8 @@ func startEnv(t testing.TB, o envOpts) *env {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { _ = mc.Start(ctx) }()
-	e.mgr = worker.NewManager(worker.Options{Workers: o.workers, BurstReplicas: o.burst, Store: e.store, Source: e.src})
+	e.mgr = worker.NewManager(worker.Options{Workers: o.workers, BurstReplicas: o.burst, Store: e.store, Source: e.src,
+		CreateNamespaces: o.createNamespaces})
 	if err := e.mgr.Engage(ctx, member, mc); err != nil {
 		t.Fatal(err)
 	}

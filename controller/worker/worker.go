@@ -1,7 +1,7 @@
 // Package worker runs the member engine for one member cluster: informers on
-// pods and MemberReplicaSets with upstream's event rules, a rate-limited
-// workqueue and N sync goroutines. Manager engages one Worker per member
-// through multicluster-runtime.
+// pods and MemberReplicaSets with upstream's event rules, a node informer for
+// node cost tiers, a rate-limited workqueue and N sync goroutines. Manager
+// engages one Worker per member through multicluster-runtime.
 package worker
 
 import (
@@ -96,6 +96,9 @@ func New(name string, cl cluster.Cluster, o Options) (*Worker, error) {
 		Source: o.Source, Sink: o.Sink, Gate: o.Gate, Recorder: cl.GetEventRecorder(Component),
 		BurstReplicas: o.BurstReplicas, Clock: o.Clock, CreateNamespaces: o.CreateNamespaces,
 		PodStoreRV: w.podStoreRV, UnsatisfiedRequeue: o.UnsatisfiedRequeue,
+		// Node cost tiers read node labels from the cache's node informer
+		// (shared with the hub's capacity estimate), never live.
+		Nodes: cl.GetCache(),
 	})
 	return w, nil
 }
@@ -166,6 +169,12 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("getting MemberReplicaSet informer of %s: %w", w.name, err)
 	}
+	// Started here so the first scale-down with node cost tiers finds it
+	// synced instead of starting it on the sync path.
+	nodeInf, err := w.cl.GetCache().GetInformer(ctx, &corev1.Node{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("getting node informer of %s: %w", w.name, err)
+	}
 	h := &handlers{w: w, log: log}
 	podReg, err := podInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: h.addPod, UpdateFunc: h.updatePod, DeleteFunc: h.deletePod})
@@ -180,7 +189,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	defer func() { _ = mrsInf.RemoveEventHandler(mrsReg) }()
 
-	if !toolscache.WaitForCacheSync(ctx.Done(), podReg.HasSynced, mrsReg.HasSynced) {
+	if !toolscache.WaitForCacheSync(ctx.Done(), podReg.HasSynced, mrsReg.HasSynced, nodeInf.HasSynced) {
 		return fmt.Errorf("waiting for caches of %s: %w", w.name, ctx.Err())
 	}
 	log.V(1).Info("Member worker started", "workers", w.o.Workers)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"strconv"
 	"sync"
 	"time"
@@ -371,11 +372,13 @@ func randomHex(n int) (string, error) {
 
 // buildBinary compiles cmd/replicafed of this checkout into dir.
 func buildBinary(ctx context.Context, dir string) (string, error) {
-	bin, err := testcluster.FindBinDir()
+	// Build the module the test runs in, not the one REPLICAFED_BIN_DIR
+	// happens to sit in (a worktree may borrow another checkout's tools).
+	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("finding the module root: %w", err)
 	}
-	root := filepath.Dir(bin)
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
 	out := filepath.Join(dir, "replicafed")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/replicafed")
 	cmd.Dir = root

@@ -55,6 +55,18 @@ type Input struct {
 	// Previous is the current status, whose condition transition times are kept.
 	Previous v1alpha1.FederatedReplicaSetStatus
 	Now      time.Time
+	// PlanFailure says why the latest plan is not what the members work
+	// towards (it could not be made or committed); nil when it is. The member
+	// rows then show the targets last committed.
+	PlanFailure *PlanFailure
+}
+
+// PlanFailure is a plan that was not made or not committed.
+type PlanFailure struct {
+	// Reason is a CamelCase reason for the Planned condition.
+	Reason string
+	// Message says what failed.
+	Message string
 }
 
 // Compute returns the new status.
@@ -134,9 +146,19 @@ func Compute(in Input) v1alpha1.FederatedReplicaSetStatus {
 	} else {
 		set(v1alpha1.ConditionReady, false, "ReplicasNotAvailable", fmt.Sprintf("%d of %d replicas available", st.AvailableReplicas, in.Desired))
 	}
-	if len(progressing) > 0 {
-		set(v1alpha1.ConditionProgressing, true, "MembersConverging", "converging: "+strings.Join(progressing, ", "))
+	if in.PlanFailure != nil {
+		set(v1alpha1.ConditionPlanned, false, in.PlanFailure.Reason, in.PlanFailure.Message)
 	} else {
+		set(v1alpha1.ConditionPlanned, true, "TargetsCommitted", "member targets are committed for this generation")
+	}
+	switch {
+	case in.PlanFailure != nil:
+		// The members work towards older targets: "at its target" would
+		// say nothing about the spec.
+		set(v1alpha1.ConditionProgressing, false, "PlanNotCommitted", "members keep their last committed targets: "+in.PlanFailure.Message)
+	case len(progressing) > 0:
+		set(v1alpha1.ConditionProgressing, true, "MembersConverging", "converging: "+strings.Join(progressing, ", "))
+	default:
 		set(v1alpha1.ConditionProgressing, false, "MembersAtTarget", "every member is at its target")
 	}
 	if len(failed) > 0 {

@@ -51,6 +51,32 @@ func TestCompute(t *testing.T) {
 				t.Fatalf("terminating should stay nil when no member reports it")
 			}
 		}},
+		{"refused commit: rows show what runs, Planned False, not at target", Input{Generation: 9, Desired: 9, Now: t0,
+			PlanFailure: &PlanFailure{Reason: "CommitFailed", Message: "stale command: generation 999999"},
+			Members: []Member{
+				{Name: "a", Target: 25, Health: v1alpha1.ClusterHealthy, Report: rep(25, 25, 25)},
+				{Name: "b", Target: 0, Health: v1alpha1.ClusterHealthy, Report: rep(4, 4, 4)},
+			}}, func(t *testing.T, st v1alpha1.FederatedReplicaSetStatus) {
+			if st.Replicas != 29 {
+				t.Fatalf("replicas = %d, want 29", st.Replicas)
+			}
+			if c := cond(st, v1alpha1.ConditionPlanned); c == nil || c.Status != metav1.ConditionFalse || c.Reason != "CommitFailed" || !strings.Contains(c.Message, "999999") {
+				t.Fatalf("Planned = %+v", c)
+			}
+			if c := cond(st, v1alpha1.ConditionProgressing); c == nil || c.Reason != "PlanNotCommitted" {
+				t.Fatalf("Progressing = %+v", c)
+			}
+			if c := cond(st, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse {
+				t.Fatalf("Ready = %+v", c)
+			}
+		}},
+		{"committed plan: Planned True", Input{Generation: 2, Desired: 1, Now: t0, Members: []Member{
+			{Name: "a", Target: 1, Report: rep(1, 1, 1)},
+		}}, func(t *testing.T, st v1alpha1.FederatedReplicaSetStatus) {
+			if c := cond(st, v1alpha1.ConditionPlanned); c == nil || c.Status != metav1.ConditionTrue {
+				t.Fatalf("Planned = %+v", c)
+			}
+		}},
 		{"member below target is progressing, not ready", Input{Desired: 4, Now: t0, Members: []Member{
 			{Name: "a", Target: 2, Report: rep(2, 2, 2)},
 			{Name: "b", Target: 2, Report: rep(1, 1, 0)},

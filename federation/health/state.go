@@ -30,6 +30,8 @@ type State struct {
 	LastProbe time.Time
 	// LastError is the latest failed probe's error text.
 	LastError string
+	// LastSuccess is when the latest successful probe finished (zero if none).
+	LastSuccess time.Time
 
 	failures, successes int
 }
@@ -53,6 +55,7 @@ func (s State) Observe(err error, now time.Time, th Thresholds) State {
 		return s
 	}
 	s.LastError = ""
+	s.LastSuccess = now
 	s.successes++
 	s.failures = 0
 	if s.Health != v1alpha1.ClusterHealthy && s.successes >= max(th.Success, 1) {

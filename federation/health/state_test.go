@@ -58,6 +58,9 @@ func TestObserve(t *testing.T) {
 				if want := t0.Add(time.Duration(st.wantSince) * time.Second); !s.Since.Equal(want) {
 					t.Fatalf("step %d: since %v, want %v", i, s.Since, want)
 				}
+				if st.err == nil && !s.LastSuccess.Equal(now) {
+					t.Fatalf("step %d: LastSuccess %v, want %v", i, s.LastSuccess, now)
+				}
 				if (st.err != nil) != (s.LastError != "") {
 					t.Fatalf("step %d: LastError %q for err %v", i, s.LastError, st.err)
 				}

@@ -6,4 +6,16 @@
 //
 // Followers run the same informers but never write: every reconcile first asks
 // the leader gate, and a new leader re-queues every FederatedReplicaSet.
+//
+// A plan depends only on the spec, the committed targets and facts every
+// replica reads alike (facts.go): the registered members, their health as
+// recorded in raft when this replica has no verdict of its own, and what each
+// member runs as its MemberReplicaSet status says. A leader that lacks some
+// of them waits (bounded); a plan it had to make without them, and that they
+// would have changed, is marked (AnnotationReplan) and repaired within the
+// move budget once they arrive. A plan that cannot be committed still gets a
+// status that shows what the members run, with the Planned condition False.
+//
+// Triggers from outside the hub watch (member reports, health changes, a new
+// leader) go through a workqueue (Triggers) and are never dropped.
 package hub

@@ -26,8 +26,13 @@ const ConditionDeleting = "Deleting"
 // member that ever had a target, before releasing the finalizer:
 //   - background or foreground deletion in the hub: each MemberReplicaSet is
 //     deleted with foreground propagation, so the member's garbage collector
-//     deletes its pods first and the MemberReplicaSet disappears last;
-//   - orphan deletion in the hub (the "orphan" finalizer is present): each
+//     deletes its pods first and the MemberReplicaSet disappears last. The
+//     member's collector can finish that before its own informer has seen a
+//     pod created just before the delete, so once a MemberReplicaSet is gone
+//     its pods are looked for too (see leftoverPods) and deleted here; the
+//     finalizer stays until none is left;
+//   - orphan deletion in the hub (the "orphan" finalizer was seen, an earlier
+//     leader recorded it, or spec.deletionPolicy is Orphan): each
 //     MemberReplicaSet is deleted with orphan propagation, so the member's
 //     garbage collector strips the owner reference and the pods keep running,
 //     unmanaged.
@@ -42,9 +47,7 @@ func (r *Reconciler) finalize(ctx context.Context, frs *v1alpha1.FederatedReplic
 	if r.Intents != nil {
 		r.Intents.Observe(frs)
 	}
-	orphan := controllerutil.ContainsFinalizer(frs, metav1.FinalizerOrphanDependents) ||
-		frs.Annotations[AnnotationPropagation] == string(metav1.DeletePropagationOrphan) ||
-		(r.Intents != nil && r.Intents.Orphan(frs.UID))
+	orphan := deletionOrphans(frs, r.Intents != nil && r.Intents.Orphan(frs.UID))
 	policy := metav1.DeletePropagationForeground
 	if orphan {
 		policy = metav1.DeletePropagationOrphan
@@ -85,28 +88,47 @@ func (r *Reconciler) finalize(ctx context.Context, frs *v1alpha1.FederatedReplic
 		mrs := &v1alpha1.MemberReplicaSet{}
 		err := m.Cluster.GetAPIReader().Get(ctx, client.ObjectKey{Namespace: frs.Namespace, Name: frs.Name}, mrs)
 		switch {
-		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+		case meta.IsNoMatchError(err):
+			// No MemberReplicaSet CRD: nothing of ours can run there.
 			continue
+		case apierrors.IsNotFound(err):
+			mrs = nil
 		case err != nil:
 			unreachable = append(unreachable, name)
-			log.V(1).Info("cannot read MemberReplicaSet while deleting", "cluster", name, "error", err.Error())
+			log.V(1).Info("Cannot read MemberReplicaSet while deleting", "cluster", name, "reason", err.Error())
 			continue
 		}
-		if mrs.Spec.Hub.UID != "" && mrs.Spec.Hub.UID != frs.UID {
+		if mrs != nil && mrs.Spec.Hub.UID != "" && mrs.Spec.Hub.UID != frs.UID {
 			// A MemberReplicaSet of an older object with the same name: not ours.
 			continue
 		}
-		if mrs.DeletionTimestamp == nil {
-			err := m.Cluster.GetClient().Delete(ctx, mrs, client.PropagationPolicy(policy),
-				client.Preconditions{UID: &mrs.UID})
-			if err != nil && !apierrors.IsNotFound(err) {
-				return ctrl.Result{}, fmt.Errorf("deleting MemberReplicaSet %s in %s: %w", klog.KObj(mrs), name, err)
+		if mrs != nil {
+			if mrs.DeletionTimestamp == nil {
+				err := m.Cluster.GetClient().Delete(ctx, mrs, client.PropagationPolicy(policy),
+					client.Preconditions{UID: &mrs.UID})
+				if err != nil && !apierrors.IsNotFound(err) {
+					return ctrl.Result{}, fmt.Errorf("deleting MemberReplicaSet %s in %s: %w", klog.KObj(mrs), name, err)
+				}
+				log.V(1).Info("MemberReplicaSet deleted", "cluster", name, "propagation", policy)
+				r.event(frs, corev1.EventTypeNormal, "MemberDeleted", "Delete",
+					"cluster %s: deleting MemberReplicaSet (%s propagation)", name, policy)
 			}
-			log.V(1).Info("MemberReplicaSet deleted", "cluster", name, "propagation", policy)
-			r.event(frs, corev1.EventTypeNormal, "MemberDeleted", "Delete",
-				"cluster %s: deleting MemberReplicaSet (%s propagation)", name, policy)
+			waiting = append(waiting, name)
+			continue
 		}
-		waiting = append(waiting, name)
+		if orphan {
+			continue
+		}
+		left, err := r.deleteLeftoverPods(ctx, frs, m.Cluster.GetClient(), m.Cluster.GetAPIReader())
+		if err != nil {
+			unreachable = append(unreachable, name)
+			log.V(1).Info("Cannot clear pods left after the MemberReplicaSet", "cluster", name, "reason", err.Error())
+			continue
+		}
+		if left > 0 {
+			log.V(1).Info("Pods outlived their MemberReplicaSet; deleting them", "cluster", name, "pods", left)
+			waiting = append(waiting, name)
+		}
 	}
 	if len(waiting) > 0 || len(unreachable) > 0 {
 		sort.Strings(waiting)
@@ -148,6 +170,57 @@ func (r *Reconciler) finalize(ctx context.Context, frs *v1alpha1.FederatedReplic
 	if err := r.Hub.Patch(ctx, frs, patch); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("removing finalizer from %s: %w", klog.KObj(frs), err)
 	}
-	log.V(1).Info("deletion finished in every member", "orphan", orphan)
+	log.V(1).Info("Deletion finished in every member", "orphan", orphan)
 	return ctrl.Result{}, nil
+}
+
+// deletionOrphans says whether deleting frs leaves its pods running: the
+// delete asked for it (the "orphan" finalizer, seen now, on the event path,
+// or recorded by an earlier leader in the annotation), or, when no replica
+// saw what the delete asked for, spec.deletionPolicy says Orphan.
+func deletionOrphans(frs *v1alpha1.FederatedReplicaSet, seenOrphan bool) bool {
+	return seenOrphan ||
+		controllerutil.ContainsFinalizer(frs, metav1.FinalizerOrphanDependents) ||
+		frs.Annotations[AnnotationPropagation] == string(metav1.DeletePropagationOrphan) ||
+		frs.Spec.DeletionPolicy == v1alpha1.DeletionPolicyOrphan
+}
+
+// deleteLeftoverPods finds, with a quorum list, the pods in the member that
+// belong to frs's MemberReplicaSet although it is gone, deletes them (UID
+// precondition) and returns how many still exist, terminating ones included.
+//
+// A pod belongs to it when it matches frs's selector and its controller
+// reference names a MemberReplicaSet of frs's name: the MemberReplicaSet is
+// replicafed's only pod owner and has the hub object's name, and the hub
+// object's finalizer keeps any same-named successor from existing meanwhile.
+// Pods do not carry hub labels, so the owner reference is the one mark a
+// replicafed pod has; it is only looked for once the MemberReplicaSet is gone,
+// so every such reference dangles and the member's own garbage collector
+// would delete the pod too, just later.
+func (r *Reconciler) deleteLeftoverPods(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, w client.Writer, rd client.Reader) (int, error) {
+	sel, err := metav1.LabelSelectorAsSelector(frs.Spec.Selector)
+	if err != nil || sel.Empty() {
+		return 0, nil //nolint:nilerr // an invalid selector never created pods
+	}
+	pods := &corev1.PodList{}
+	if err := rd.List(ctx, pods, client.InNamespace(frs.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return 0, fmt.Errorf("listing pods of %s: %w", klog.KObj(frs), err)
+	}
+	left := 0
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		ref := metav1.GetControllerOf(p)
+		if ref == nil || ref.Kind != "MemberReplicaSet" || ref.Name != frs.Name ||
+			!strings.HasPrefix(ref.APIVersion, v1alpha1.GroupVersion.Group+"/") {
+			continue
+		}
+		left++
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if err := w.Delete(ctx, p, client.Preconditions{UID: &p.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return left, fmt.Errorf("deleting pod %s: %w", klog.KObj(p), err)
+		}
+	}
+	return left, nil
 }

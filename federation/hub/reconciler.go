@@ -22,6 +22,7 @@ import (
 	"github.com/replicafed/replicafed/federation/capacity"
 	"github.com/replicafed/replicafed/federation/planner"
 	"github.com/replicafed/replicafed/federation/registry"
+	"github.com/replicafed/replicafed/internal/ctxjoin"
 	"github.com/replicafed/replicafed/internal/metrics"
 )
 
@@ -56,15 +57,23 @@ type Reconciler struct {
 	MemberProblems func(cluster string) string
 	// Defaults fill the failover fields a FederatedReplicaSet leaves unset.
 	Defaults v1alpha1.Failover
+	// Registered lists the registered members, engaged here or not
+	// (registry.Registry.Registered); optional, the engaged ones otherwise.
+	Registered func(ctx context.Context) ([]registry.Registration, error)
 
 	lastWrite syncMap[string, time.Time]
-	// awaiting records since when a plan waits for member reports.
+	// awaiting records since when a plan waits for member facts.
 	awaiting syncMap[string, time.Time]
+	term     termMark
 }
 
-// reportGrace bounds how long a plan waits for reports from members that hold
-// replicas. A new leader starts with no reports; planning blind could move
-// running replicas, so it waits for the workers' first syncs.
+// reportGrace bounds how long a plan waits for the facts of every candidate
+// member (engaged here, health known, a report of its pods when it holds
+// replicas). A new leader, or a replica that just started, may lack them;
+// planning without them would treat running replicas as missing, so it waits.
+// Past the bound it plans anyway (a member may be broken for good) and marks
+// the object for repair (AnnotationReplan) if the missing facts changed the
+// plan.
 const reportGrace = 10 * time.Second
 
 // requeueWhileDeleting is how often a blocked deletion is retried.
@@ -76,7 +85,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !ok {
 		return ctrl.Result{}, nil
 	}
-	ctx, cancel := mergeCancel(ctx, lctx)
+	ctx, cancel := ctxjoin.Join(ctx, lctx)
 	defer cancel()
 	log := ctrl.LoggerFrom(ctx)
 
@@ -85,6 +94,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			r.Reports.Forget(req.Namespace, req.Name)
 			r.lastWrite.Delete(req.String())
+			r.awaiting.Delete(req.String())
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("reading FederatedReplicaSet %s: %w", req, err)
@@ -101,44 +111,69 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	now := r.Clock.Now()
+	termStart := r.term.observe(lctx, now)
 	ref := refOf(frs)
 	prev, prevGen, _ := r.Targets.Targets(ref)
-	if wait := r.awaitReports(frs, prev, now); wait > 0 {
-		log.V(2).Info("waiting for member reports before planning", "frs", klog.KObj(frs))
+	f := r.gather(ctx, frs, prev, termStart)
+	if wait := r.awaitFacts(frs, f, now); wait > 0 {
+		log.V(2).Info("Waiting for member facts before planning", "frs", klog.KObj(frs), "missing", f.missingText())
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	in := planner.NewInput(frs, prev, now, r.plannerMembers(ctx, frs))
+	if since, waited := r.awaiting.Load(frs.Namespace + "/" + frs.Name); waited && len(f.missing) > 0 {
+		f.waitedOut(since)
+	}
+	in := planner.NewInput(frs, prev, now, f.members)
 	in.Failover = withDefaults(in.Failover, r.Defaults)
+	_, repairing := frs.Annotations[AnnotationReplan]
+	if repairing && len(f.missing) == 0 {
+		in.Failover.MoveBack = v1alpha1.MoveBackOnRecovery
+	}
 	res := planner.Plan(in)
-	targets := res.TargetMap()
-	// Members that left the placement keep an explicit 0 until they have
-	// reported no pods, so their workers scale them down (also a member that is
-	// away now: it is reconciled to 0 when it returns).
-	for name := range prev {
-		if _, ok := targets[name]; ok {
-			continue
-		}
-		rep, ok := r.Reports.Get(expectations.Key{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
-		if !ok || rep.Replicas > 0 || rep.TerminatingReplicas > 0 {
-			targets[name] = 0
+	targets := r.withDeparted(frs, prev, res.TargetMap(), f)
+	changed := !maps.Equal(prev, targets) || prevGen != frs.Generation
+	var planErr *aggregate.PlanFailure
+	var commitErr error
+	if changed && len(f.missing) > 0 && !repairing {
+		opt := in
+		opt.Members = optimistic(f, prev)
+		if !maps.Equal(r.withDeparted(frs, prev, planner.Plan(opt).TargetMap(), f), targets) {
+			if err := r.setReplan(ctx, frs, replanValue(f.missing)); err != nil {
+				commitErr = err
+				planErr = &aggregate.PlanFailure{Reason: "MarkFailed", Message: err.Error()}
+			} else {
+				log.V(1).Info("Planned without some members' facts; marked for repair", "frs", klog.KObj(frs), "missing", f.missingText())
+			}
 		}
 	}
-	if !maps.Equal(prev, targets) || prevGen != frs.Generation {
+	committed := prev
+	if changed && commitErr == nil {
 		if err := r.Targets.SetTargets(ctx, ref, frs.Generation, targets); err != nil {
 			metrics.Plans.WithLabelValues("error").Inc()
-			return ctrl.Result{}, fmt.Errorf("committing targets of %s: %w", req, err)
+			commitErr = fmt.Errorf("committing targets of %s: %w", req, err)
+			planErr = &aggregate.PlanFailure{Reason: "CommitFailed",
+				Message: fmt.Sprintf("committing the plan for generation %d failed: %v", frs.Generation, err)}
+			r.event(frs, corev1.EventTypeWarning, "CommitFailed", "Plan", "committing targets failed: %v", err)
+		} else {
+			committed = targets
+			metrics.Plans.WithLabelValues("committed").Inc()
+			log.V(1).Info("Targets committed", "frs", klog.KObj(frs), "targets", targets, "shortfall", res.Shortfall)
+			for _, ch := range res.Changes {
+				r.event(frs, corev1.EventTypeNormal, string(ch.Reason), "Plan",
+					"cluster %s: target %d -> %d (%s)", ch.Cluster, ch.From, ch.To, ch.Reason)
+			}
+			for name := range targets {
+				r.Poker.Enqueue(expectations.Key{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
+			}
 		}
-		metrics.Plans.WithLabelValues("committed").Inc()
-		log.V(1).Info("targets committed", "frs", klog.KObj(frs), "targets", targets, "shortfall", res.Shortfall)
-		for _, ch := range res.Changes {
-			r.event(frs, corev1.EventTypeNormal, string(ch.Reason), "Plan",
-				"cluster %s: target %d -> %d (%s)", ch.Cluster, ch.From, ch.To, ch.Reason)
-		}
-		for name := range targets {
-			r.Poker.Enqueue(expectations.Key{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
-		}
-	} else {
+	} else if !changed {
+		committed = targets
 		metrics.Plans.WithLabelValues("unchanged").Inc()
+	}
+	if repairing && len(f.missing) == 0 && commitErr == nil && res.MovesPending == 0 {
+		if err := r.setReplan(ctx, frs, ""); err != nil {
+			return ctrl.Result{}, err
+		}
+		log.V(1).Info("Spread repaired", "frs", klog.KObj(frs), "targets", committed)
 	}
 	metrics.Shortfall.WithLabelValues(frs.Namespace, frs.Name).Set(float64(res.Shortfall))
 	if res.Shortfall > 0 {
@@ -154,7 +189,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if len(res.Unregistered) > 0 {
 		r.event(frs, corev1.EventTypeWarning, "UnknownCluster", "Plan", "placement names unregistered clusters: %v", res.Unregistered)
 	}
-	result, err := r.writeStatus(ctx, frs, targets, res, now)
+	result, err := r.writeStatus(ctx, frs, committed, res, f, planErr, now)
+	if commitErr != nil {
+		// The status above says what failed; the error retries with backoff.
+		return ctrl.Result{}, commitErr
+	}
 	if err != nil {
 		return result, err
 	}
@@ -194,27 +233,11 @@ func nextDeadline(in planner.Input, now time.Time) time.Duration {
 	return next
 }
 
-// awaitReports returns how long to wait before planning, because a healthy
-// member that holds replicas has not reported yet (bounded by reportGrace).
-func (r *Reconciler) awaitReports(frs *v1alpha1.FederatedReplicaSet, prev map[string]int32, now time.Time) time.Duration {
+// awaitFacts returns how long to wait before planning because some member's
+// facts are missing (bounded by reportGrace from the first wait).
+func (r *Reconciler) awaitFacts(frs *v1alpha1.FederatedReplicaSet, f facts, now time.Time) time.Duration {
 	key := frs.Namespace + "/" + frs.Name
-	missing := false
-	for name, target := range prev {
-		if target == 0 {
-			continue
-		}
-		if _, engaged := r.Registry.Get(name); !engaged {
-			continue
-		}
-		if st, ok := r.Health.State(name); !ok || st.Health != v1alpha1.ClusterHealthy {
-			continue
-		}
-		if _, ok := r.Reports.Get(expectations.Key{Cluster: name, Namespace: frs.Namespace, Name: frs.Name}); !ok {
-			missing = true
-			break
-		}
-	}
-	if !missing {
+	if len(f.missing) == 0 {
 		r.awaiting.Delete(key)
 		return 0
 	}
@@ -229,35 +252,45 @@ func (r *Reconciler) awaitReports(frs *v1alpha1.FederatedReplicaSet, prev map[st
 	return 0
 }
 
-// plannerMembers describes every engaged member for the planner.
-func (r *Reconciler) plannerMembers(ctx context.Context, frs *v1alpha1.FederatedReplicaSet) []planner.Member {
-	members := r.Registry.Members()
-	out := make([]planner.Member, 0, len(members))
-	for _, m := range members {
-		pm := planner.Member{Name: m.Name, Labels: m.Labels}
-		if st, ok := r.Health.State(m.Name); ok {
-			switch st.Health {
-			case v1alpha1.ClusterHealthy:
-				pm.Health = planner.Healthy
-			case v1alpha1.ClusterUnreachable:
-				pm.Health = planner.Unhealthy
-				pm.UnhealthySince = st.Since
-			}
+// withDeparted adds to a plan the members that held a target and are no
+// longer candidates: they keep an explicit 0 until they have reported no
+// pods, so their workers scale them down (also a member that is away now: it
+// is reconciled to 0 when it returns).
+func (r *Reconciler) withDeparted(frs *v1alpha1.FederatedReplicaSet, prev, targets map[string]int32, f facts) map[string]int32 {
+	for name := range prev {
+		if _, ok := targets[name]; ok {
+			continue
 		}
-		if rep, ok := r.Reports.Get(expectations.Key{Cluster: m.Name, Namespace: frs.Namespace, Name: frs.Name}); ok {
-			pm.Current = rep.Replicas
-			pm.Ready = rep.ReadyReplicas
-			pm.Unschedulable = rep.Unschedulable
-			pm.UnschedulableSince = rep.UnschedulableSince
+		rep, ok := f.reports[name]
+		if !ok {
+			rep, ok = r.Reports.Get(expectations.Key{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
 		}
-		if pm.Health == planner.Healthy {
-			if free, ok := memberCapacity(ctx, m, &frs.Spec.Template); ok {
-				pm.FreeCapacity = &free
-			}
+		if !ok || rep.Replicas > 0 || rep.TerminatingReplicas > 0 {
+			targets[name] = 0
 		}
-		out = append(out, pm)
 	}
-	return out
+	return targets
+}
+
+// setReplan sets (value != "") or clears the repair mark on frs.
+func (r *Reconciler) setReplan(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, value string) error {
+	_, has := frs.Annotations[AnnotationReplan]
+	if (value == "" && !has) || (value != "" && has) {
+		return nil
+	}
+	patch := client.MergeFrom(frs.DeepCopy())
+	if value == "" {
+		delete(frs.Annotations, AnnotationReplan)
+	} else {
+		if frs.Annotations == nil {
+			frs.Annotations = map[string]string{}
+		}
+		frs.Annotations[AnnotationReplan] = value
+	}
+	if err := r.Hub.Patch(ctx, frs, patch); err != nil {
+		return fmt.Errorf("marking %s for re-planning: %w", klog.KObj(frs), err)
+	}
+	return nil
 }
 
 // memberCapacity estimates free room for the template from the member's cache.
@@ -275,13 +308,18 @@ func memberCapacity(ctx context.Context, m *registry.Member, tmpl *corev1.PodTem
 	return capacity.Estimate(nodes.Items, pods.Items, tmpl), true
 }
 
-func (r *Reconciler) writeStatus(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, targets map[string]int32, res planner.Result, now time.Time) (ctrl.Result, error) {
+// writeStatus writes what the members run, against the targets they were
+// last given (committed), whether or not the latest plan was committed
+// (planErr says what failed). Every member that reports pods of frs has a
+// row, with a target or not.
+func (r *Reconciler) writeStatus(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, committed map[string]int32, res planner.Result, f facts, planErr *aggregate.PlanFailure, now time.Time) (ctrl.Result, error) {
 	in := aggregate.Input{
-		Generation: frs.Generation,
-		Desired:    ptrOr(frs.Spec.Replicas, 1),
-		Shortfall:  res.Shortfall,
-		Previous:   frs.Status,
-		Now:        now,
+		Generation:  frs.Generation,
+		Desired:     ptrOr(frs.Spec.Replicas, 1),
+		Shortfall:   res.Shortfall,
+		Previous:    frs.Status,
+		Now:         now,
+		PlanFailure: planErr,
 	}
 	if sel, err := metav1.LabelSelectorAsSelector(frs.Spec.Selector); err == nil {
 		in.Selector = sel.String()
@@ -290,7 +328,16 @@ func (r *Reconciler) writeStatus(ctx context.Context, frs *v1alpha1.FederatedRep
 	for _, n := range res.MemberNotes {
 		notes[n.Cluster] = n.Message
 	}
-	for name, target := range targets {
+	rows := maps.Clone(committed)
+	if rows == nil {
+		rows = map[string]int32{}
+	}
+	for name, rep := range f.reports {
+		if _, ok := rows[name]; !ok && (rep.Replicas > 0 || rep.TerminatingReplicas > 0) {
+			rows[name] = 0
+		}
+	}
+	for name, target := range rows {
 		m := aggregate.Member{Name: name, Target: target, Message: notes[name]}
 		if r.MemberProblems != nil {
 			m.Problem = r.MemberProblems(name)
@@ -301,7 +348,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, frs *v1alpha1.FederatedRep
 			m.Health = v1alpha1.ClusterUnreachable
 			m.Message = "member not registered"
 		}
-		if rep, ok := r.Reports.Get(expectations.Key{Cluster: name, Namespace: frs.Namespace, Name: frs.Name}); ok {
+		rep, ok := f.reports[name]
+		if !ok {
+			rep, ok = r.Reports.Get(expectations.Key{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
+		}
+		if ok {
 			ar := &aggregate.Report{
 				Replicas: rep.Replicas, FullyLabeled: rep.FullyLabeledReplicas, Ready: rep.ReadyReplicas,
 				Available: rep.AvailableReplicas, Unschedulable: rep.Unschedulable, Time: rep.ReportedAt,

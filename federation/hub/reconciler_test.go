@@ -63,6 +63,10 @@ func (f fakeCache) List(ctx context.Context, l client.ObjectList, o ...client.Li
 	return f.c.List(ctx, l, o...)
 }
 
+func (f fakeCache) Get(ctx context.Context, k client.ObjectKey, obj client.Object, o ...client.GetOption) error {
+	return f.c.Get(ctx, k, obj, o...)
+}
+
 type fakeMembers map[string]*registry.Member
 
 func (f fakeMembers) Members() []*registry.Member {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
@@ -348,4 +349,53 @@ func (r *Registry) Names() string {
 		names[i] = m.Name
 	}
 	return strings.Join(names, ",")
+}
+
+// Registration is a member registered with replicafed (a kubeconfig Secret in
+// the hub or a static entry), whether or not this replica has engaged it yet.
+type Registration struct {
+	Name   string
+	Labels map[string]string
+}
+
+// Registered lists the registered members from the hub cache, sorted by name.
+// Engagement is local and asynchronous (a replica that just started may have
+// engaged one member of three); registration is what every replica reads
+// alike, so the planner asks this list which members exist.
+func (r *Registry) Registered(ctx context.Context) ([]Registration, error) {
+	seen := map[string]bool{}
+	var out []Registration
+	for _, s := range r.opts.Static {
+		if !seen[s.Name] {
+			seen[s.Name] = true
+			out = append(out, Registration{Name: s.Name, Labels: s.Labels})
+		}
+	}
+	if r.mgr != nil && r.provider != nil {
+		sel, err := labels.Parse(r.opts.SecretSelector)
+		if err != nil {
+			return nil, fmt.Errorf("parsing cluster Secret selector: %w", err)
+		}
+		label, _ := SecretLabel(r.opts.SecretSelector)
+		secrets := &corev1.SecretList{}
+		if err := r.mgr.GetLocalManager().GetCache().List(ctx, secrets, client.InNamespace(r.opts.SecretNamespace),
+			client.MatchingLabelsSelector{Selector: sel}); err != nil {
+			return nil, fmt.Errorf("listing member kubeconfig Secrets: %w", err)
+		}
+		for _, s := range secrets.Items {
+			if seen[s.Name] || s.DeletionTimestamp != nil {
+				continue
+			}
+			seen[s.Name] = true
+			l := map[string]string{}
+			for k, v := range s.Labels {
+				if k != label {
+					l[k] = v
+				}
+			}
+			out = append(out, Registration{Name: s.Name, Labels: l})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
 }

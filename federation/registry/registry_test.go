@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
@@ -28,5 +29,16 @@ func TestSecretLabel(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("SecretLabel(%q) = %q, %v; want %q", tc.sel, got, err, tc.want)
 		}
+	}
+}
+
+func TestRegisteredStatic(t *testing.T) {
+	r := New(Options{Static: []Static{{Name: "b", Labels: map[string]string{"zone": "x"}}, {Name: "a"}, {Name: "b"}}}, nil)
+	got, err := r.Registered(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Name != "a" || got[1].Name != "b" || got[1].Labels["zone"] != "x" {
+		t.Fatalf("Registered = %+v, want a and b (first entry's labels), sorted", got)
 	}
 }

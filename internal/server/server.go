@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -23,13 +24,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
 	"github.com/replicafed/replicafed/api/crds"
@@ -88,7 +86,7 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		SecretSelector:  cfg.Clusters.SecretSelector,
 		SecretKey:       cfg.Clusters.SecretKey,
 		Scheme:          scheme,
-		RESTOptions:     []func(*rest.Config) error{memberLimits(cfg.Controller), memberWriteDeadline(cfg.Controller.MemberWriteTimeout)},
+		RESTOptions:     []func(*rest.Config) error{memberLimits(cfg.Controller), memberWriteDeadline(cfg.Controller.MemberWriteTimeout, func() bool { _, ok := n.Allowed(); return ok })},
 		Health:          monitor,
 	}
 	for _, s := range cfg.Clusters.Static {
@@ -135,15 +133,9 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 	}
 
 	targets := &targetStore{n: n}
-	frsEvents := make(chan event.TypedGenericEvent[*v1alpha1.FederatedReplicaSet], 1024)
-	trigger := func(namespace, name string) {
-		obj := &v1alpha1.FederatedReplicaSet{}
-		obj.Namespace, obj.Name = namespace, name
-		select {
-		case frsEvents <- event.TypedGenericEvent[*v1alpha1.FederatedReplicaSet]{Object: obj}:
-		default: // a full channel means a flood of triggers is already queued
-		}
-	}
+	// Every trigger is kept (a workqueue, not a bounded channel).
+	triggers := hub.NewTriggers()
+	trigger := triggers.Trigger
 	reports := hub.NewReports(trigger)
 
 	workers := worker.NewManager(worker.Options{
@@ -195,7 +187,8 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		Intents:        intents,
 		Hub:            local.GetClient(),
 		Registry:       reg,
-		Health:         &replicatedHealth{monitor: monitor, node: n},
+		Health:         &health.Replicated{Local: monitor, Record: n},
+		Registered:     reg.Registered,
 		Targets:        targets,
 		Reports:        reports,
 		Gate:           n,
@@ -223,13 +216,18 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 			intents.Observe(o)
 			return true
 		}))).
-		WatchesRawSource(source.Channel(frsEvents, &handler.TypedEnqueueRequestForObject[*v1alpha1.FederatedReplicaSet]{})).
+		WatchesRawSource(triggers).
 		Named("federatedreplicaset").
 		Complete(rec)
 	if err != nil {
 		return fmt.Errorf("creating FederatedReplicaSet controller: %w", err)
 	}
-	monitorChanges(ctx, monitor, n, func() { enqueueAll(ctx, local, trigger) }, func(cluster string) {
+	recorder := health.NewRecorder(monitor, n, func() bool { _, ok := n.Allowed(); return ok }, time.Second)
+	recorder.OnRecorded = func(string) { enqueueAll(ctx, local, trigger) }
+	if err := local.Add(recorder); err != nil {
+		return fmt.Errorf("adding member health recorder: %w", err)
+	}
+	monitorChanges(ctx, monitor, recorder, func() { enqueueAll(ctx, local, trigger) }, func(cluster string) {
 		// Fresh informers instead of waiting out client-go's reconnect backoff.
 		if err := reg.Refresh(cluster); err != nil {
 			log.Error(err, "refreshing member clients after recovery", "cluster", cluster)
@@ -338,10 +336,11 @@ func nodeConfig(cfg *config.Config) node.NodeConfig {
 	return nc
 }
 
-// monitorChanges re-plans everything when a member's health flips, and on the
-// leader records the flip in raft, so a new leader measures the grace period
-// from the original time instead of starting it again.
-func monitorChanges(ctx context.Context, m *health.Monitor, n *node.Node, fn func(), recovered func(cluster string)) {
+// monitorChanges re-plans everything when a member's health flips and asks
+// the recorder to record the flip in raft (it retries until recorded), so a
+// new leader measures the grace period from the original time instead of
+// starting it again.
+func monitorChanges(_ context.Context, m *health.Monitor, rec *health.Recorder, fn func(), recovered func(cluster string)) {
 	var was sync.Map // cluster -> last health
 	m.SetOnChange(func(cluster string, st health.State) {
 		if prev, ok := was.Swap(cluster, st.Health); ok && prev == v1alpha1.ClusterUnreachable && st.Health == v1alpha1.ClusterHealthy {
@@ -349,31 +348,7 @@ func monitorChanges(ctx context.Context, m *health.Monitor, n *node.Node, fn fun
 		}
 		healthy := st.Health == v1alpha1.ClusterHealthy
 		metrics.MemberHealthy.WithLabelValues(cluster).Set(map[bool]float64{true: 1, false: 0}[healthy])
-		if _, _, leading := n.Leading(); leading && st.Health != v1alpha1.ClusterHealthUnknown {
-			go func() {
-				if err := n.SetMemberHealth(ctx, cluster, healthy, st.Since); err != nil {
-					logr.FromContextOrDiscard(ctx).V(1).Info("recording member health in raft failed", "cluster", cluster, "error", err.Error())
-				}
-			}()
-		}
+		rec.Kick()
 		fn()
 	})
-}
-
-// replicatedHealth is this replica's probe results, with an unreachable
-// member's start time taken from raft when an earlier leader saw it first.
-type replicatedHealth struct {
-	monitor *health.Monitor
-	node    *node.Node
-}
-
-func (h *replicatedHealth) State(cluster string) (health.State, bool) {
-	st, ok := h.monitor.State(cluster)
-	if !ok || st.Health != v1alpha1.ClusterUnreachable {
-		return st, ok
-	}
-	if healthy, since, known := h.node.MemberHealth(cluster); known && !healthy && since.Before(st.Since) {
-		st.Since = since
-	}
-	return st, true
 }

@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -15,25 +18,44 @@ import (
 // leader lease, so a write the leader permitted ends before another leader
 // can be elected after this one loses its quorum. Reads and watches are
 // untouched. d <= 0 disables the deadline.
-func memberWriteDeadline(d time.Duration) func(*rest.Config) error {
+//
+// permitted, when set, is asked again right before a pod write leaves: a
+// process paused (SIGSTOP, a long GC) between its leadership check and the
+// send, or while it waited in the client's rate limiter, resumes with a
+// lease that has run out by its monotonic clock, and its stale creates and
+// deletes are dropped here instead of landing after a newer leader acted.
+func memberWriteDeadline(d time.Duration, permitted func() bool) func(*rest.Config) error {
 	return func(rc *rest.Config) error {
-		if d <= 0 {
+		if d <= 0 && permitted == nil {
 			return nil
 		}
-		rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &deadlineRT{next: rt, d: d} })
+		rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return &deadlineRT{next: rt, d: d, permitted: permitted}
+		})
 		return nil
 	}
 }
 
+// errWriteNotPermitted is returned for a pod write this replica may no
+// longer send; the request never left.
+var errWriteNotPermitted = errors.New("member pod write not sent: this replica no longer holds the leader lease")
+
 type deadlineRT struct {
-	next http.RoundTripper
-	d    time.Duration
+	next      http.RoundTripper
+	d         time.Duration
+	permitted func() bool
 }
 
 func (t *deadlineRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch req.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 	default:
+		return t.next.RoundTrip(req)
+	}
+	if t.permitted != nil && isPodPath(req.URL.Path) && !t.permitted() {
+		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, errWriteNotPermitted)
+	}
+	if t.d <= 0 {
 		return t.next.RoundTrip(req)
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), t.d)
@@ -45,6 +67,17 @@ func (t *deadlineRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The deadline covers reading the body too; release it when done.
 	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
 	return resp, nil
+}
+
+// isPodPath reports whether path names the pods of a namespace or one pod
+// (not a subresource): the writes the member engine makes under its lease.
+func isPodPath(path string) bool {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	// api/v1/namespaces/NS/pods[/NAME]
+	if len(parts) < 5 || parts[0] != "api" || parts[2] != "namespaces" || parts[4] != "pods" {
+		return false
+	}
+	return len(parts) <= 6
 }
 
 // WrappedRoundTripper lets client-go find the transport underneath.

@@ -25,7 +25,7 @@ func TestMemberWriteDeadline(t *testing.T) {
 	defer srv.Close()
 	defer close(release)
 	rc := &rest.Config{Host: srv.URL}
-	if err := memberWriteDeadline(50 * time.Millisecond)(rc); err != nil {
+	if err := memberWriteDeadline(50*time.Millisecond, nil)(rc); err != nil {
 		t.Fatal(err)
 	}
 	hc, err := rest.HTTPClientFor(rc)
@@ -61,5 +61,56 @@ func TestMemberWriteDeadline(t *testing.T) {
 	release <- struct{}{}
 	if err := <-got; err != nil {
 		t.Fatalf("GET: %v", err)
+	}
+}
+
+func TestPodWritesFencedByLease(t *testing.T) {
+	var hits []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits = append(hits, r.Method+" "+r.URL.Path)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	permitted := false
+	rc := &rest.Config{Host: srv.URL}
+	if err := memberWriteDeadline(time.Minute, func() bool { return permitted })(rc); err != nil {
+		t.Fatal(err)
+	}
+	hc, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		method, path string
+		fenced       bool
+	}{
+		{http.MethodPost, "/api/v1/namespaces/ns/pods", true},
+		{http.MethodDelete, "/api/v1/namespaces/ns/pods/web-abc", true},
+		{http.MethodPatch, "/api/v1/namespaces/ns/pods/web-abc", true},
+		{http.MethodGet, "/api/v1/namespaces/ns/pods", false},
+		{http.MethodPost, "/api/v1/namespaces", false},
+		{http.MethodPost, "/apis/replicafed.io/v1alpha1/namespaces/ns/memberreplicasets", false},
+		{http.MethodPost, "/api/v1/namespaces/ns/pods/web-abc/eviction", false},
+	}
+	for _, lease := range []bool{false, true} {
+		permitted = lease
+		for _, c := range cases {
+			hits = nil
+			req, _ := http.NewRequest(c.method, srv.URL+c.path, nil)
+			resp, err := hc.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			wantRefused := c.fenced && !lease
+			if wantRefused {
+				if !errors.Is(err, errWriteNotPermitted) || len(hits) != 0 {
+					t.Errorf("lease=%v %s %s: err %v, server saw %v; want refused before sending", lease, c.method, c.path, err, hits)
+				}
+				continue
+			}
+			if err != nil || len(hits) != 1 {
+				t.Errorf("lease=%v %s %s: err %v, server saw %v; want sent once", lease, c.method, c.path, err, hits)
+			}
+		}
 	}
 }

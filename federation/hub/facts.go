@@ -1,0 +1,238 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/engine"
+	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/federation/planner"
+	"github.com/replicafed/replicafed/federation/registry"
+)
+
+// A plan is a function of the spec, the committed targets and facts every
+// replica reads alike: which members are registered (hub Secrets and the
+// configuration), their replicated health, and what each member runs (its
+// MemberReplicaSet status, stored in the member). What one replica happens to
+// have observed first (its own probes, which members it has engaged so far,
+// the reports its own workers produced) must not change the plan: a new
+// leader with two members not yet engaged would otherwise place the whole
+// scale-up on the third, and with moveBack Never those replicas never come
+// back (the 75/75/150 of issue 9).
+
+// facts is what one plan is made from.
+type facts struct {
+	members []planner.Member
+	// missing names each candidate whose facts this replica does not have
+	// yet, with the reason.
+	missing map[string]string
+	// reports are the members' latest status, by member.
+	reports map[string]engine.MemberStatus
+	// unconnected are registered members this replica has not engaged.
+	unconnected map[string]bool
+}
+
+// waitedOut plans the members this replica still cannot connect to, once the
+// wait for facts has run out, as unreachable since the wait began: they are
+// held through the grace period and then failed over like any member the
+// leader cannot reach (a Secret with a broken kubeconfig, say). The start is
+// this replica's own, so a new leader only ever measures a longer outage.
+func (f *facts) waitedOut(since time.Time) {
+	for i := range f.members {
+		m := &f.members[i]
+		if f.unconnected[m.Name] && m.Health != planner.Unhealthy {
+			m.Health, m.UnhealthySince = planner.Unhealthy, since
+		}
+	}
+}
+
+func (f *facts) missingText() string {
+	parts := make([]string, 0, len(f.missing))
+	for name, why := range f.missing {
+		parts = append(parts, name+" ("+why+")")
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+// termMark remembers when this replica's current leadership began, so local
+// reports from an earlier term of its own are not taken for current ones.
+type termMark struct {
+	mu    sync.Mutex
+	ctx   context.Context
+	start time.Time
+}
+
+// observe returns the start of the term whose leader context is ctx.
+func (t *termMark) observe(ctx context.Context, now time.Time) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ctx != ctx {
+		t.ctx, t.start = ctx, now
+	}
+	return t.start
+}
+
+// gather collects the facts for frs. Candidates are the registered members,
+// the engaged ones and those holding a committed target.
+func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, prev map[string]int32, termStart time.Time) facts {
+	f := facts{missing: map[string]string{}, reports: map[string]engine.MemberStatus{}, unconnected: map[string]bool{}}
+	labels := map[string]map[string]string{}
+	registered := map[string]bool{}
+	if r.Registered != nil {
+		regs, err := r.Registered(ctx)
+		if err != nil {
+			// Without the list, only what is engaged here is known to exist.
+			f.missing["*"] = "registered members unknown: " + err.Error()
+		}
+		for _, reg := range regs {
+			registered[reg.Name] = true
+			labels[reg.Name] = reg.Labels
+		}
+	}
+	engaged := map[string]*registry.Member{}
+	for _, m := range r.Registry.Members() {
+		engaged[m.Name] = m
+		registered[m.Name] = true
+		if m.Labels != nil || labels[m.Name] == nil {
+			labels[m.Name] = m.Labels
+		}
+	}
+	names := make([]string, 0, len(registered))
+	for name := range registered {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		pm := planner.Member{Name: name, Labels: labels[name]}
+		st, known := r.Health.State(name)
+		if known {
+			switch st.Health {
+			case v1alpha1.ClusterHealthy:
+				pm.Health = planner.Healthy
+			case v1alpha1.ClusterUnreachable:
+				pm.Health = planner.Unhealthy
+				pm.UnhealthySince = st.Since
+			}
+		}
+		m, isEngaged := engaged[name]
+		switch {
+		case pm.Health == planner.Unhealthy:
+			// Known unreachable: the grace period decides, facts or not.
+		case !isEngaged:
+			f.missing[name] = "not connected on this replica yet"
+			f.unconnected[name] = true
+		case pm.Health == planner.HealthUnknown:
+			f.missing[name] = "health unknown"
+		}
+		if isEngaged {
+			key := expectations.Key{Cluster: name, Namespace: frs.Namespace, Name: frs.Name}
+			if rep, ok := r.memberReport(ctx, m, frs, key, termStart); ok {
+				f.reports[name] = rep
+				pm.Current, pm.Ready = rep.Replicas, rep.ReadyReplicas
+				pm.Unschedulable, pm.UnschedulableSince = rep.Unschedulable, rep.UnschedulableSince
+			} else if prev[name] > 0 && pm.Health == planner.Healthy {
+				f.missing[name] = "no report of its pods yet"
+			}
+			if pm.Health == planner.Healthy {
+				if free, ok := memberCapacity(ctx, m, &frs.Spec.Template); ok {
+					pm.FreeCapacity = &free
+				}
+			}
+		}
+		f.members = append(f.members, pm)
+	}
+	// Only what this plan can use matters: a member the placement does not
+	// select and that holds no target cannot change it.
+	candidates := map[string]bool{}
+	for _, c := range planner.Select(&frs.Spec.Placement, f.members).Candidates {
+		candidates[c.Member.Name] = true
+	}
+	for name := range f.missing {
+		if name != "*" && !candidates[name] && prev[name] == 0 {
+			delete(f.missing, name)
+		}
+	}
+	return f
+}
+
+// memberReport is what a member runs for frs: this term's report of the
+// local worker when there is one, else the MemberReplicaSet status the
+// member stores (written by whichever leader synced it last), read from this
+// replica's member cache. ok is false when neither exists.
+func (r *Reconciler) memberReport(ctx context.Context, m *registry.Member, frs *v1alpha1.FederatedReplicaSet, key expectations.Key, termStart time.Time) (engine.MemberStatus, bool) {
+	local, haveLocal := r.Reports.Get(key)
+	if haveLocal && !local.ReportedAt.Before(termStart) && (local.Hub.UID == "" || local.Hub.UID == frs.UID) {
+		return local, true
+	}
+	mrs := &v1alpha1.MemberReplicaSet{}
+	err := m.Cluster.GetCache().Get(ctx, types.NamespacedName{Namespace: frs.Namespace, Name: frs.Name}, mrs)
+	if err != nil || (mrs.Spec.Hub.UID != "" && mrs.Spec.Hub.UID != frs.UID) {
+		// Not found: no pods can exist yet (they are created only once their
+		// owner exists); any other error: nothing known.
+		return engine.MemberStatus{}, false
+	}
+	st := engine.MemberStatus{
+		Target: mrs.Spec.Replicas, Hub: mrs.Spec.Hub,
+		Replicas: mrs.Status.Replicas, FullyLabeledReplicas: mrs.Status.FullyLabeledReplicas,
+		ReadyReplicas: mrs.Status.ReadyReplicas, AvailableReplicas: mrs.Status.AvailableReplicas,
+		ObservedGeneration: mrs.Status.ObservedGeneration, ReportedAt: r.Clock.Now(),
+	}
+	if mrs.Status.TerminatingReplicas != nil {
+		st.TerminatingReplicas = *mrs.Status.TerminatingReplicas
+	}
+	for i := range mrs.Status.Conditions {
+		if c := mrs.Status.Conditions[i]; c.Type == v1alpha1.ConditionReplicaFailure && c.Status == "True" {
+			st.ReplicaFailure = &c
+		}
+	}
+	if haveLocal {
+		// Counts from the member, the unschedulable detail (not in the
+		// MemberReplicaSet status) from the older local report.
+		st.Unschedulable, st.UnschedulableSince = min(local.Unschedulable, st.Replicas), local.UnschedulableSince
+	}
+	return st, true
+}
+
+// optimistic returns members with every missing member as it would be once
+// its facts arrive and nothing changed: healthy, running its committed
+// target. A plan that differs from the real one was shaped by the missing
+// facts.
+func optimistic(f facts, prev map[string]int32) []planner.Member {
+	out := make([]planner.Member, len(f.members))
+	copy(out, f.members)
+	for i := range out {
+		if _, miss := f.missing[out[i].Name]; miss {
+			out[i].Health = planner.Healthy
+			out[i].Current, out[i].Ready = prev[out[i].Name], prev[out[i].Name]
+			out[i].FreeCapacity = nil
+		}
+	}
+	return out
+}
+
+// AnnotationReplan marks a FederatedReplicaSet whose committed plan was made
+// while some members' facts were missing (after the wait for them ran out)
+// and came out different from the plan those facts would likely have given.
+// While it is set, and once every fact is in, the hub plans it with
+// moveBack OnRecovery, within the move budget, until no move is pending: the
+// spread returns to what an undisturbed plan gives, whatever the
+// FederatedReplicaSet's own moveBack policy. It lives on the hub object so
+// every later leader sees it.
+const AnnotationReplan = "replicafed.io/replan"
+
+func replanValue(missing map[string]string) string {
+	names := make([]string, 0, len(missing))
+	for n := range missing {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return fmt.Sprintf("planned without facts of: %s", strings.Join(names, ","))
+}
