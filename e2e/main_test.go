@@ -50,7 +50,14 @@ func getFleet(t *testing.T) *fleet.Fleet {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		start := time.Now()
-		sharedFleet, sharedErr = fleet.New(ctx, fleet.Options{Members: allMembers, Log: t.Logf})
+		// Members are registered as kubeconfig Secrets, as an operator does,
+		// so TestChaos can rotate them; replicafed reaches proxiedMember
+		// through a fault proxy, which forwards untouched unless a chaos
+		// round turns faults on.
+		sharedFleet, sharedErr = fleet.New(ctx, fleet.Options{
+			Members: allMembers, Log: t.Logf,
+			SecretMembers: true, Proxied: []string{proxiedMember},
+		})
 		if sharedErr == nil {
 			t.Logf("fleet started in %s", time.Since(start).Round(time.Millisecond))
 		}
