@@ -88,7 +88,7 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		SecretSelector:  cfg.Clusters.SecretSelector,
 		SecretKey:       cfg.Clusters.SecretKey,
 		Scheme:          scheme,
-		RESTOptions:     []func(*rest.Config) error{memberLimits(cfg.Controller), memberWriteDeadline(cfg.Controller.MemberWriteTimeout, func() bool { _, ok := n.Allowed(); return ok })},
+		RESTOptions:     []func(*rest.Config) error{memberLimits(cfg.Controller), memberWriteDeadline(cfg.Controller.MemberWriteTimeout, func() bool { return n.WriteLease(cfg.Controller.MemberWriteTimeout) })},
 		Health:          monitor,
 	}
 	for _, s := range cfg.Clusters.Static {
