@@ -126,6 +126,10 @@ demo: tools build ## Start a hub and three members on real control planes, three
 e2e: tools ## End-to-end tests on local control planes.
 	$(GO) test -timeout $(TEST_TIMEOUT) ./e2e/...
 
+.PHONY: chaos
+chaos: tools ## Long chaos suite on the e2e fleet (>= 50 leader disruptions); table in e2e/_artifacts/chaos.md.
+	REPLICAFED_CHAOS=long $(GO) test $(GOTESTFLAGS) -count=1 -v -timeout 180m -run '^TestChaos$$' ./e2e/
+
 .PHONY: e2e-kind
 e2e-kind: image ## The same e2e suite on kind clusters (needs Docker and kind); the image is loaded into every cluster.
 	REPLICAFED_E2E_PROVIDER=kind REPLICAFED_E2E_IMAGE_ARCHIVE=$(IMAGE_OUT)/replicafed.oci.tar REPLICAFED_E2E_IMAGE=$(IMAGE_REPO):$(VERSION) \

@@ -38,6 +38,7 @@ const (
 	fullname    = "rf-replicafed"
 	headless    = "rf-replicafed-peers"
 	configPath  = "/etc/replicafed/config.yaml"
+	raftTLSDir  = "/etc/replicafed/raft-tls"
 	configKey   = "config.yaml"
 	containerNm = "replicafed"
 )
@@ -116,6 +117,14 @@ type manifests struct {
 	policyBindings      []*admissionv1.ValidatingAdmissionPolicyBinding
 	networkPolicies     []*networkingv1.NetworkPolicy
 	crds                []*apiextensionsv1.CustomResourceDefinition
+	secrets             []*corev1.Secret
+	// metricsReader and authDelegator are the metrics.secure RBAC: a role for
+	// scrapers and replicafed's binding to system:auth-delegator.
+	metricsReader *rbacv1.ClusterRole
+	authDelegator *rbacv1.ClusterRoleBinding
+	// certManager holds cert-manager objects (Issuer, Certificate) as
+	// rendered; their types are not in this module.
+	certManager []map[string]any
 	// hooks are objects helm creates only at a hook (helm.sh/hook), such as
 	// the pre-delete uninstall guard; `helm template` prints them too.
 	hooks []map[string]any
@@ -175,11 +184,19 @@ func decode(t *testing.T, out string) *manifests {
 			obj = m.pdb
 		case "ClusterRole":
 			r := &rbacv1.ClusterRole{}
-			m.clusterRoles = append(m.clusterRoles, r)
+			if name, _ := u["metadata"].(map[string]any)["name"].(string); strings.HasSuffix(name, "-metrics-reader") {
+				m.metricsReader = r
+			} else {
+				m.clusterRoles = append(m.clusterRoles, r)
+			}
 			obj = r
 		case "ClusterRoleBinding":
 			r := &rbacv1.ClusterRoleBinding{}
-			m.clusterRoleBindings = append(m.clusterRoleBindings, r)
+			if name, _ := u["metadata"].(map[string]any)["name"].(string); strings.HasSuffix(name, "-auth-delegator") {
+				m.authDelegator = r
+			} else {
+				m.clusterRoleBindings = append(m.clusterRoleBindings, r)
+			}
 			obj = r
 		case "Role":
 			r := &rbacv1.Role{}
@@ -205,6 +222,16 @@ func decode(t *testing.T, out string) *manifests {
 			p := &networkingv1.NetworkPolicy{}
 			m.networkPolicies = append(m.networkPolicies, p)
 			obj = p
+		case "Secret":
+			sec := &corev1.Secret{}
+			m.secrets = append(m.secrets, sec)
+			obj = sec
+		case "Issuer", "Certificate":
+			if u["apiVersion"] != "cert-manager.io/v1" {
+				t.Fatalf("%s of apiVersion %v", kind, u["apiVersion"])
+			}
+			m.certManager = append(m.certManager, u)
+			continue
 		default:
 			t.Fatalf("unexpected kind %q rendered", kind)
 		}
@@ -244,6 +271,15 @@ func (m *manifests) loadConfig(t *testing.T, pod string) (*config.Config, error)
 	if !ok {
 		t.Fatalf("ConfigMap has no %s key", configKey)
 	}
+	// The raft certificate files exist only in the pod: stand-ins in a temp
+	// dir (config checks that they exist, not what they hold).
+	tlsDir := t.TempDir()
+	for _, f := range []string{"tls.crt", "tls.key", "ca.crt"} {
+		if err := os.WriteFile(filepath.Join(tlsDir, f), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data = strings.ReplaceAll(data, raftTLSDir+"/", tlsDir+"/")
 	path := filepath.Join(t.TempDir(), configKey)
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
@@ -285,8 +321,11 @@ func defaultConfig(t *testing.T) *config.Config {
 	fs := pflag.NewFlagSet("replicafed", pflag.ContinueOnError)
 	config.BindFlags(fs)
 	cfg, err := config.Load(fs, nil, func(k string) (string, bool) {
-		if k == "POD_NAME" {
+		switch k {
+		case "POD_NAME":
 			return "solo", true
+		case "REPLICAFED_RAFT_TLS_INSECURE": // no certificates here
+			return "true", true
 		}
 		return "", false
 	})
@@ -522,8 +561,11 @@ func checkConfig(t *testing.T, m *manifests, replicas int) {
 		if cfg.Hub.Namespace != namespace || cfg.Clusters.SecretNamespace != namespace {
 			t.Errorf("hub.namespace = %q, clusters.secretNamespace = %q, want %q", cfg.Hub.Namespace, cfg.Clusters.SecretNamespace, namespace)
 		}
-		if cfg.Raft.TLS.Enabled() || cfg.Raft.AdminToken != "" {
-			t.Errorf("raft TLS (%+v) or admin token (%q) set by default", cfg.Raft.TLS, cfg.Raft.AdminToken)
+		if cfg.Raft.TLS.Insecure || !cfg.Raft.TLS.Enabled() || cfg.Raft.AdminToken != "" {
+			t.Errorf("raft TLS (%+v) off or admin token (%q) set by default", cfg.Raft.TLS, cfg.Raft.AdminToken)
+		}
+		if !cfg.Metrics.Secure {
+			t.Error("metrics.secure is off by default")
 		}
 		if cfg.Raft.ClusterID != fullname {
 			t.Errorf("raft.clusterID = %q, want %q", cfg.Raft.ClusterID, fullname)
@@ -707,7 +749,7 @@ func TestTLSAndStaticMembers(t *testing.T) {
 			t.Errorf("unexpected config problem: %v", fe)
 		}
 	}
-	for _, k := range []string{"raft.tls.certFile", "raft.tls.keyFile", "raft.tls.caFile", "clusters.static[0].kubeconfig"} {
+	for _, k := range []string{"clusters.static[0].kubeconfig"} {
 		if !files[k] {
 			t.Errorf("%s is not set to a pod path (problems: %v)", k, err)
 		}

@@ -55,6 +55,10 @@ func TestInstallOnHub(t *testing.T) {
 	memberClient := clientFor(t, member)
 	binary := buildReplicafed(t)
 	flags := installFlags(t)
+	pods := newPodRunner(t, h, binary)
+	// The chart's generated certificate names the pods' DNS names; the
+	// runner's pods dial each other at loopback addresses instead.
+	flags = append(flags, "--set-json", fmt.Sprintf(`raft.tls.extraIPAddresses=["%s","%s","%s"]`, pods.ipOf(0), pods.ipOf(1), pods.ipOf(2)))
 
 	out := h.helm(t, append([]string{"install", release, chartDir, "--create-namespace"}, flags...)...)
 	if !strings.Contains(out, "replicafed join member-a") || !strings.Contains(out, "--namespace "+namespace) {
@@ -64,7 +68,6 @@ func TestInstallOnHub(t *testing.T) {
 
 	cfg := configOf(t, h)
 	registerMember(t, h, binary, cfg, memberName, member)
-	pods := newPodRunner(t, h, binary)
 	pods.startAll(t, namespace, fullname)
 	pods.waitReady(t)
 

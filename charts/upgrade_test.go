@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -91,10 +92,35 @@ func TestUpgradeFromPrevious(t *testing.T) {
 		t.Errorf("helm history after upgrade:\n%s", out)
 	}
 
+	// The raft certificates the upgrade generated.
+	raftTLS := func() *corev1.Secret {
+		t.Helper()
+		s, err := h.kube.CoreV1().Secrets(namespace).Get(ctx, fullname+"-raft-tls", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the chart's raft certificate Secret: %v", err)
+		}
+		return s
+	}
+	first := raftTLS()
+
 	// Later upgrades change the CRD without any flag.
 	h.helm(t, "upgrade", release, chartDir, "--namespace", namespace, "--set", "crds.install=true")
 	if _, err := h.kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, guardName, metav1.GetOptions{}); err == nil {
 		t.Error("the uninstall guard was created by an upgrade; it is a pre-delete hook only")
+	}
+	// ... and keep the generated CA and certificate (lookup).
+	if again := raftTLS(); !reflect.DeepEqual(again.Data, first.Data) {
+		t.Error("an upgrade generated new raft certificates")
+	}
+	// More replicas need a certificate for more names: new certificate,
+	// same CA, so running replicas keep trusting it.
+	h.helm(t, "upgrade", release, chartDir, "--namespace", namespace, "--set", "replicas=5")
+	scaled := raftTLS()
+	if !bytes.Equal(scaled.Data["ca.crt"], first.Data["ca.crt"]) || !bytes.Equal(scaled.Data["ca.key"], first.Data["ca.key"]) {
+		t.Error("scaling up replaced the raft CA")
+	}
+	if bytes.Equal(scaled.Data["tls.crt"], first.Data["tls.crt"]) {
+		t.Error("scaling up kept a certificate that does not name the new pods")
 	}
 }
 

@@ -149,7 +149,8 @@ type Peer struct {
 	Address string `mapstructure:"address"`
 }
 
-// TLS names the PEM files for mutual TLS: all three or none.
+// TLS names the PEM files for mutual TLS on raft and the admin endpoint:
+// all three are required unless Insecure.
 type TLS struct {
 	// CertFile is this server's certificate.
 	CertFile string `mapstructure:"certFile"`
@@ -157,6 +158,9 @@ type TLS struct {
 	KeyFile string `mapstructure:"keyFile"`
 	// CAFile is the CA bundle peers' certificates must chain to.
 	CAFile string `mapstructure:"caFile"`
+	// Insecure runs raft, its RPCs and the admin endpoint over plain TCP with
+	// no peer authentication. It must be set explicitly.
+	Insecure bool `mapstructure:"insecure"`
 }
 
 // Enabled reports whether TLS files are configured.
@@ -250,6 +254,10 @@ type HealthProbe struct {
 type Metrics struct {
 	// BindAddress is the metrics host:port; "0" disables metrics.
 	BindAddress string `mapstructure:"bindAddress"`
+	// Secure serves metrics over HTTPS and lets only callers the hub API
+	// server authenticates (TokenReview) and authorizes for get on the
+	// /metrics non-resource URL (SubjectAccessReview) read them.
+	Secure bool `mapstructure:"secure"`
 }
 
 // Health configures the probe endpoint.

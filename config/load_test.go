@@ -29,7 +29,20 @@ func load(t *testing.T, yaml string, env map[string]string, args ...string) (*Co
 	}
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	BindFlags(fs)
-	return Load(fs, args, mapEnv(env))
+	return Load(fs, args, insecureUnlessSet(mapEnv(env)))
+}
+
+// insecureUnlessSet runs raft without TLS unless env says otherwise (an
+// empty value counts as unset): mutual TLS is required by default, and
+// these tests are not about it (validBase and TestDefaultsNeedTLS are).
+func insecureUnlessSet(env func(string) (string, bool)) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := env(k)
+		if !ok && k == "REPLICAFED_RAFT_TLS_INSECURE" {
+			return "true", true
+		}
+		return v, ok
+	}
 }
 
 func mapEnv(env map[string]string) func(string) (string, bool) {
@@ -40,6 +53,18 @@ func mapEnv(env map[string]string) func(string) (string, bool) {
 }
 
 var podEnv = map[string]string{"POD_NAME": "replicafed-0"}
+
+func TestDefaultsNeedTLS(t *testing.T) {
+	_, err := load(t, "", map[string]string{"POD_NAME": "replicafed-0", "REPLICAFED_RAFT_TLS_INSECURE": ""})
+	if err == nil {
+		t.Fatal("defaults without certificates accepted")
+	}
+	for _, key := range []string{"raft.tls.certFile", "raft.tls.keyFile", "raft.tls.caFile", "raft.tls.insecure"} {
+		if !strings.Contains(err.Error(), key) {
+			t.Errorf("refusal does not name %s: %v", key, err)
+		}
+	}
+}
 
 func TestDefaultsAreValid(t *testing.T) {
 	cfg, err := load(t, "", podEnv)

@@ -47,9 +47,10 @@ var settings = []setting{
 	{key: "raft.advertiseAddress", def: "", usage: "raft host:port peers dial; empty means this server's peers entry, else the bind address"},
 	{key: "raft.peers", def: []Peer{}, usage: "static raft peers, as id=host:port,id=host:port"},
 	{key: "raft.dataDir", def: "/var/lib/replicafed/raft", usage: "directory for the raft log and snapshots"},
-	{key: "raft.tls.certFile", def: "", usage: "raft mTLS certificate file"},
-	{key: "raft.tls.keyFile", def: "", usage: "raft mTLS private key file"},
-	{key: "raft.tls.caFile", def: "", usage: "raft mTLS CA bundle"},
+	{key: "raft.tls.certFile", def: "", usage: "PEM certificate for raft and the admin endpoint (mutual TLS; its DNS names/CN identify this peer); reloaded when it changes"},
+	{key: "raft.tls.keyFile", def: "", usage: "PEM private key of raft.tls.certFile"},
+	{key: "raft.tls.caFile", def: "", usage: "PEM CA bundle peers' and admin clients' certificates must chain to"},
+	{key: "raft.tls.insecure", def: false, usage: "run raft, its RPCs and the admin endpoint over plain TCP without authenticating peers (warned at every start)"},
 	{key: "raft.heartbeatTimeout", def: time.Second, usage: "raft heartbeat timeout"},
 	{key: "raft.electionTimeout", def: time.Second, usage: "raft election timeout (>= heartbeat timeout)"},
 	{key: "raft.leaderLeaseTimeout", def: 500 * time.Millisecond, usage: "raft leader lease (< heartbeat timeout)"},
@@ -62,7 +63,7 @@ var settings = []setting{
 	{key: "raft.observationBatchSize", def: 256, usage: "informer observations per raft apply"},
 	{key: "raft.observationFlushInterval", def: 25 * time.Millisecond, usage: "longest wait before a partial observation batch is applied"},
 	{key: "raft.adminAddress", def: "0.0.0.0:7001", usage: "join/leave endpoint host:port"},
-	{key: "raft.adminToken", def: "", usage: "bearer token for the admin endpoint; empty allows only mTLS clients"},
+	{key: "raft.adminToken", def: "", usage: "bearer token that authorizes every admin endpoint call and is required for raft joins and membership changes; empty: only peer certificates authorize (voters' for changes)"},
 	{key: "raft.clusterID", def: "replicafed", usage: "raft cluster name; a data dir of another cluster is refused"},
 	{key: "raft.deadServerTimeout", def: 10 * time.Minute, usage: "remove a voter unreachable this long (never below 3 voters)"},
 
@@ -89,6 +90,7 @@ var settings = []setting{
 	{key: "failover.healthProbe.successThreshold", def: 1, usage: "good probes in a row that mark a member reachable"},
 
 	{key: "metrics.bindAddress", def: ":8080", usage: `metrics listen host:port; "0" disables`},
+	{key: "metrics.secure", def: true, usage: "serve metrics over HTTPS, each request authenticated (TokenReview) and authorized (SubjectAccessReview, get on /metrics) by the hub API server"},
 	{key: "health.probeAddress", def: ":8081", usage: `health probe listen host:port; "0" disables`},
 }
 

@@ -276,16 +276,18 @@ func (c *Config) validateRaft(p *problems) {
 		p.add("raft.dataDir", "%q exists and is not a directory", r.DataDir)
 	}
 
-	if r.TLS.Enabled() {
-		files := []struct{ key, path string }{
-			{"raft.tls.certFile", r.TLS.CertFile}, {"raft.tls.keyFile", r.TLS.KeyFile}, {"raft.tls.caFile", r.TLS.CAFile},
-		}
-		for _, f := range files {
-			if f.path == "" {
-				p.add(f.key, "must be set: raft.tls needs certFile, keyFile and caFile together, or none")
-			} else {
-				p.fileExists(f.key, f.path)
-			}
+	files := []struct{ key, path string }{
+		{"raft.tls.certFile", r.TLS.CertFile}, {"raft.tls.keyFile", r.TLS.KeyFile}, {"raft.tls.caFile", r.TLS.CAFile},
+	}
+	for _, f := range files {
+		switch {
+		case r.TLS.Insecure && f.path != "":
+			p.add(f.key, "must be empty with raft.tls.insecure: true (plain TCP); unset one or the other")
+		case r.TLS.Insecure:
+		case f.path == "":
+			p.add(f.key, "must be set: raft and the admin endpoint use mutual TLS (certFile, keyFile, caFile); raft.tls.insecure: true runs them unauthenticated")
+		default:
+			p.fileExists(f.key, f.path)
 		}
 	}
 

@@ -85,6 +85,7 @@ type frsSpec struct {
 	replicas int32
 	clusters []v1alpha1.ClusterPreference
 	failover v1alpha1.Failover
+	budget   v1alpha1.MoveBudget
 }
 
 // pref is a placement entry with a weight and an optional deletion cost (<0: unset).
@@ -123,8 +124,9 @@ func (e *env) create(s frsSpec) *v1alpha1.FederatedReplicaSet {
 					Tolerations: []corev1.Toleration{testcluster.KwokToleration},
 				},
 			},
-			Placement: v1alpha1.Placement{Clusters: s.clusters},
-			Failover:  s.failover,
+			Placement:  v1alpha1.Placement{Clusters: s.clusters},
+			Failover:   s.failover,
+			MoveBudget: s.budget,
 		},
 	}
 	ctx := context.Background()
@@ -240,47 +242,54 @@ func (e *env) waitSplit(name string, want split) *v1alpha1.FederatedReplicaSet {
 	defer cancel()
 	start := time.Now()
 	var last string
-	var frs *v1alpha1.FederatedReplicaSet
 	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		got := split{}
-		var msgs []string
-		ok := true
-		for _, m := range allMembers {
-			c, err := e.count(ctx, m, name)
-			if err != nil {
-				last = err.Error()
-				return false, nil
-			}
-			got[m] = c.active
-			msgs = append(msgs, fmt.Sprintf("%s=%d(ready %d, terminating %d)", m, c.active, c.ready, c.terminating))
-			if c.active != want[m] || c.ready != want[m] || c.terminating != 0 {
-				ok = false
-			}
-		}
-		frs = &v1alpha1.FederatedReplicaSet{}
-		if err := e.f.HubClient.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, frs); err != nil {
-			last = err.Error()
-			return false, nil
-		}
-		st := frs.Status
-		last = fmt.Sprintf("pods %s; status gen %d/%d replicas %d ready %d available %d rows %s",
-			strings.Join(msgs, " "), st.ObservedGeneration, frs.Generation, st.Replicas, st.ReadyReplicas, st.AvailableReplicas, rows(frs))
-		if !ok || st.ObservedGeneration != frs.Generation || int(st.ReadyReplicas) != want.total() ||
-			int(st.AvailableReplicas) != want.total() || int(st.Replicas) != want.total() {
-			return false, nil
-		}
-		for _, r := range st.Clusters {
-			if int(r.Target) != want[r.Name] || int(r.ReadyReplicas) != want[r.Name] {
-				return false, nil
-			}
-		}
-		return true, nil
+		ok, msg := e.splitReached(ctx, name, want)
+		last = msg
+		return ok, nil
 	})
 	if err != nil {
 		e.t.Fatalf("%s/%s did not reach %s within %s: %s", e.ns, name, want, waitTimeout, last)
 	}
 	logf(e.t, "%s reached %s in %s", name, want, time.Since(start).Round(10*time.Millisecond))
-	return frs
+	return e.getFRS(name)
+}
+
+// splitReached reports whether every member runs exactly want[member] ready
+// pods of FederatedReplicaSet name and nothing else, and the hub status
+// reports it for the current generation with matching per-member targets;
+// the string describes what it saw.
+func (e *env) splitReached(ctx context.Context, name string, want split) (bool, string) {
+	got := split{}
+	var msgs []string
+	ok := true
+	for _, m := range allMembers {
+		c, err := e.count(ctx, m, name)
+		if err != nil {
+			return false, err.Error()
+		}
+		got[m] = c.active
+		msgs = append(msgs, fmt.Sprintf("%s=%d(ready %d, terminating %d)", m, c.active, c.ready, c.terminating))
+		if c.active != want[m] || c.ready != want[m] || c.terminating != 0 {
+			ok = false
+		}
+	}
+	frs := &v1alpha1.FederatedReplicaSet{}
+	if err := e.f.HubClient.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, frs); err != nil {
+		return false, err.Error()
+	}
+	st := frs.Status
+	last := fmt.Sprintf("pods %s; status gen %d/%d replicas %d ready %d available %d rows %s",
+		strings.Join(msgs, " "), st.ObservedGeneration, frs.Generation, st.Replicas, st.ReadyReplicas, st.AvailableReplicas, rows(frs))
+	if !ok || st.ObservedGeneration != frs.Generation || int(st.ReadyReplicas) != want.total() ||
+		int(st.AvailableReplicas) != want.total() || int(st.Replicas) != want.total() {
+		return false, last
+	}
+	for _, r := range st.Clusters {
+		if int(r.Target) != want[r.Name] || int(r.ReadyReplicas) != want[r.Name] {
+			return false, last
+		}
+	}
+	return true, last
 }
 
 // rows formats the per-member status rows.

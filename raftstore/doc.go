@@ -6,8 +6,10 @@
 //
 //   - fsm: the pure state machine and its command codec (type byte, version
 //     byte, JSON body), snapshots and request-ID deduplication.
-//   - transport: the raft stream layer (TCP, optional mutual TLS) that
-//     advertises a DNS name and multiplexes replicafed's own RPCs.
+//   - transport: the raft stream layer (mutual TLS unless explicitly
+//     insecure, certificates reloaded when their files change) that
+//     advertises a DNS name, multiplexes replicafed's own RPCs and admits
+//     raft connections only from authorized peer identities.
 //   - node: one raft server: stores (raft-boltdb/v2 behind a 512-entry log
 //     cache, file snapshots retaining 2), leadership and the member-write
 //     gate, forwarding of follower writes, bootstrap/join, membership admin.
@@ -37,7 +39,13 @@
 //     deadline (controller.memberWriteTimeout, counted when the request
 //     leaves the client) that config keeps below LeaderLeaseTimeout, so a
 //     write the leader was permitted ends before another leader can be
-//     elected after this one loses its quorum.
+//     elected after this one loses its quorum. Right before a pod write
+//     leaves, it also needs the write lease (Node.WriteLease): a quorum
+//     acknowledged a heartbeat round sent less than LeaderLeaseTimeout ago
+//     (VerifyLeader, measured from when it was sent, not when the answers
+//     were read). A leader resumed after SIGSTOP or a long GC reads stale
+//     answers at once, but its monotonic clock says the lease lapsed, so
+//     the creates and deletes it prepared before the pause are not sent.
 //  3. Handover. A planned handover (Node.TransferLeadership, the admin
 //     endpoint) and a graceful stop (Node.StepDown, called by the server on
 //     SIGTERM before anything else stops) close the gate first, which
@@ -116,6 +124,22 @@
 //     fsm.MaxSnapshotBytes are refused on restore; one command carries at
 //     most fsm.MaxItems pods, which bounds controller.burstReplicas.
 //
+// # Authentication
+//
+// Every connection to the raft port is mutual TLS against the raft CA
+// (plain TCP only with raft.tls.insecure, warned about at every start). A
+// peer's identity is its certificate: it stands for a raft peer when a first
+// DNS label of its common name or DNS names is the peer's name, or when it
+// is valid for the DNS name in the peer's address. Raft itself, status and
+// apply accept only identities that are servers of the raft configuration or
+// configured peers; join accepts a peer only under its own name, and with the
+// admin token when one is set (else only configured peers); addvoter and
+// remove need a known peer and the token when set; status answers a stranger
+// with the token (it is about to join). Strangers' frames are capped at
+// 64 KiB, peers' at 16 MiB. The admin endpoint (node.AdminHandler, served
+// with Node.AdminTLSConfig) reads with the token or a known peer's
+// certificate and mutates with the token or a current voter's certificate.
+//
 // # Membership
 //
 // A replica's raft server ID is its pod name plus a UUID kept in
@@ -126,7 +150,7 @@
 // missing from the leader's configuration, ask the leader to add them. A
 // replica that lost its disk comes back with a new UUID and replaces its
 // old entry. Voters are added and removed through the authenticated admin
-// handler (node.AdminHandler); the leader can remove voters that missed
+// handler (node.AdminHandler, see Authentication); the leader can remove voters that missed
 // heartbeats for DeadServerTimeout while MinVoters remain. Shutdown steps
 // down first (step 3).
 package raftstore

@@ -47,14 +47,15 @@ func TestBadConfigExitsWithOneLine(t *testing.T) {
 	}
 }
 
-// A valid configuration gets past validation into the run; without a
+// A valid configuration (here without certificates, so raft.tls.insecure)
+// gets past validation into the run; without a
 // reachable hub (no kubeconfig, not in a cluster) the run fails with exit code
 // 1, not the configuration code 2. The full run is exercised by the e2e suite.
 func TestValidConfigWithoutHubFailsToRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stderr bytes.Buffer
-	code := execute(ctx, []string{"--log-level=error", "--raft-data-dir=" + t.TempDir()}, env(map[string]string{"POD_NAME": "replicafed-0"}), io.Discard, &stderr)
+	code := execute(ctx, []string{"--log-level=error", "--raft-data-dir=" + t.TempDir(), "--raft-tls-insecure"}, env(map[string]string{"POD_NAME": "replicafed-0"}), io.Discard, &stderr)
 	if code != exitFailed {
 		t.Fatalf("exit code %d, want %d; stderr: %s", code, exitFailed, stderr.String())
 	}

@@ -10,8 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,8 +23,10 @@ import (
 
 	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/api/policy"
+	"github.com/replicafed/replicafed/internal/faultproxy"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/internal/testpki"
 )
 
 // Namespace is where replicafed runs in the hub.
@@ -53,6 +55,13 @@ type Options struct {
 	Provider Provider
 	// Log receives progress lines; nil discards them.
 	Log func(format string, args ...any)
+	// SecretMembers registers members as kubeconfig Secrets in the hub
+	// (a ServiceAccount token each, renewable with RotateMemberCredentials)
+	// instead of static config entries.
+	SecretMembers bool
+	// Proxied members are reached by replicafed through a fault proxy on
+	// loopback (see Proxy); tests and the fleet's own clients go direct.
+	Proxied []string
 }
 
 // Fleet is a running installation.
@@ -66,7 +75,9 @@ type Fleet struct {
 	MemberClients map[string]client.Client
 	Dir           string
 
-	keepDir bool
+	keepDir       bool
+	secretMembers bool
+	proxies       map[string]*faultproxy.Proxy
 }
 
 // New starts everything and returns once every replica is running and a raft
@@ -91,7 +102,7 @@ func New(ctx context.Context, o Options) (*Fleet, error) {
 		}
 		o.Provider = p
 	}
-	f := &Fleet{MemberClients: map[string]client.Client{}, Dir: o.Dir}
+	f := &Fleet{MemberClients: map[string]client.Client{}, Dir: o.Dir, secretMembers: o.SecretMembers, proxies: map[string]*faultproxy.Proxy{}}
 	if f.Dir == "" {
 		d, err := os.MkdirTemp("", "replicafed-fleet-")
 		if err != nil {
@@ -162,6 +173,14 @@ func (f *Fleet) start(ctx context.Context, o Options) error {
 	if err := f.installHub(ctx); err != nil {
 		return err
 	}
+	if err := f.startProxies(o); err != nil {
+		return err
+	}
+	if o.SecretMembers {
+		if err := f.registerSecrets(ctx, o); err != nil {
+			return err
+		}
+	}
 	o.Log("starting %d replicafed replicas", o.Replicas)
 	if err := f.startReplicas(o, binary); err != nil {
 		return err
@@ -196,6 +215,12 @@ func (f *Fleet) startReplicas(o Options, binary string) error {
 	if err != nil {
 		return err
 	}
+	// Mutual TLS on raft and the admin endpoint, as in production: one CA
+	// for the fleet, a certificate per replica named for its raft ID.
+	ca, err := testpki.NewCA("replicafed-raft")
+	if err != nil {
+		return err
+	}
 	type ports struct{ raft, admin, health int }
 	ps := make([]ports, o.Replicas)
 	var peers []map[string]any
@@ -207,15 +232,26 @@ func (f *Fleet) startReplicas(o Options, binary string) error {
 		}
 		peers = append(peers, map[string]any{"id": replicaID(i), "address": loopback(ps[i].raft)})
 	}
-	var static []map[string]any
+	static := []map[string]any{}
 	for _, m := range f.Members {
-		static = append(static, map[string]any{"name": m.Name(), "kubeconfig": m.Kubeconfig(), "labels": o.MemberLabels[m.Name()]})
+		if o.SecretMembers {
+			break
+		}
+		kc, err := f.staticKubeconfig(m)
+		if err != nil {
+			return err
+		}
+		static = append(static, map[string]any{"name": m.Name(), "kubeconfig": kc, "labels": o.MemberLabels[m.Name()]})
 	}
 	for i := range ps {
 		id := replicaID(i)
 		dir := replicaDir(f.Dir, id)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return fmt.Errorf("creating replica directory: %w", err)
+		}
+		certs, err := ca.Issue(filepath.Join(dir, "tls"), id)
+		if err != nil {
+			return fmt.Errorf("issuing the certificate of %s: %w", id, err)
 		}
 		cfg := map[string]any{
 			"logging": map[string]any{"level": "2", "format": "json"},
@@ -228,6 +264,7 @@ func (f *Fleet) startReplicas(o Options, binary string) error {
 				"id": id, "bindAddress": loopback(ps[i].raft), "advertiseAddress": loopback(ps[i].raft),
 				"peers": peers, "dataDir": filepath.Join(dir, "raft"),
 				"adminAddress": loopback(ps[i].admin), "adminToken": token,
+				"tls": map[string]any{"certFile": certs.CertFile, "keyFile": certs.KeyFile, "caFile": certs.CAFile},
 			},
 			"failover": map[string]any{
 				"healthProbe": map[string]any{"interval": "1s", "timeout": "1s", "failureThreshold": 2, "successThreshold": 1},
@@ -240,7 +277,10 @@ func (f *Fleet) startReplicas(o Options, binary string) error {
 		if err != nil {
 			return fmt.Errorf("encoding replica config: %w", err)
 		}
-		r := newReplica(id, loopback(ps[i].admin), binary, dir)
+		r, err := newReplica(id, loopback(ps[i].admin), token, binary, dir, certs)
+		if err != nil {
+			return err
+		}
 		if err := os.WriteFile(r.ConfigPath, raw, 0o600); err != nil {
 			return fmt.Errorf("writing replica config: %w", err)
 		}
@@ -316,6 +356,9 @@ func (f *Fleet) Stop() {
 		go func() { defer wg.Done(); r.Stop() }()
 	}
 	wg.Wait()
+	for _, p := range f.proxies {
+		_ = p.Close()
+	}
 	clusters := append([]Cluster{}, f.Members...)
 	if f.Hub != nil {
 		clusters = append(clusters, f.Hub)

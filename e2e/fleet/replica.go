@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/internal/testpki"
 )
 
 // Replica is one replicafed process.
@@ -20,16 +24,27 @@ type Replica struct {
 	// ConfigPath and LogPath live in the replica's directory.
 	ConfigPath, LogPath string
 
-	proc *testcluster.Process
+	proc       *testcluster.Process
+	adminToken string
+	keyFile    string
+	// admin calls the admin endpoint over TLS with the replica's own
+	// certificate, which the endpoint accepts for reads.
+	admin *http.Client
 }
 
-func newReplica(id, admin, binary, dir string) *Replica {
+func newReplica(id, admin, token, binary, dir string, certs testpki.Files) (*Replica, error) {
+	tlsCfg, err := testpki.ClientTLS(certs)
+	if err != nil {
+		return nil, fmt.Errorf("admin client of %s: %w", id, err)
+	}
+	tlsCfg.ServerName = "127.0.0.1"
 	r := &Replica{
-		ID: id, AdminAddress: admin,
+		ID: id, AdminAddress: admin, adminToken: token, keyFile: certs.KeyFile,
 		ConfigPath: filepath.Join(dir, "config.yaml"), LogPath: filepath.Join(dir, "replicafed.log"),
+		admin: &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}},
 	}
 	r.proc = &testcluster.Process{Name: id, Path: binary, Args: []string{"--config", r.ConfigPath}, LogPath: r.LogPath}
-	return r
+	return r, nil
 }
 
 // Status is what a replica's admin endpoint reports.
@@ -57,15 +72,58 @@ func (r *Replica) Kill() { r.proc.Kill() }
 // Stop ends the process with SIGTERM (graceful: leadership is handed over).
 func (r *Replica) Stop() { r.proc.Stop(15 * time.Second) }
 
+// Terminate sends SIGTERM and waits up to grace for the process to exit. It
+// reports whether the process exited on its own; if not, it was killed with
+// SIGKILL after grace.
+func (r *Replica) Terminate(grace time.Duration) (graceful bool) {
+	if err := r.proc.Signal(syscall.SIGTERM); err != nil {
+		return !r.Running()
+	}
+	if r.proc.Wait(grace) {
+		return true
+	}
+	r.proc.Kill()
+	return false
+}
+
+// Pause freezes the process (SIGSTOP), like a long GC pause or a throttled
+// container; Resume (SIGCONT) lets it run on from where it was.
+func (r *Replica) Pause() error { return r.proc.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process.
+func (r *Replica) Resume() error { return r.proc.Signal(syscall.SIGCONT) }
+
+// TransferLeadership asks the replica (which must lead) to hand leadership to
+// another voter through the admin API.
+func (r *Replica) TransferLeadership(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+r.AdminAddress+"/raft/leadership-transfer", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+r.adminToken)
+	resp, err := r.admin.Do(req)
+	if err != nil {
+		return fmt.Errorf("leadership transfer on %s: %w", r.ID, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("leadership transfer on %s: %s: %s", r.ID, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return nil
+}
+
 // Status asks the replica's admin endpoint.
 func (r *Replica) Status(ctx context.Context) (Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.AdminAddress+"/status", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+r.AdminAddress+"/status", nil)
 	if err != nil {
 		return Status{}, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := r.admin.Do(req)
 	if err != nil {
 		return Status{}, err
 	}

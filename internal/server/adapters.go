@@ -2,8 +2,9 @@ package server
 
 import (
 	"context"
-	"encoding/json"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"time"
@@ -140,25 +141,22 @@ func (t *takeover) settle(ctx context.Context, log logr.Logger) {
 	}
 }
 
-// adminServer serves raft membership administration and a status document
-// used by tests and operators: GET /status.
+// adminServer serves the raft admin endpoint (node.AdminHandler: status and
+// membership administration) over TLS with the raft certificates, unless
+// raft.tls.insecure.
 func adminServer(addr string, n *node.Node) manager.Runnable {
-	mux := http.NewServeMux()
-	mux.Handle("/", n.AdminHandler())
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
-		leaderAddr, leaderID := n.Leader()
-		_, term, leading := n.Leading()
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"id": n.ServerID(), "address": n.Address(), "leading": leading, "term": term,
-			"leaderID": leaderID, "leaderAddress": leaderAddr, "ready": n.Ready() == nil,
-		})
-	})
+	mux := n.AdminHandler()
 	return manager.RunnableFunc(func(ctx context.Context) error {
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{
+			Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+			MaxHeaderBytes: 64 << 10, TLSConfig: n.AdminTLSConfig(),
+		}
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			return err
+			return fmt.Errorf("listening for the admin endpoint on %s: %w", addr, err)
+		}
+		if srv.TLSConfig != nil {
+			l = tls.NewListener(l, srv.TLSConfig)
 		}
 		go func() {
 			<-ctx.Done()

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
@@ -89,7 +91,7 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		SecretSelector:  cfg.Clusters.SecretSelector,
 		SecretKey:       cfg.Clusters.SecretKey,
 		Scheme:          scheme,
-		RESTOptions:     []func(*rest.Config) error{memberLimits(cfg.Controller), memberWriteDeadline(cfg.Controller.MemberWriteTimeout, func() bool { _, ok := n.Allowed(); return ok })},
+		RESTOptions:     []func(*rest.Config) error{memberLimits(cfg.Controller), memberWriteDeadline(cfg.Controller.MemberWriteTimeout, func() bool { return n.WriteLease(cfg.Controller.MemberWriteTimeout) })},
 		Health:          monitor,
 	}
 	for _, s := range cfg.Clusters.Static {
@@ -115,7 +117,7 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 			},
 		}},
 		Logger:                 log,
-		Metrics:                metricsserver.Options{BindAddress: cfg.Metrics.BindAddress},
+		Metrics:                metricsOptions(cfg),
 		HealthProbeBindAddress: cfg.Health.ProbeAddress,
 		// Leadership comes from raft, not a Lease: every replica runs the
 		// informers, only the raft leader writes.
@@ -291,6 +293,27 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 	return nil
 }
 
+// metricsOptions serves metrics over HTTPS behind the hub API server's
+// TokenReview and SubjectAccessReview when metrics.secure, as kubebuilder
+// projects do: a scraper needs a token whose identity may get the /metrics
+// non-resource URL (the chart's metrics-reader ClusterRole), and replicafed
+// needs tokenreviews and subjectaccessreviews create (the chart binds
+// system:auth-delegator). The serving certificate is the raft one when its
+// files share a directory (reloaded by controller-runtime's certwatcher),
+// else a self-signed one.
+func metricsOptions(cfg *config.Config) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: cfg.Metrics.BindAddress}
+	if !cfg.Metrics.Secure {
+		return o
+	}
+	o.SecureServing = true
+	o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	if t := cfg.Raft.TLS; !t.Insecure && t.CertFile != "" && filepath.Dir(t.CertFile) == filepath.Dir(t.KeyFile) {
+		o.CertDir, o.CertName, o.KeyName = filepath.Dir(t.CertFile), filepath.Base(t.CertFile), filepath.Base(t.KeyFile)
+	}
+	return o
+}
+
 func hubConfig(cfg *config.Config) (*rest.Config, error) {
 	var rc *rest.Config
 	var err error
@@ -343,9 +366,7 @@ func nodeConfig(cfg *config.Config) node.NodeConfig {
 		AdminToken:               r.AdminToken,
 		DeadServerTimeout:        r.DeadServerTimeout,
 	}
-	if r.TLS.Enabled() {
-		nc.TLS = node.TLSFiles{CertFile: r.TLS.CertFile, KeyFile: r.TLS.KeyFile, CAFile: r.TLS.CAFile, Mutual: true}
-	}
+	nc.TLS = node.TLSFiles{CertFile: r.TLS.CertFile, KeyFile: r.TLS.KeyFile, CAFile: r.TLS.CAFile, Insecure: r.TLS.Insecure}
 	for _, p := range r.Peers {
 		nc.Peers = append(nc.Peers, node.Peer{ID: p.ID, Address: p.Address})
 	}

@@ -113,6 +113,44 @@ func (p *Process) signal(sig syscall.Signal, grace time.Duration) {
 	}
 }
 
+// Signal sends sig to the process group and returns at once; use it for
+// SIGSTOP/SIGCONT or a SIGTERM whose outcome the caller waits for with Wait.
+func (p *Process) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil || done == nil {
+		return fmt.Errorf("%s is not running", p.Name)
+	}
+	select {
+	case <-done:
+		return fmt.Errorf("%s has exited", p.Name)
+	default:
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, sig); err != nil {
+		return fmt.Errorf("sending %s to %s: %w", sig, p.Name, err)
+	}
+	return nil
+}
+
+// Wait waits up to timeout for the process to end and reports whether it did.
+func (p *Process) Wait(timeout time.Duration) bool {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	if done == nil {
+		return true
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
 // Tail returns the last n bytes of the process log.
 func (p *Process) Tail(n int64) string {
 	f, err := os.Open(p.LogPath)

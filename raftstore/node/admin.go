@@ -1,22 +1,30 @@
 package node
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"net/http"
 	"strings"
+
+	"github.com/replicafed/replicafed/raftstore/transport"
 )
 
-// AdminHandler serves:
+// maxAdminBody bounds an admin request body; the largest is {"id","address"}.
+const maxAdminBody = 64 << 10
+
+// AdminHandler serves the admin endpoint (with AdminTLSConfig unless
+// raft.tls.insecure):
 //
-//	GET    /livez, /readyz               probes, unauthenticated
-//	GET    /raft/servers                 the configuration
-//	POST   /raft/voters                  {"id":..., "address":...} add a voter
-//	DELETE /raft/servers/{id}            remove a server
-//	POST   /raft/leadership-transfer     hand leadership to another voter
+//	GET    /status, /livez, /readyz      read: this replica's view
+//	GET    /raft/servers                 read: the configuration
+//	POST   /raft/voters                  mutate: {"id":..., "address":...} add a voter
+//	DELETE /raft/servers/{id}            mutate: remove a server
+//	POST   /raft/leadership-transfer     mutate: hand leadership to another voter
 //
-// The /raft endpoints need "Authorization: Bearer <AdminToken>" or, when
-// served over TLS, a verified client certificate.
+// Reads need the admin token ("Authorization: Bearer <token>") or a client
+// certificate from the raft CA whose identity is a configured peer or a
+// server of the raft configuration. Mutations need the token or the
+// certificate of a current voter. Without TLS only the token authorizes;
+// with neither TLS nor a token, reads are open and mutations refused.
 func (n *Node) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	probe := func(f func() error) http.HandlerFunc {
@@ -28,9 +36,17 @@ func (n *Node) AdminHandler() http.Handler {
 			_, _ = w.Write([]byte("ok\n"))
 		}
 	}
-	mux.Handle("GET /livez", probe(n.Live))
-	mux.Handle("GET /readyz", probe(n.Ready))
-	mux.Handle("GET /raft/servers", n.auth(func(w http.ResponseWriter, _ *http.Request) {
+	mux.Handle("GET /livez", n.auth(false, probe(n.Live)))
+	mux.Handle("GET /readyz", n.auth(false, probe(n.Ready)))
+	mux.Handle("GET /status", n.auth(false, func(w http.ResponseWriter, _ *http.Request) {
+		leaderAddr, leaderID := n.Leader()
+		_, term, leading := n.Leading()
+		writeJSON(w, map[string]any{
+			"id": n.ServerID(), "address": n.Address(), "leading": leading, "term": term,
+			"leaderID": leaderID, "leaderAddress": leaderAddr, "ready": n.Ready() == nil,
+		})
+	}))
+	mux.Handle("GET /raft/servers", n.auth(false, func(w http.ResponseWriter, _ *http.Request) {
 		s, err := n.Servers()
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -38,9 +54,9 @@ func (n *Node) AdminHandler() http.Handler {
 		}
 		writeJSON(w, s)
 	}))
-	mux.Handle("POST /raft/voters", n.auth(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("POST /raft/voters", n.auth(true, func(w http.ResponseWriter, r *http.Request) {
 		var req struct{ ID, Address string }
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.ID == "" || req.Address == "" {
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAdminBody)).Decode(&req); err != nil || req.ID == "" || req.Address == "" {
 			http.Error(w, "body must be {\"id\":..., \"address\":...}", http.StatusBadRequest)
 			return
 		}
@@ -50,7 +66,7 @@ func (n *Node) AdminHandler() http.Handler {
 		}
 		writeJSON(w, map[string]string{"added": req.ID})
 	}))
-	mux.Handle("DELETE /raft/servers/{id}", n.auth(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("DELETE /raft/servers/{id}", n.auth(true, func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		if err := n.RemoveServer(r.Context(), id); err != nil {
 			http.Error(w, err.Error(), http.StatusConflict)
@@ -58,7 +74,7 @@ func (n *Node) AdminHandler() http.Handler {
 		}
 		writeJSON(w, map[string]string{"removed": id})
 	}))
-	mux.Handle("POST /raft/leadership-transfer", n.auth(func(w http.ResponseWriter, _ *http.Request) {
+	mux.Handle("POST /raft/leadership-transfer", n.auth(true, func(w http.ResponseWriter, _ *http.Request) {
 		if err := n.TransferLeadership(); err != nil {
 			http.Error(w, err.Error(), http.StatusConflict)
 			return
@@ -68,18 +84,29 @@ func (n *Node) AdminHandler() http.Handler {
 	return mux
 }
 
-func (n *Node) auth(h http.HandlerFunc) http.Handler {
+// auth admits a request to a read (mutate false) or mutating endpoint.
+func (n *Node) auth(mutate bool, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && n.tokenOK(tok) {
 			h(w, r)
 			return
 		}
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if n.cfg.AdminToken == "" || !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(n.cfg.AdminToken)) != 1 {
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
+		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.PeerCertificates) > 0 {
+			cert := r.TLS.PeerCertificates[0]
+			p := transport.Peer{Verified: true, Names: transport.Identity(cert), Cert: cert}
+			if (mutate && n.inConfiguration(p, true)) || (!mutate && n.knownPeer(p)) {
+				h(w, r)
+				return
+			}
+			http.Error(w, "forbidden: certificate identity is not allowed here", http.StatusForbidden)
 			return
 		}
-		h(w, r)
+		if n.certs == nil && n.cfg.AdminToken == "" && !mutate {
+			h(w, r) // insecure and tokenless: warned about at start
+			return
+		}
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
 	})
 }
 

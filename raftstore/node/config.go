@@ -14,11 +14,13 @@ type Peer struct {
 	Address string
 }
 
-// TLSFiles names PEM files for the raft listener. Empty CertFile disables TLS.
+// TLSFiles names the PEM files for the raft listener and the admin
+// endpoint: mutual TLS, required unless Insecure.
 type TLSFiles struct {
 	CertFile, KeyFile, CAFile string
-	// Mutual requires and verifies peer client certificates.
-	Mutual bool
+	// Insecure serves raft and its RPCs over plain TCP, with no
+	// authentication of peers at all; it must be chosen explicitly.
+	Insecure bool
 }
 
 // NodeConfig configures a Node. Zero durations and counts take the defaults
@@ -57,8 +59,9 @@ type NodeConfig struct {
 	// ExpectationsTTL is how long reservations and pending deletes count. Default 5m.
 	ExpectationsTTL time.Duration
 
-	// AdminToken authenticates the admin HTTP endpoints (Bearer token). Clients
-	// presenting a verified certificate over TLS are also accepted.
+	// AdminToken, when set, is a bearer token that authorizes every admin
+	// HTTP call and is required (with a peer certificate) for joins and
+	// membership RPCs. Empty: only peers' certificates authorize.
 	AdminToken string
 	// JoinInterval is how often a node that is not in the configuration asks
 	// its peers for the leader. Default 2s.
@@ -121,8 +124,10 @@ func (c *NodeConfig) Validate() error {
 		return fmt.Errorf("raft: electionTimeout %s must be at least heartbeatTimeout %s", c.ElectionTimeout, c.HeartbeatTimeout)
 	case c.MaxAppendEntries < 1 || c.MaxAppendEntries > 1024:
 		return fmt.Errorf("raft: maxAppendEntries %d must be between 1 and 1024", c.MaxAppendEntries)
-	case c.TLS.CertFile != "" && (c.TLS.KeyFile == "" || c.TLS.CAFile == ""):
-		return errors.New("raft: tls needs certFile, keyFile and caFile together")
+	case !c.TLS.Insecure && (c.TLS.CertFile == "" || c.TLS.KeyFile == "" || c.TLS.CAFile == ""):
+		return errors.New("raft: tls needs certFile, keyFile and caFile (or insecure)")
+	case c.TLS.Insecure && (c.TLS.CertFile != "" || c.TLS.KeyFile != "" || c.TLS.CAFile != ""):
+		return errors.New("raft: tls files are set together with insecure")
 	}
 	self := false
 	seen := map[string]bool{}

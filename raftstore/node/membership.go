@@ -131,7 +131,7 @@ func (n *Node) membershipLoop() {
 				continue
 			}
 			cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
-			resp, err := n.call(cctx, p.Address, &rpcRequest{Op: "status"})
+			resp, err := n.call(cctx, p.Address, &rpcRequest{Op: "status", Token: n.cfg.AdminToken})
 			ccancel()
 			if err != nil {
 				continue
@@ -177,7 +177,7 @@ func (n *Node) allPeersAnswered(ctx context.Context) bool {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		resp, err := n.call(cctx, p.Address, &rpcRequest{Op: "status"})
+		resp, err := n.call(cctx, p.Address, &rpcRequest{Op: "status", Token: n.cfg.AdminToken})
 		cancel()
 		if err != nil || resp.HasState {
 			return false

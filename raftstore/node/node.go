@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -32,6 +31,7 @@ type Node struct {
 	fsm      *fsm.FSM
 	raft     *raft.Raft
 	layer    *transport.Layer
+	certs    *transport.Certs // nil when insecure
 	trans    *raft.NetworkTransport
 	bolt     *raftboltdb.BoltStore
 	serverID raft.ServerID
@@ -110,16 +110,17 @@ func (n *Node) open() error {
 	if err != nil {
 		return fmt.Errorf("opening snapshot store: %w", err)
 	}
-	var serverTLS, clientTLS *tls.Config
-	if cfg.TLS.CertFile != "" {
-		serverTLS, clientTLS, err = transport.LoadTLS(cfg.TLS.CertFile, cfg.TLS.KeyFile, cfg.TLS.CAFile, cfg.TLS.Mutual)
+	if cfg.TLS.Insecure {
+		n.log.Info("WARNING: raft.tls.insecure is set: the raft transport, its RPCs and the admin endpoint run without TLS and without authenticating peers; anyone who can reach them can change replicated state")
+	} else {
+		n.certs, err = transport.LoadCerts(cfg.TLS.CertFile, cfg.TLS.KeyFile, cfg.TLS.CAFile, n.log.WithName("tls"))
 		if err != nil {
 			return err
 		}
 	}
 	n.layer, err = transport.Listen(transport.Config{
 		BindAddr: cfg.BindAddr, AdvertiseAddr: cfg.AdvertiseAddr,
-		ServerTLS: serverTLS, ClientTLS: clientTLS,
+		Certs: n.certs, Authorize: n.authorizeRaft,
 		HandleRPC: n.serveRPC, Log: n.log.WithName("transport"),
 	})
 	if err != nil {
@@ -171,9 +172,10 @@ func (n *Node) open() error {
 	n.started.Store(true)
 	n.lead.init()
 	n.log.Info("Raft node started", "serverID", string(n.serverID), "address", n.layer.Addr().String(),
-		"existingState", hasState, "tls", n.layer.TLS(), "mutualTLS", cfg.TLS.Mutual)
+		"existingState", hasState, "mutualTLS", n.layer.TLS())
 	n.goRun(n.leadershipLoop)
 	n.goRun(n.gateWatchdog)
+	n.goRun(n.leaseVerifier)
 	n.goRun(n.membershipLoop)
 	n.goRun(func() { n.deadServerLoop(obsCh) })
 	return nil

@@ -217,7 +217,7 @@ func TestMutualTLS(t *testing.T) {
 	dirs := t.TempDir()
 	c := tu.NewCluster(t, 3, func(i int, cfg *node.NodeConfig) {
 		cert, key, caf := ca.Issue(t, filepath.Join(dirs, cfg.ID), cfg.ID)
-		cfg.TLS = node.TLSFiles{CertFile: cert, KeyFile: key, CAFile: caf, Mutual: true}
+		cfg.TLS = node.TLSFiles{CertFile: cert, KeyFile: key, CAFile: caf}
 	})
 	c.StartAll()
 	leader := c.WaitVoters(3, 20*time.Second)
@@ -231,7 +231,7 @@ func TestMutualTLS(t *testing.T) {
 	cfg.Peers = append(append([]node.Peer(nil), cfg.Peers...), node.Peer{ID: "r3", Address: cfg.BindAddr})
 	cfg.DataDir = filepath.Join(t.TempDir(), "r3")
 	cert, key, caf := bad.Issue(t, filepath.Join(dirs, "evil"), "r3")
-	cfg.TLS = node.TLSFiles{CertFile: cert, KeyFile: key, CAFile: caf, Mutual: true}
+	cfg.TLS = node.TLSFiles{CertFile: cert, KeyFile: key, CAFile: caf}
 	intruder, err := node.New(cfg, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
@@ -309,7 +309,9 @@ func TestMembership3To5To3(t *testing.T) {
 	if _, ok := leader.FSM().View(key).Reservations[names[0]]; !ok {
 		t.Fatal("state lost across membership changes")
 	}
-	resp, err := http.Get(srv.URL + "/readyz")
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/readyz", nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("readyz: %v %v", resp, err)
 	}

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -14,12 +13,20 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/replicafed/replicafed/raftstore/fsm"
+	"github.com/replicafed/replicafed/raftstore/transport"
 )
 
 // The side-channel RPC: one JSON request and one JSON response per
 // connection, each prefixed with a 4-byte big-endian length.
 
-const maxRPCSize = 16 << 20
+// Frame size limits. A request from a known peer carries at most one
+// encoded command (fsm.MaxItems pods); anyone else can only join, whose
+// request is tiny, so a stranger cannot make a replica allocate more than
+// maxStrangerFrame before it is refused.
+const (
+	maxRPCSize       = 16 << 20
+	maxStrangerFrame = 64 << 10
+)
 
 type rpcRequest struct {
 	Op string `json:"op"`
@@ -54,14 +61,19 @@ func writeFrame(w io.Writer, v any) error {
 	return nil
 }
 
-func readFrame(r io.Reader, v any) error {
+// errFrameTooLarge is returned for a frame whose header announces more than
+// the reader accepts; nothing of its body has been read or allocated.
+var errFrameTooLarge = errors.New("rpc frame too large")
+
+// readFrame reads one length-prefixed JSON frame of at most limit bytes.
+func readFrame(r io.Reader, v any, limit uint32) error {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return err
 	}
 	size := binary.BigEndian.Uint32(hdr[:])
-	if size > maxRPCSize {
-		return fmt.Errorf("rpc frame of %d bytes is too large", size)
+	if size > limit {
+		return fmt.Errorf("%w: %d bytes, limit %d", errFrameTooLarge, size, limit)
 	}
 	b := make([]byte, size)
 	if _, err := io.ReadFull(r, b); err != nil {
@@ -70,20 +82,31 @@ func readFrame(r io.Reader, v any) error {
 	return json.Unmarshal(b, v)
 }
 
-func (n *Node) serveRPC(c net.Conn) {
+func (n *Node) serveRPC(c net.Conn, p transport.Peer) {
 	defer c.Close()
 	if !n.started.Load() {
 		return
 	}
 	_ = c.SetDeadline(time.Now().Add(n.cfg.ApplyTimeout + 5*time.Second))
+	limit := uint32(maxRPCSize)
+	if p.Verified && !n.knownPeer(p) {
+		limit = maxStrangerFrame
+	}
 	var req rpcRequest
-	if err := readFrame(c, &req); err != nil {
+	if err := readFrame(c, &req, limit); err != nil {
+		n.log.V(1).Info("Dropped RPC: unreadable request", "remote", p.Remote, "reason", err.Error())
+		return
+	}
+	if err := n.authorizeRPC(p, &req); err != nil {
+		n.log.Info("Refused RPC", "op", req.Op, "remote", p.Remote, "identity", p.Names, "reason", err.Error())
+		_ = writeFrame(c, &rpcResponse{Err: err.Error()})
 		return
 	}
 	resp := n.handleRPC(&req)
 	_ = writeFrame(c, resp)
 }
 
+// handleRPC runs an authorized request (see authorizeRPC).
 func (n *Node) handleRPC(req *rpcRequest) *rpcResponse {
 	switch req.Op {
 	case "status":
@@ -106,11 +129,6 @@ func (n *Node) handleRPC(req *rpcRequest) *rpcResponse {
 		}
 		return &rpcResponse{Result: res}
 	case "join", "addvoter", "remove":
-		// Peers are authenticated by mutual TLS when it is on; the admin
-		// token, when set, is required as well.
-		if n.cfg.AdminToken != "" && subtle.ConstantTimeCompare([]byte(req.Token), []byte(n.cfg.AdminToken)) != 1 {
-			return &rpcResponse{Err: "unauthorized"}
-		}
 		if n.raft.State() != raft.Leader {
 			return &rpcResponse{NotLeader: true, Err: ErrNotLeader.Error()}
 		}
@@ -155,7 +173,7 @@ func (n *Node) call(ctx context.Context, addr string, req *rpcRequest) (*rpcResp
 		return nil, fmt.Errorf("sending %s to %s: %w", req.Op, addr, err)
 	}
 	var resp rpcResponse
-	if err := readFrame(c, &resp); err != nil {
+	if err := readFrame(c, &resp, maxRPCSize); err != nil {
 		return nil, fmt.Errorf("reading %s reply from %s: %w", req.Op, addr, err)
 	}
 	return &resp, nil

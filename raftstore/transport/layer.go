@@ -1,6 +1,8 @@
 // Package transport is the raft network layer of replicafed: one TCP
-// listener (optionally mutual TLS) that carries both raft's msgpack RPCs and
-// replicafed's own small RPCs, told apart by the first byte a dialer sends.
+// listener, mutual TLS unless explicitly insecure, that carries both raft's
+// msgpack RPCs and replicafed's own small RPCs, told apart by the first byte
+// a dialer sends. Every inbound connection is authorized by the identity in
+// the peer's verified certificate (see Identity) before raft sees it.
 // Its Addr advertises a stable DNS name, which hashicorp/raft's stock TCP
 // transport refuses.
 package transport
@@ -10,8 +12,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,18 +38,37 @@ type Config struct {
 	// AdvertiseAddr is what peers dial, e.g. "pod-0.replicafed.ns.svc:7000".
 	// Empty means the listener's address.
 	AdvertiseAddr string
-	// ServerTLS and ClientTLS enable TLS when both are set (see LoadTLS).
-	ServerTLS, ClientTLS *tls.Config
-	// HandleRPC serves connections that selected ProtoRPC. It owns the conn.
-	HandleRPC func(net.Conn)
+	// Certs enables mutual TLS: peers must present a certificate from its CA.
+	// Nil means plain TCP with no authentication at all.
+	Certs *Certs
+	// Authorize decides whether a peer may speak raft (ProtoRaft). Nil
+	// refuses every TLS peer; without TLS it is not called.
+	Authorize func(Peer) error
+	// HandleRPC serves connections that selected ProtoRPC; it authorizes
+	// each operation itself. It owns the conn.
+	HandleRPC func(net.Conn, Peer)
 	// HandshakeTimeout bounds TLS handshakes and the protocol byte.
 	HandshakeTimeout time.Duration
 	Log              logr.Logger
 }
 
+// Peer is who is on the other end of an inbound connection.
+type Peer struct {
+	// Verified is true when the peer presented a certificate that chains to
+	// the CA; false only without TLS.
+	Verified bool
+	// Names is the certificate's identity (see Identity).
+	Names []string
+	// Cert is the verified leaf certificate; nil without TLS.
+	Cert *x509.Certificate
+	// Remote is the remote network address, for logs.
+	Remote string
+}
+
 // Layer implements raft.StreamLayer and the RPC side channel.
 type Layer struct {
 	cfg       Config
+	serverTLS *tls.Config
 	ln        net.Listener
 	advertise net.Addr
 	raftCh    chan net.Conn
@@ -89,6 +110,9 @@ func Listen(cfg Config) (*Layer, error) {
 		raftCh: make(chan net.Conn), closed: make(chan struct{}),
 		conns: map[*conn]struct{}{}, contact: map[string]time.Time{},
 	}
+	if cfg.Certs != nil {
+		l.serverTLS = cfg.Certs.ServerConfig(tls.RequireAndVerifyClientCert)
+	}
 	go l.acceptLoop()
 	return l, nil
 }
@@ -97,7 +121,7 @@ func Listen(cfg Config) (*Layer, error) {
 func (l *Layer) ListenAddr() net.Addr { return l.ln.Addr() }
 
 // TLS reports whether the layer uses TLS.
-func (l *Layer) TLS() bool { return l.cfg.ServerTLS != nil && l.cfg.ClientTLS != nil }
+func (l *Layer) TLS() bool { return l.cfg.Certs != nil }
 
 func (l *Layer) acceptLoop() {
 	for {
@@ -127,24 +151,42 @@ func (l *Layer) handshake(raw net.Conn) {
 	}
 	_ = raw.SetDeadline(time.Now().Add(l.cfg.HandshakeTimeout))
 	var c net.Conn = raw
+	peer := Peer{Remote: raw.RemoteAddr().String()}
 	if l.TLS() {
-		tc := tls.Server(raw, l.cfg.ServerTLS)
+		tc := tls.Server(raw, l.serverTLS)
 		if err := tc.Handshake(); err != nil {
-			l.cfg.Log.V(1).Info("Refused peer connection: TLS handshake failed", "remote", raw.RemoteAddr().String(), "err", err.Error())
+			l.cfg.Log.V(1).Info("Refused peer connection: TLS handshake failed", "remote", peer.Remote, "reason", err.Error())
 			raw.Close()
 			return
 		}
+		st := tc.ConnectionState()
+		if len(st.VerifiedChains) == 0 || len(st.PeerCertificates) == 0 {
+			raw.Close() // unreachable with RequireAndVerifyClientCert
+			return
+		}
+		peer.Verified, peer.Names, peer.Cert = true, Identity(st.PeerCertificates[0]), st.PeerCertificates[0]
 		c = tc
 	}
 	var b [1]byte
-	if _, err := c.Read(b[:]); err != nil {
+	if _, err := io.ReadFull(c, b[:]); err != nil {
 		c.Close()
 		return
 	}
 	_ = raw.SetDeadline(time.Time{})
-	tc := l.track(c, "")
 	switch b[0] {
 	case ProtoRaft:
+		if l.TLS() {
+			var err error = ErrUnauthorized
+			if l.cfg.Authorize != nil {
+				err = l.cfg.Authorize(peer)
+			}
+			if err != nil {
+				l.cfg.Log.Info("Refused raft connection", "remote", peer.Remote, "identity", peer.Names, "reason", err.Error())
+				c.Close()
+				return
+			}
+		}
+		tc := l.track(c, "")
 		select {
 		case l.raftCh <- tc:
 		case <-l.closed:
@@ -152,13 +194,13 @@ func (l *Layer) handshake(raw net.Conn) {
 		}
 	case ProtoRPC:
 		if l.cfg.HandleRPC == nil {
-			tc.Close()
+			c.Close()
 			return
 		}
-		l.cfg.HandleRPC(tc)
+		l.cfg.HandleRPC(l.track(c, ""), peer)
 	default:
-		l.cfg.Log.V(1).Info("Refused peer connection: unknown protocol byte", "remote", raw.RemoteAddr().String())
-		tc.Close()
+		l.cfg.Log.V(1).Info("Refused peer connection: unknown protocol byte", "remote", peer.Remote)
+		c.Close()
 	}
 }
 
@@ -216,11 +258,7 @@ func (l *Layer) dial(address string, proto byte, timeout time.Duration) (net.Con
 	var c net.Conn = raw
 	if l.TLS() {
 		host, _, _ := net.SplitHostPort(address)
-		cfg := l.cfg.ClientTLS.Clone()
-		if cfg.ServerName == "" {
-			cfg.ServerName = host
-		}
-		tc := tls.Client(raw, cfg)
+		tc := tls.Client(raw, l.cfg.Certs.ClientConfig(host))
 		_ = raw.SetDeadline(time.Now().Add(timeout))
 		if err := tc.Handshake(); err != nil {
 			raw.Close()
@@ -313,28 +351,4 @@ func (c *conn) Close() error {
 		err = c.Conn.Close()
 	})
 	return err
-}
-
-// LoadTLS builds server and client TLS configs from PEM files. With mutual
-// set, the server requires and verifies a client certificate signed by the
-// CA, so a peer with a bad certificate is refused.
-func LoadTLS(certFile, keyFile, caFile string, mutual bool) (server, client *tls.Config, err error) {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, nil, fmt.Errorf("loading TLS key pair %s/%s: %w", certFile, keyFile, err)
-	}
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading TLS CA %s: %w", caFile, err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, nil, fmt.Errorf("TLS CA %s holds no certificate", caFile)
-	}
-	server = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, MinVersion: tls.VersionTLS12}
-	if mutual {
-		server.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	client = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}
-	return server, client, nil
 }

@@ -89,10 +89,11 @@ the binary resolves them from $POD_NAME and this pod's raft.peers entry.
 {{- $id := printf "%s-%d" $fullname $i }}
 {{- $peers = append $peers (dict "id" $id "address" (printf "%s.%s.%s.svc:%d" $id $headless $.Release.Namespace (int $.Values.raft.port))) }}
 {{- end }}
-{{- $tls := dict }}
-{{- if .Values.raft.tls.secretName }}
+{{- $tls := dict "insecure" true }}
+{{- if not .Values.raft.tls.insecure }}
 {{- $dir := include "replicafed.tlsDir" . }}
-{{- $tls = dict "certFile" (printf "%s/%s" $dir .Values.raft.tls.certKey) "keyFile" (printf "%s/%s" $dir .Values.raft.tls.keyKey) "caFile" (printf "%s/%s" $dir .Values.raft.tls.caKey) }}
+{{- $keys := include "replicafed.tlsKeys" . | fromYaml }}
+{{- $tls = dict "certFile" (printf "%s/%s" $dir $keys.cert) "keyFile" (printf "%s/%s" $dir $keys.key) "caFile" (printf "%s/%s" $dir $keys.ca) }}
 {{- end }}
 {{- $static := list }}
 {{- range .Values.clusters.static }}
@@ -123,7 +124,7 @@ the binary resolves them from $POD_NAME and this pod's raft.peers entry.
     "tls" $tls)
   "controller" (deepCopy .Values.controller)
   "failover" (deepCopy .Values.failover)
-  "metrics" (dict "bindAddress" (printf ":%d" (int .Values.metrics.port)))
+  "metrics" (dict "bindAddress" (printf ":%d" (int .Values.metrics.port)) "secure" .Values.metrics.secure)
   "health" (dict "probeAddress" (printf ":%d" (int .Values.health.port)))
 }}
 {{- $merged := mergeOverwrite (deepCopy $cfg) (deepCopy .Values.config) }}
@@ -144,6 +145,43 @@ the binary resolves them from $POD_NAME and this pod's raft.peers entry.
 {{- fail "config.raft.adminToken would put a secret in a ConfigMap; set raft.adminToken.secretName instead" }}
 {{- end }}
 {{- toYaml $merged }}
+{{- end }}
+
+{{/*
+The Secret holding the raft certificates: yours (raft.tls.secretName) or the
+one the chart provides (cert-manager or generated).
+*/}}
+{{- define "replicafed.tlsSecretName" -}}
+{{- default (printf "%s-raft-tls" (include "replicafed.fullname" .)) .Values.raft.tls.secretName }}
+{{- end }}
+
+{{/*
+Keys of the certificate, key and CA in that Secret: yours as set in values;
+the chart's (and cert-manager's) are tls.crt, tls.key and ca.crt.
+*/}}
+{{- define "replicafed.tlsKeys" -}}
+{{- if .Values.raft.tls.secretName }}
+{{- dict "cert" .Values.raft.tls.certKey "key" .Values.raft.tls.keyKey "ca" .Values.raft.tls.caKey | toYaml }}
+{{- else }}
+{{- dict "cert" "tls.crt" "key" "tls.key" "ca" "ca.crt" | toYaml }}
+{{- end }}
+{{- end }}
+
+{{/*
+DNS names the peers' certificate must be valid for: every pod's name under
+the headless Service (their first label is the pod name, the raft identity),
+the wildcard for pods added by scaling up, and raft.tls.extraDNSNames.
+*/}}
+{{- define "replicafed.peerDNSNames" -}}
+{{- $fullname := include "replicafed.fullname" . }}
+{{- $domain := printf "%s.%s.svc" (include "replicafed.headlessName" .) .Release.Namespace }}
+{{- $names := list }}
+{{- range $i := until (int .Values.replicas) }}
+{{- $names = append $names (printf "%s-%d.%s" $fullname $i $domain) }}
+{{- end }}
+{{- $names = append $names (printf "*.%s" $domain) }}
+{{- $names = concat $names .Values.raft.tls.extraDNSNames }}
+{{- toYaml $names }}
 {{- end }}
 
 {{/*

@@ -4,14 +4,7 @@ package testutil
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -22,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 
+	"github.com/replicafed/replicafed/internal/testpki"
 	"github.com/replicafed/replicafed/raftstore/node"
 )
 
@@ -43,6 +37,8 @@ type Cluster struct {
 	mu    sync.Mutex
 	Nodes []*node.Node // nil while stopped
 	Log   logr.Logger
+	// CA issued every node's certificate.
+	CA *CA
 }
 
 // FastTimers are short raft timers for tests.
@@ -68,10 +64,12 @@ func StableTimers(_ int, c *node.NodeConfig) {
 	c.ApplyTimeout = 5 * time.Second
 }
 
-// NewCluster prepares n node configs (started separately) with peers r0..r{n-1}.
+// NewCluster prepares n node configs (started separately) with peers
+// r0..r{n-1}, each with a certificate for its name from the cluster's CA
+// (mutual TLS, as in production); mod may change that.
 func NewCluster(tb testing.TB, n int, mod func(i int, c *node.NodeConfig)) *Cluster {
 	tb.Helper()
-	c := &Cluster{TB: tb, Log: logr.Discard()}
+	c := &Cluster{TB: tb, Log: logr.Discard(), CA: NewCA(tb, "raft-ca")}
 	if os.Getenv("RAFTSTORE_TEST_LOG") != "" {
 		c.Log = testr.NewWithOptions(tb.(*testing.T), testr.Options{Verbosity: 1})
 	}
@@ -85,6 +83,8 @@ func NewCluster(tb testing.TB, n int, mod func(i int, c *node.NodeConfig)) *Clus
 			ID: peers[i].ID, ClusterID: "test-cluster", BindAddr: peers[i].Address,
 			Peers: peers, DataDir: filepath.Join(dir, peers[i].ID),
 		}
+		cert, key, ca := c.CA.Issue(tb, filepath.Join(dir, "tls", peers[i].ID), peers[i].ID)
+		cfg.TLS = node.TLSFiles{CertFile: cert, KeyFile: key, CAFile: ca}
 		FastTimers(&cfg)
 		if mod != nil {
 			mod(i, &cfg)
@@ -270,59 +270,34 @@ func Ctx(tb testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// CA is a test certificate authority.
+// CA is a test certificate authority (see internal/testpki).
 type CA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	PEM  []byte
+	*testpki.CA
 }
 
 // NewCA creates a CA.
 func NewCA(tb testing.TB, name string) *CA {
 	tb.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	ca, err := testpki.NewCA(name)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cert, _ := x509.ParseCertificate(der)
-	return &CA{cert: cert, key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	return &CA{CA: ca}
 }
 
-// Issue writes cert.pem, key.pem and ca.pem for a loopback peer into dir.
+// Issue writes tls.crt, tls.key and ca.crt for a loopback peer named name
+// into dir, replacing what is there.
 func (ca *CA) Issue(tb testing.TB, dir, name string) (certFile, keyFile, caFile string) {
 	tb.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	f, err := ca.CA.Issue(dir, name)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	kb, _ := x509.MarshalECPrivateKey(key)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		tb.Fatal(err)
-	}
-	certFile, keyFile, caFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")
-	for f, b := range map[string][]byte{
-		certFile: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyFile:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}),
-		caFile:   ca.PEM,
-	} {
-		if err := os.WriteFile(f, b, 0o600); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	return certFile, keyFile, caFile
+	return f.CertFile, f.KeyFile, f.CAFile
+}
+
+// TLSFor is node i's TLS configuration as NewCluster issued it.
+func (c *Cluster) TLSFor(i int) testpki.Files {
+	t := c.Cfgs[i].TLS
+	return testpki.Files{CertFile: t.CertFile, KeyFile: t.KeyFile, CAFile: t.CAFile}
 }
