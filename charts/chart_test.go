@@ -655,20 +655,23 @@ func ptr[T any](v T) *T { return &v }
 // uninstall` keeps; it matches api/crds apart from that annotation.
 func TestCRDs(t *testing.T) {
 	m := template(t)
-	if len(m.crds) != 1 {
-		t.Fatalf("want the FederatedReplicaSet CRD rendered, got %d CRDs", len(m.crds))
+	files := []string{crds.FederatedReplicaSetFile, crds.MemberClusterFile}
+	if len(m.crds) != len(files) {
+		t.Fatalf("want the FederatedReplicaSet and MemberCluster CRDs rendered, got %d CRDs", len(m.crds))
 	}
-	got := m.crds[0]
-	want, err := crds.Load(crds.FederatedReplicaSetFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Annotations["helm.sh/resource-policy"] != "keep" {
-		t.Errorf("CRD annotations %v, want helm.sh/resource-policy: keep", got.Annotations)
-	}
-	delete(got.Annotations, "helm.sh/resource-policy")
-	if !reflect.DeepEqual(got.Annotations, want.Annotations) || !reflect.DeepEqual(got.Spec, want.Spec) {
-		t.Error("the chart's CRD differs from api/crds: run `make generate`")
+	for i, file := range files {
+		got := m.crds[i]
+		want, err := crds.Load(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Annotations["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("CRD %s annotations %v, want helm.sh/resource-policy: keep", got.Name, got.Annotations)
+		}
+		delete(got.Annotations, "helm.sh/resource-policy")
+		if got.Name != want.Name || !reflect.DeepEqual(got.Annotations, want.Annotations) || !reflect.DeepEqual(got.Spec, want.Spec) {
+			t.Errorf("the chart's CRD %s differs from api/crds/%s: run `make generate`", got.Name, file)
+		}
 	}
 	if out, err := runHelm(t, "template", release, chartDir, "--namespace", namespace, "--set", "crds.install=false"); err != nil {
 		t.Fatal(err)
@@ -848,6 +851,7 @@ func TestRBAC(t *testing.T) {
 			if got := m.statefulSet.Spec.Template.Spec.ServiceAccountName; got != sa.Name {
 				t.Errorf("pods run as %q, ServiceAccount is %q", got, sa.Name)
 			}
+			m.clusterRoles = withoutAggregated(m.clusterRoles) // checked in TestAggregatedRoles
 			if len(m.clusterRoles) != 1 || len(m.roles) != 1 {
 				t.Fatalf("want 1 ClusterRole and 1 Role, got %d and %d", len(m.clusterRoles), len(m.roles))
 			}
@@ -892,6 +896,8 @@ func TestRBAC(t *testing.T) {
 				{"", "events", []string{"create", "patch"}},
 				{"events.k8s.io", "events", []string{"create", "patch"}},
 				{"", "namespaces", []string{"get", "list", "watch"}},
+				{"replicafed.io", "memberclusters", []string{"get", "list", "watch", "create", "delete"}},
+				{"replicafed.io", "memberclusters/status", []string{"update"}},
 			} {
 				if !granted(m.clusterRoles[0].Rules, want.group, want.resource, want.verbs) {
 					t.Errorf("ClusterRole lacks %v on %s.%s", want.verbs, want.resource, want.group)

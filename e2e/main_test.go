@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,6 +36,19 @@ var (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if sharedFleet != nil {
+		// No secret in any replica log line, after every test has run
+		// (joins, rotations, refusals, failovers).
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		found, err := sharedFleet.SecretsInLogs(ctx)
+		cancel()
+		switch {
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "FAIL: scanning replica logs for secrets: %v\n", err)
+			code = 1
+		case len(found) > 0:
+			fmt.Fprintf(os.Stderr, "FAIL: secrets in replica logs:\n  %s\n", strings.Join(found, "\n  "))
+			code = 1
+		}
 		sharedFleet.Stop()
 	}
 	os.Exit(code)

@@ -39,7 +39,13 @@
 //     deadline (controller.memberWriteTimeout, counted when the request
 //     leaves the client) that config keeps below LeaderLeaseTimeout, so a
 //     write the leader was permitted ends before another leader can be
-//     elected after this one loses its quorum.
+//     elected after this one loses its quorum. Right before a pod write
+//     leaves, it also needs the write lease (Node.WriteLease): a quorum
+//     acknowledged a heartbeat round sent less than LeaderLeaseTimeout ago
+//     (VerifyLeader, measured from when it was sent, not when the answers
+//     were read). A leader resumed after SIGSTOP or a long GC reads stale
+//     answers at once, but its monotonic clock says the lease lapsed, so
+//     the creates and deletes it prepared before the pause are not sent.
 //  3. Handover. A planned handover (Node.TransferLeadership, the admin
 //     endpoint) and a graceful stop (Node.StepDown, called by the server on
 //     SIGTERM before anything else stops) close the gate first, which

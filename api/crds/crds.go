@@ -18,6 +18,7 @@ var files embed.FS
 const (
 	FederatedReplicaSetFile = "replicafed.io_federatedreplicasets.yaml"
 	MemberReplicaSetFile    = "replicafed.io_memberreplicasets.yaml"
+	MemberClusterFile       = "replicafed.io_memberclusters.yaml"
 )
 
 // Load decodes one embedded CRD by file name.
@@ -35,7 +36,7 @@ func Load(name string) (*apiextensionsv1.CustomResourceDefinition, error) {
 
 // Hub returns the CRDs installed in the hub cluster.
 func Hub() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	return loadAll(FederatedReplicaSetFile)
+	return loadAll(FederatedReplicaSetFile, MemberClusterFile)
 }
 
 // Member returns the CRDs installed in every member cluster.

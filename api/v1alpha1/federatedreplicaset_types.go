@@ -306,6 +306,16 @@ type FederatedReplicaSetStatus struct {
 	// ClusterCount is the number of member clusters with a non-zero target.
 	// +optional
 	ClusterCount int32 `json:"clusterCount,omitempty"`
+	// UnschedulableReplicas is the number of pods the members' schedulers
+	// could not place, across members.
+	// +optional
+	UnschedulableReplicas int32 `json:"unschedulableReplicas,omitempty"`
+	// Spread is the members' targets as text for kubectl, for example
+	// "member-a=4,member-b=2", members with a non-zero target in name order,
+	// the first few only ("+3 more" after them).
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Spread string `json:"spread,omitempty"`
 	// Conditions describe the FederatedReplicaSet's state.
 	// +listType=map
 	// +listMapKey=type
@@ -328,6 +338,9 @@ type FederatedReplicaSetStatus struct {
 // +kubebuilder:printcolumn:name="Current",type=integer,JSONPath=`.status.replicas`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
 // +kubebuilder:printcolumn:name="Clusters",type=integer,JSONPath=`.status.clusterCount`
+// +kubebuilder:printcolumn:name="Spread",type=string,JSONPath=`.status.spread`
+// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableReplicas`,priority=1
+// +kubebuilder:printcolumn:name="Unschedulable",type=integer,JSONPath=`.status.unschedulableReplicas`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type FederatedReplicaSet struct {
 	metav1.TypeMeta   `json:",inline"`

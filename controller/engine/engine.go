@@ -453,11 +453,20 @@ func (e *Engine) createPods(ctx context.Context, key expectations.Key, mrs *v1al
 	return err
 }
 
+// ErrNotSent marks a member write that a client-side fence stopped before it
+// left the process (the leader's write lease had lapsed): its outcome is
+// known, nothing was created or deleted.
+var ErrNotSent = errors.New("member write not sent")
+
 // createRefused reports whether a create failed in a way that proves the
-// pod was not created: the API server answered with a client error other
-// than a timeout. Anything else (5xx, timeouts, transport errors, a
-// cancelled context) leaves the outcome unknown.
+// pod was not created: it never left (ErrNotSent), or the API server
+// answered with a client error other than a timeout. Anything else (5xx,
+// timeouts, transport errors, a cancelled context) leaves the outcome
+// unknown.
 func createRefused(err error) bool {
+	if errors.Is(err, ErrNotSent) {
+		return true
+	}
 	var st apierrors.APIStatus
 	if err == nil || !errors.As(err, &st) {
 		return false

@@ -9,7 +9,6 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -20,10 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/internal/faultproxy"
+	"github.com/replicafed/replicafed/internal/memberaccess"
 )
 
 // Member credentials issued for Secret registration: a ServiceAccount bound to
-// cluster-admin in each member, whose tokens RotateMemberCredentials renews.
+// replicafed's member ClusterRole in each member, whose tokens
+// RotateMemberCredentials renews.
 const (
 	memberSANamespace = "kube-system"
 	memberSAName      = "replicafed-member"
@@ -105,7 +106,7 @@ func kubeconfig(name, server string, ca []byte, auth *clientcmdapi.AuthInfo) ([]
 // Secret per member in the hub, as an operator registers members.
 func (f *Fleet) registerSecrets(ctx context.Context, o Options) error {
 	for _, m := range f.Members {
-		if err := ensureMemberAccount(ctx, m.Config()); err != nil {
+		if err := ensureMemberAccount(ctx, m.Config(), m.Name()); err != nil {
 			return fmt.Errorf("member %s: %w", m.Name(), err)
 		}
 		if err := f.writeMemberSecret(ctx, m, o.MemberLabels[m.Name()]); err != nil {
@@ -115,22 +116,16 @@ func (f *Fleet) registerSecrets(ctx context.Context, o Options) error {
 	return nil
 }
 
-func ensureMemberAccount(ctx context.Context, cfg *rest.Config) error {
-	cs, err := kubernetes.NewForConfig(cfg)
+// ensureMemberAccount provisions replicafed's least-privilege access in a
+// member (internal/memberaccess: the member ClusterRole, no more), so every
+// e2e test fails if that role is short of anything replicafed does.
+func ensureMemberAccount(ctx context.Context, cfg *rest.Config, name string) error {
+	_, err := memberaccess.Grant(ctx, cfg, memberaccess.GrantOptions{
+		Namespace: memberSANamespace, ServiceAccount: memberSAName, ClusterName: name,
+		Role: memberaccess.RoleOptions{CreateNamespaces: true},
+	})
 	if err != nil {
-		return fmt.Errorf("building client: %w", err)
-	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: memberSANamespace, Name: memberSAName}}
-	if _, err := cs.CoreV1().ServiceAccounts(memberSANamespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating ServiceAccount %s/%s: %w", memberSANamespace, memberSAName, err)
-	}
-	crb := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: memberSAName},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: memberSANamespace, Name: memberSAName}},
-	}
-	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("binding ServiceAccount %s to cluster-admin: %w", memberSAName, err)
+		return fmt.Errorf("granting replicafed's member role: %w", err)
 	}
 	return nil
 }

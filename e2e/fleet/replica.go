@@ -26,6 +26,7 @@ type Replica struct {
 
 	proc       *testcluster.Process
 	adminToken string
+	keyFile    string
 	// admin calls the admin endpoint over TLS with the replica's own
 	// certificate, which the endpoint accepts for reads.
 	admin *http.Client
@@ -38,7 +39,7 @@ func newReplica(id, admin, token, binary, dir string, certs testpki.Files) (*Rep
 	}
 	tlsCfg.ServerName = "127.0.0.1"
 	r := &Replica{
-		ID: id, AdminAddress: admin, adminToken: token,
+		ID: id, AdminAddress: admin, adminToken: token, keyFile: certs.KeyFile,
 		ConfigPath: filepath.Join(dir, "config.yaml"), LogPath: filepath.Join(dir, "replicafed.log"),
 		admin: &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}},
 	}

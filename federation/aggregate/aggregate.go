@@ -59,6 +59,44 @@ type Input struct {
 	// towards (it could not be made or committed); nil when it is. The member
 	// rows then show the targets last committed.
 	PlanFailure *PlanFailure
+	// SpreadUnsatisfied are the messages of the spread constraints that are
+	// not met (planner.Result.SpreadUnsatisfied).
+	SpreadUnsatisfied []string
+}
+
+// spreadMembers and spreadChars bound status.spread (shown by kubectl get).
+const (
+	spreadMembers = 5
+	spreadChars   = 200
+)
+
+// spreadText lists the members with a non-zero target as name=target in
+// the order given, the first few only, then how many more.
+func spreadText(members []Member) string {
+	var b strings.Builder
+	shown, total := 0, 0
+	for _, m := range members {
+		if m.Target <= 0 {
+			continue
+		}
+		total++
+		part := fmt.Sprintf("%s=%d", m.Name, m.Target)
+		if shown == spreadMembers || b.Len()+len(part)+1 > spreadChars {
+			continue
+		}
+		if shown > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(part)
+		shown++
+	}
+	if rest := total - shown; rest > 0 {
+		if shown > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "+%d more", rest)
+	}
+	return b.String()
 }
 
 // PlanFailure is a plan that was not made or not committed.
@@ -78,6 +116,7 @@ func Compute(in Input) v1alpha1.FederatedReplicaSetStatus {
 	}
 	members := append([]Member(nil), in.Members...)
 	sort.Slice(members, func(i, j int) bool { return members[i].Name < members[j].Name })
+	st.Spread = spreadText(members)
 
 	var unreachable, failed, unschedulable, progressing []string
 	var terminating int32
@@ -102,6 +141,7 @@ func Compute(in Input) v1alpha1.FederatedReplicaSetStatus {
 		if r := m.Report; r != nil {
 			row.Replicas, row.ReadyReplicas, row.AvailableReplicas = r.Replicas, r.Ready, r.Available
 			row.UnschedulableReplicas = r.Unschedulable
+			st.UnschedulableReplicas += r.Unschedulable
 			t := metav1.NewTime(r.Time)
 			row.LastReportTime = &t
 			st.Replicas += r.Replicas
@@ -179,6 +219,11 @@ func Compute(in Input) v1alpha1.FederatedReplicaSetStatus {
 		set(v1alpha1.ConditionUnschedulable, true, "PodsUnschedulable", strings.Join(unschedulable, "; "))
 	default:
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionUnschedulable)
+	}
+	if len(in.SpreadUnsatisfied) > 0 {
+		set(v1alpha1.ConditionSpreadUnsatisfied, true, "SpreadUnsatisfied", strings.Join(in.SpreadUnsatisfied, "; "))
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionSpreadUnsatisfied)
 	}
 	return st
 }

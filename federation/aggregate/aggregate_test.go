@@ -172,3 +172,49 @@ func TestEqualIgnoresReportTimes(t *testing.T) {
 		t.Fatalf("statuses with different counts should differ")
 	}
 }
+
+func TestSpreadText(t *testing.T) {
+	m := func(name string, target int32) Member { return Member{Name: name, Target: target} }
+	long := strings.Repeat("x", 120)
+	cases := []struct {
+		name    string
+		members []Member
+		want    string
+	}{
+		{"none", nil, ""},
+		{"zero targets left out", []Member{m("a", 4), m("b", 0), m("c", 2)}, "a=4,c=2"},
+		{"first five then a count", []Member{m("a", 1), m("b", 1), m("c", 1), m("d", 1), m("e", 1), m("f", 1), m("g", 1)},
+			"a=1,b=1,c=1,d=1,e=1,+2 more"},
+		{"long names bounded by length", []Member{m(long+"1", 1), m(long+"2", 1)}, long + "1=1,+1 more"},
+	}
+	for _, tc := range cases {
+		if got := spreadText(tc.members); got != tc.want {
+			t.Errorf("%s: spreadText = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestComputeSumsUnschedulableAndSpreadCondition(t *testing.T) {
+	st := Compute(Input{
+		Desired: 4,
+		Members: []Member{
+			{Name: "a", Target: 2, Report: &Report{Replicas: 2, Unschedulable: 1}},
+			{Name: "b", Target: 2, Report: &Report{Replicas: 2, Unschedulable: 2}},
+		},
+		SpreadUnsatisfied: []string{"spread by region: too few groups"},
+	})
+	if st.UnschedulableReplicas != 3 {
+		t.Errorf("unschedulableReplicas = %d, want 3", st.UnschedulableReplicas)
+	}
+	if st.Spread != "a=2,b=2" {
+		t.Errorf("spread = %q, want a=2,b=2", st.Spread)
+	}
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionSpreadUnsatisfied)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Message != "spread by region: too few groups" {
+		t.Errorf("SpreadUnsatisfied = %+v", c)
+	}
+	st = Compute(Input{Desired: 4, Previous: st})
+	if meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionSpreadUnsatisfied) != nil {
+		t.Error("SpreadUnsatisfied kept after the constraint was met")
+	}
+}

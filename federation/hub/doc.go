@@ -16,6 +16,13 @@
 // move budget once they arrive. A plan that cannot be committed still gets a
 // status that shows what the members run, with the Planned condition False.
 //
+// Member taints come from the registrations (registry.AnnotationTaints); a
+// taint without timeAdded counts from the time recorded in the member's
+// MemberCluster status, else from when this replica first saw it (taints.go),
+// so a handover continues the window, or restarts it and only lengthens it. The reconcile comes back at planner.Result.RequeueAt
+// (grace period, unschedulable threshold or toleration running out). Warning
+// events are emitted when a warning's text changes, not on every pass.
+//
 // Triggers from outside the hub watch (member reports, health changes, a new
 // leader) go through a workqueue (Triggers) and are never dropped.
 package hub

@@ -37,6 +37,8 @@ type facts struct {
 	reports map[string]engine.MemberStatus
 	// unconnected are registered members this replica has not engaged.
 	unconnected map[string]bool
+	// taintErrors say why a member's taints could not be read.
+	taintErrors map[string]string
 }
 
 // waitedOut plans the members this replica still cannot connect to, once the
@@ -82,12 +84,15 @@ func (t *termMark) observe(ctx context.Context, now time.Time) time.Time {
 
 // gather collects the facts for frs. Candidates are the registered members,
 // the engaged ones and those holding a committed target.
-func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, prev map[string]int32, termStart time.Time) facts {
-	f := facts{missing: map[string]string{}, reports: map[string]engine.MemberStatus{}, unconnected: map[string]bool{}}
+func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, prev map[string]int32, termStart, now time.Time) facts {
+	f := facts{missing: map[string]string{}, reports: map[string]engine.MemberStatus{}, unconnected: map[string]bool{}, taintErrors: map[string]string{}}
 	labels := map[string]map[string]string{}
+	taints := map[string][]v1alpha1.ClusterTaint{}
 	registered := map[string]bool{}
+	var err error
 	if r.Registered != nil {
-		regs, err := r.Registered(ctx)
+		var regs []registry.Registration
+		regs, err = r.Registered(ctx)
 		if err != nil {
 			// Without the list, only what is engaged here is known to exist.
 			f.missing["*"] = "registered members unknown: " + err.Error()
@@ -95,6 +100,10 @@ func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaS
 		for _, reg := range regs {
 			registered[reg.Name] = true
 			labels[reg.Name] = reg.Labels
+			taints[reg.Name] = reg.Taints
+			if reg.TaintsError != "" {
+				f.taintErrors[reg.Name] = reg.TaintsError
+			}
 		}
 	}
 	engaged := map[string]*registry.Member{}
@@ -111,7 +120,11 @@ func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaS
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		pm := planner.Member{Name: name, Labels: labels[name]}
+		var recorded []v1alpha1.ClusterTaint
+		if r.RecordedTaints != nil && len(taints[name]) > 0 {
+			recorded = r.RecordedTaints(ctx, name)
+		}
+		pm := planner.Member{Name: name, Labels: labels[name], Taints: r.taints.convert(name, taints[name], recorded, now)}
 		st, known := r.Health.State(name)
 		if known {
 			switch st.Health {
@@ -148,6 +161,9 @@ func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaS
 			}
 		}
 		f.members = append(f.members, pm)
+	}
+	if err == nil {
+		r.taints.retain(registered)
 	}
 	// Only what this plan can use matters: a member the placement does not
 	// select and that holds no target cannot change it.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,8 +62,15 @@ type Reconciler struct {
 	// Registered lists the registered members, engaged here or not
 	// (registry.Registry.Registered); optional, the engaged ones otherwise.
 	Registered func(ctx context.Context) ([]registry.Registration, error)
+	// RecordedTaints returns a member's taints with the timeAdded recorded
+	// for those registered without one (memberstatus.RecordedTaints);
+	// optional.
+	RecordedTaints func(ctx context.Context, cluster string) []v1alpha1.ClusterTaint
 
 	lastWrite syncMap[string, time.Time]
+	// taints stands in for missing taint times; warned dedupes warnings.
+	taints taintClock
+	warned warnings
 	// awaiting records since when a plan waits for member facts.
 	awaiting syncMap[string, time.Time]
 	term     termMark
@@ -95,6 +104,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.Reports.Forget(req.Namespace, req.Name)
 			r.lastWrite.Delete(req.String())
 			r.awaiting.Delete(req.String())
+			r.warned.forget(req.String())
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("reading FederatedReplicaSet %s: %w", req, err)
@@ -114,7 +124,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	termStart := r.term.observe(lctx, now)
 	ref := refOf(frs)
 	prev, prevGen, _ := r.Targets.Targets(ref)
-	f := r.gather(ctx, frs, prev, termStart)
+	f := r.gather(ctx, frs, prev, termStart, now)
 	if wait := r.awaitFacts(frs, f, now); wait > 0 {
 		log.V(2).Info("Waiting for member facts before planning", "frs", klog.KObj(frs), "missing", f.missingText())
 		return ctrl.Result{RequeueAfter: wait}, nil
@@ -152,7 +162,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			commitErr = fmt.Errorf("committing targets of %s: %w", req, err)
 			planErr = &aggregate.PlanFailure{Reason: "CommitFailed",
 				Message: fmt.Sprintf("committing the plan for generation %d failed: %v", frs.Generation, err)}
-			r.event(frs, corev1.EventTypeWarning, "CommitFailed", "Plan", "committing targets failed: %v", err)
+			r.warn(frs, "CommitFailed", "CommitFailed", "committing targets failed: %v", err)
 		} else {
 			committed = targets
 			metrics.Plans.WithLabelValues("committed").Inc()
@@ -176,19 +186,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.V(1).Info("Spread repaired", "frs", klog.KObj(frs), "targets", committed)
 	}
 	metrics.Shortfall.WithLabelValues(frs.Namespace, frs.Name).Set(float64(res.Shortfall))
-	if res.Shortfall > 0 {
-		r.event(frs, corev1.EventTypeWarning, "InsufficientCapacity", "Plan", "the fleet lacks room for %d replicas", res.Shortfall)
-	}
-	if r.MemberProblems != nil {
-		for name := range targets {
-			if p := r.MemberProblems(name); p != "" {
-				r.event(frs, corev1.EventTypeWarning, "MemberNotPrepared", "Plan", "cluster %s: %s", name, p)
-			}
-		}
-	}
-	if len(res.Unregistered) > 0 {
-		r.event(frs, corev1.EventTypeWarning, "UnknownCluster", "Plan", "placement names unregistered clusters: %v", res.Unregistered)
-	}
+	r.warnings(frs, targets, res, f, commitErr)
 	result, err := r.writeStatus(ctx, frs, committed, res, f, planErr, now)
 	if commitErr != nil {
 		// The status above says what failed; the error retries with backoff.
@@ -197,40 +195,54 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return result, err
 	}
-	// Nothing else happens when a grace period or threshold runs out, so
-	// come back then and plan again.
-	if d := nextDeadline(in, now); d > 0 && (result.RequeueAfter == 0 || d < result.RequeueAfter) {
+	// Nothing else happens when a grace period, threshold or toleration
+	// runs out, so come back then and plan again.
+	if d := res.RequeueAt.Sub(now); !res.RequeueAt.IsZero() && d > 0 && (result.RequeueAfter == 0 || d < result.RequeueAfter) {
 		result.RequeueAfter = d
 	}
 	return result, nil
 }
 
-// nextDeadline is the time until the earliest unreachable member passes its
-// grace period or unschedulable pods pass their threshold (0 when none).
-func nextDeadline(in planner.Input, now time.Time) time.Duration {
-	grace, threshold := planner.DefaultUnreachableGracePeriod, planner.DefaultUnschedulableThreshold
-	if g := in.Failover.UnreachableGracePeriod; g != nil {
-		grace = g.Duration
+// warnings emits the warning events of one pass, each only when its state
+// changes (a standing warning is not repeated every pass).
+func (r *Reconciler) warnings(frs *v1alpha1.FederatedReplicaSet, targets map[string]int32, res planner.Result, f facts, commitErr error) {
+	current := map[string]bool{}
+	emit := func(key, reason, format string, args ...any) {
+		current[key] = true
+		r.warn(frs, key, reason, format, args...)
 	}
-	if t := in.Failover.UnschedulableThreshold; t != nil {
-		threshold = t.Duration
+	if commitErr != nil {
+		current["CommitFailed"] = true // emitted where it happened
 	}
-	var next time.Duration
-	consider := func(at time.Time) {
-		// A little past the deadline, so the plan sees it expired.
-		if d := at.Sub(now) + 100*time.Millisecond; d > 0 && (next == 0 || d < next) {
-			next = d
+	if res.Shortfall > 0 {
+		emit("InsufficientCapacity", "InsufficientCapacity", "the fleet lacks room for %d replicas", res.Shortfall)
+	}
+	if r.MemberProblems != nil {
+		for name := range targets {
+			if p := r.MemberProblems(name); p != "" {
+				emit("MemberNotPrepared/"+name, "MemberNotPrepared", "cluster %s: %s", name, p)
+			}
 		}
 	}
-	for _, m := range in.Members {
-		if m.Health == planner.Unhealthy && !m.UnhealthySince.IsZero() {
-			consider(m.UnhealthySince.Add(grace))
-		}
-		if m.Unschedulable > 0 && !m.UnschedulableSince.IsZero() {
-			consider(m.UnschedulableSince.Add(threshold))
-		}
+	for name, why := range f.taintErrors {
+		emit("InvalidTaints/"+name, "InvalidTaints", "cluster %s: %s (it takes no new replicas)", name, why)
 	}
-	return next
+	if len(res.Unregistered) > 0 {
+		emit("UnknownCluster", "UnknownCluster", "placement names unregistered clusters: %v", res.Unregistered)
+	}
+	if msgs := res.SpreadUnsatisfied(); len(msgs) > 0 {
+		emit("SpreadUnsatisfied", "SpreadUnsatisfied", "%s", strings.Join(msgs, "; "))
+	}
+	r.warned.keep(frs.Namespace+"/"+frs.Name, current)
+}
+
+// warn emits a warning event unless the same one (by key and text) was the
+// last emitted for frs.
+func (r *Reconciler) warn(frs *v1alpha1.FederatedReplicaSet, key, reason, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if r.warned.changed(frs.Namespace+"/"+frs.Name, key, msg) {
+		r.event(frs, corev1.EventTypeWarning, reason, "Plan", "%s", msg)
+	}
 }
 
 // awaitFacts returns how long to wait before planning because some member's
@@ -314,12 +326,21 @@ func memberCapacity(ctx context.Context, m *registry.Member, tmpl *corev1.PodTem
 // row, with a target or not.
 func (r *Reconciler) writeStatus(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, committed map[string]int32, res planner.Result, f facts, planErr *aggregate.PlanFailure, now time.Time) (ctrl.Result, error) {
 	in := aggregate.Input{
-		Generation:  frs.Generation,
-		Desired:     ptrOr(frs.Spec.Replicas, 1),
-		Shortfall:   res.Shortfall,
-		Previous:    frs.Status,
-		Now:         now,
-		PlanFailure: planErr,
+		Generation:        frs.Generation,
+		Desired:           ptrOr(frs.Spec.Replicas, 1),
+		Shortfall:         res.Shortfall,
+		Previous:          frs.Status,
+		Now:               now,
+		PlanFailure:       planErr,
+		SpreadUnsatisfied: res.SpreadUnsatisfied(),
+	}
+	if frs.Spec.Placement.Mode == v1alpha1.PlacementDuplicated {
+		// Every selected member runs spec.replicas: the fleet wants the sum
+		// of the plan's targets (spec.replicas while no member can run any,
+		// so the status does not call nothing ready).
+		if total := res.Total(); total > 0 {
+			in.Desired = int32(min(total, math.MaxInt32))
+		}
 	}
 	if sel, err := metav1.LabelSelectorAsSelector(frs.Spec.Selector); err == nil {
 		in.Selector = sel.String()
@@ -339,6 +360,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, frs *v1alpha1.FederatedRep
 	}
 	for name, target := range rows {
 		m := aggregate.Member{Name: name, Target: target, Message: notes[name]}
+		if m.Message == "" {
+			m.Message = f.taintErrors[name]
+		}
 		if r.MemberProblems != nil {
 			m.Problem = r.MemberProblems(name)
 		}

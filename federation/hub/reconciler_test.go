@@ -28,7 +28,6 @@ import (
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/federation/health"
-	"github.com/replicafed/replicafed/federation/planner"
 	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 )
@@ -487,29 +486,6 @@ func TestOrphanIntentSurvivesFinalizerRemoval(t *testing.T) {
 	}
 }
 
-func TestNextDeadline(t *testing.T) {
-	grace := &metav1.Duration{Duration: time.Minute}
-	tests := []struct {
-		name    string
-		members []planner.Member
-		want    time.Duration
-	}{
-		{"nothing pending", []planner.Member{{Name: "a", Health: planner.Healthy}}, 0},
-		{"unreachable within grace", []planner.Member{{Name: "a", Health: planner.Unhealthy, UnhealthySince: now.Add(-20 * time.Second)}}, 40*time.Second + 100*time.Millisecond},
-		{"unreachable past grace", []planner.Member{{Name: "a", Health: planner.Unhealthy, UnhealthySince: now.Add(-2 * time.Minute)}}, 0},
-		{"earliest of several", []planner.Member{
-			{Name: "a", Health: planner.Unhealthy, UnhealthySince: now.Add(-10 * time.Second)},
-			{Name: "b", Health: planner.Healthy, Unschedulable: 2, UnschedulableSince: now.Add(-50 * time.Second)},
-		}, 10*time.Second + 100*time.Millisecond},
-	}
-	for _, tc := range tests {
-		in := planner.Input{Failover: v1alpha1.Failover{UnreachableGracePeriod: grace, UnschedulableThreshold: grace}, Members: tc.members}
-		if got := nextDeadline(in, now); got != tc.want {
-			t.Errorf("%s: nextDeadline = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
 func TestHeldMemberRequeuesAtGraceExpiry(t *testing.T) {
 	h := healthy("a", "b")
 	h["b"] = v1alpha1.ClusterUnreachable
@@ -526,7 +502,7 @@ func TestHeldMemberRequeuesAtGraceExpiry(t *testing.T) {
 	if tg, _, _ := e.targets.Targets(FRSRef{Namespace: "default", Name: "web"}); tg["b"] != 2 {
 		t.Fatalf("member within its grace period lost its target: %v", tg)
 	}
-	if want := 45*time.Second + 100*time.Millisecond; res.RequeueAfter != want {
+	if want := 45 * time.Second; res.RequeueAfter != want {
 		t.Fatalf("RequeueAfter = %v, want %v (grace expiry)", res.RequeueAfter, want)
 	}
 }

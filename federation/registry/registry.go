@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	"sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
 
+	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/federation/health"
 )
 
@@ -62,6 +63,9 @@ type Static struct {
 	Name       string
 	Kubeconfig string
 	Labels     map[string]string
+	// Taints of the member (the configuration file has no field for them
+	// yet).
+	Taints []v1alpha1.ClusterTaint
 }
 
 // Registry tracks engaged members. It implements multicluster.Aware so the
@@ -356,6 +360,12 @@ func (r *Registry) Names() string {
 type Registration struct {
 	Name   string
 	Labels map[string]string
+	// Taints are the member's taints (AnnotationTaints on its Secret).
+	Taints []v1alpha1.ClusterTaint
+	// TaintsError says why AnnotationTaints could not be read; Taints then
+	// holds TaintInvalid so the member takes no new replicas until it is
+	// fixed.
+	TaintsError string
 }
 
 // Registered lists the registered members from the hub cache, sorted by name.
@@ -368,7 +378,7 @@ func (r *Registry) Registered(ctx context.Context) ([]Registration, error) {
 	for _, s := range r.opts.Static {
 		if !seen[s.Name] {
 			seen[s.Name] = true
-			out = append(out, Registration{Name: s.Name, Labels: s.Labels})
+			out = append(out, Registration{Name: s.Name, Labels: s.Labels, Taints: s.Taints})
 		}
 	}
 	if r.mgr != nil && r.provider != nil {
@@ -393,9 +403,38 @@ func (r *Registry) Registered(ctx context.Context) ([]Registration, error) {
 					l[k] = v
 				}
 			}
-			out = append(out, Registration{Name: s.Name, Labels: l})
+			reg := Registration{Name: s.Name, Labels: l}
+			reg.Taints, reg.TaintsError = ParseTaints(s.Annotations[AnnotationTaints])
+			out = append(out, reg)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// SecretProblem says why a member's kubeconfig Secret cannot give a client
+// (no such key, a kubeconfig that does not parse); empty when it can, and for
+// static members. It reads the hub cache and parses the kubeconfig, so it is
+// meant for occasional status, not every reconcile.
+func (r *Registry) SecretProblem(ctx context.Context, name string) string {
+	for _, s := range r.opts.Static {
+		if s.Name == name {
+			return ""
+		}
+	}
+	if r.mgr == nil {
+		return ""
+	}
+	sec := &corev1.Secret{}
+	if err := r.mgr.GetLocalManager().GetCache().Get(ctx, clientKey(r.opts.SecretNamespace, name), sec); err != nil {
+		return fmt.Sprintf("reading kubeconfig Secret: %v", err)
+	}
+	raw, ok := sec.Data[r.opts.SecretKey]
+	if !ok || len(raw) == 0 {
+		return fmt.Sprintf("kubeconfig Secret %s/%s has no data key %q", sec.Namespace, sec.Name, r.opts.SecretKey)
+	}
+	if _, err := clientcmd.RESTConfigFromKubeConfig(raw); err != nil {
+		return fmt.Sprintf("kubeconfig Secret %s/%s: %v", sec.Namespace, sec.Name, err)
+	}
+	return ""
 }

@@ -6,6 +6,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,6 +41,8 @@ import (
 	"github.com/replicafed/replicafed/federation/health"
 	"github.com/replicafed/replicafed/federation/hub"
 	"github.com/replicafed/replicafed/federation/membersetup"
+	"github.com/replicafed/replicafed/federation/memberstatus"
+	"github.com/replicafed/replicafed/federation/prune"
 	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/metrics"
@@ -88,7 +91,7 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		SecretSelector:  cfg.Clusters.SecretSelector,
 		SecretKey:       cfg.Clusters.SecretKey,
 		Scheme:          scheme,
-		RESTOptions:     []func(*rest.Config) error{memberLimits(cfg.Controller), memberWriteDeadline(cfg.Controller.MemberWriteTimeout, func() bool { _, ok := n.Allowed(); return ok })},
+		RESTOptions:     []func(*rest.Config) error{memberLimits(cfg.Controller), memberWriteDeadline(cfg.Controller.MemberWriteTimeout, func() bool { return n.WriteLease(cfg.Controller.MemberWriteTimeout) })},
 		Health:          monitor,
 	}
 	for _, s := range cfg.Clusters.Static {
@@ -177,9 +180,14 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 	if err := mgr.Add(&awareRunnable{Aware: prep}); err != nil {
 		return fmt.Errorf("adding member preparation: %w", err)
 	}
+	pruner := prune.New(n, reg.Registered)
+	if err := local.Add(pruner); err != nil {
+		return fmt.Errorf("adding member state pruner: %w", err)
+	}
 	reg.OnChange(func(cluster string, joined bool) {
 		if !joined {
 			reports.ForgetCluster(cluster)
+			pruner.Trigger()
 		}
 		enqueueAll(ctx, local, trigger)
 	})
@@ -191,6 +199,7 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		Registry:       reg,
 		Health:         &health.Replicated{Local: monitor, Record: n},
 		Registered:     reg.Registered,
+		RecordedTaints: memberstatus.RecordedTaints(local.GetClient()),
 		Targets:        targets,
 		Reports:        reports,
 		Gate:           n,
@@ -210,6 +219,13 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 			MoveBack:               cfg.Failover.MoveBack,
 		},
 		Clock: clock.RealClock{},
+	}
+	if err := local.Add(&memberstatus.Writer{Hub: local.GetClient(), Registered: reg.Registered, Members: reg, Health: rec.Health, Gate: n,
+		OnTaintsChanged: func() { enqueueAll(ctx, local, trigger) },
+		Problem: func(ctx context.Context, c string) string {
+			return cmp.Or(rec.MemberProblems(c), reg.SecretProblem(ctx, c))
+		}}); err != nil {
+		return fmt.Errorf("adding MemberCluster writer: %w", err)
 	}
 	err = ctrl.NewControllerManagedBy(local).
 		// Orphan deletions leave their only trace on one watch event; catch

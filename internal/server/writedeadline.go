@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/replicafed/replicafed/controller/engine"
 )
 
 // memberWriteDeadline gives every mutating request to a member (POST, PUT,
@@ -38,7 +39,7 @@ func memberWriteDeadline(d time.Duration, permitted func() bool) func(*rest.Conf
 
 // errWriteNotPermitted is returned for a pod write this replica may no
 // longer send; the request never left.
-var errWriteNotPermitted = errors.New("member pod write not sent: this replica no longer holds the leader lease")
+var errWriteNotPermitted = fmt.Errorf("this replica does not hold the leader's write lease: %w", engine.ErrNotSent)
 
 type deadlineRT struct {
 	next      http.RoundTripper

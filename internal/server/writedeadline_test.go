@@ -8,7 +8,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/replicafed/replicafed/controller/engine"
 )
 
 func TestMemberWriteDeadline(t *testing.T) {
@@ -112,5 +117,28 @@ func TestPodWritesFencedByLease(t *testing.T) {
 				t.Errorf("lease=%v %s %s: err %v, server saw %v; want sent once", lease, c.method, c.path, err, hits)
 			}
 		}
+	}
+}
+
+// TestFencedCreateIsKnownNotSent: through client-go, a fenced pod create
+// fails with engine.ErrNotSent, so the engine frees the name instead of
+// holding it as an unknown outcome.
+func TestFencedCreateIsKnownNotSent(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("request reached the server: %s %s", r.Method, r.URL.Path)
+	}))
+	defer srv.Close()
+	rc := &rest.Config{Host: srv.URL}
+	if err := memberWriteDeadline(time.Minute, func() bool { return false })(rc); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "ns"}}
+	_, err = cs.CoreV1().Pods("ns").Create(context.Background(), pod, metav1.CreateOptions{})
+	if !errors.Is(err, engine.ErrNotSent) {
+		t.Fatalf("create: got %v, want an error wrapping engine.ErrNotSent", err)
 	}
 }

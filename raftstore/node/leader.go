@@ -43,6 +43,11 @@ type leadership struct {
 	closed   bool
 	inflight int           // open permits (Enter without done)
 	idle     chan struct{} // closed when inflight drops to 0
+
+	// leaseUntil is when the write lease lapses (see lease.go); leaseCh is
+	// closed and replaced whenever it moves forward.
+	leaseUntil time.Time
+	leaseCh    chan struct{}
 }
 
 func (l *leadership) init() {}
@@ -144,6 +149,7 @@ func (l *leadership) revoke(n *Node, why string) {
 	l.cancel(ErrLeadershipLost)
 	term := l.term
 	l.ctx, l.cancel, l.term = nil, nil, 0
+	l.leaseUntil = time.Time{}
 	l.notify(false)
 	l.mu.Unlock()
 	n.log.Info("Stopped leading", "term", term, "reason", why)

@@ -175,6 +175,7 @@ func (n *Node) open() error {
 		"existingState", hasState, "mutualTLS", n.layer.TLS())
 	n.goRun(n.leadershipLoop)
 	n.goRun(n.gateWatchdog)
+	n.goRun(n.leaseVerifier)
 	n.goRun(n.membershipLoop)
 	n.goRun(func() { n.deadServerLoop(obsCh) })
 	return nil

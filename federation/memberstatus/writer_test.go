@@ -1,0 +1,177 @@
+package memberstatus
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+
+	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/federation/health"
+	"github.com/replicafed/replicafed/federation/registry"
+	"github.com/replicafed/replicafed/internal/kubescheme"
+)
+
+var now = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+
+// memberCluster is a member whose cache is a fake client.
+type memberCluster struct {
+	cluster.Cluster
+	c client.Client
+}
+
+func (m memberCluster) GetCache() cache.Cache { return memberCache{c: m.c} }
+
+type memberCache struct {
+	cache.Cache
+	c client.Client
+}
+
+func (m memberCache) List(ctx context.Context, l client.ObjectList, o ...client.ListOption) error {
+	return m.c.List(ctx, l, o...)
+}
+
+type members map[string]*registry.Member
+
+func (m members) Get(name string) (*registry.Member, bool) { x, ok := m[name]; return x, ok }
+
+type healthMap map[string]health.State
+
+func (h healthMap) State(c string) (health.State, bool) { s, ok := h[c]; return s, ok }
+
+func TestSync(t *testing.T) {
+	s, err := kubescheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	frs := func(name string, rows ...v1alpha1.ClusterStatus) *v1alpha1.FederatedReplicaSet {
+		return &v1alpha1.FederatedReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+			Status: v1alpha1.FederatedReplicaSetStatus{Clusters: rows}}
+	}
+	managed := map[string]string{LabelManagedBy: managedBy}
+	updates := 0
+	hub := fake.NewClientBuilder().WithScheme(s).
+		WithStatusSubresource(&v1alpha1.MemberCluster{}, &v1alpha1.FederatedReplicaSet{}).
+		WithObjects(
+			frs("web", v1alpha1.ClusterStatus{Name: "a", Target: 3, Replicas: 3}, v1alpha1.ClusterStatus{Name: "b", Target: 2, Replicas: 1}),
+			frs("api", v1alpha1.ClusterStatus{Name: "a", Target: 2, Replicas: 2}),
+			frs("old", v1alpha1.ClusterStatus{Name: "a", Target: 0, Replicas: 1}), // draining: pods, no target
+			&v1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: "gone", Labels: managed}},
+			&v1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: "foreign"}},
+		).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, o ...client.SubResourceUpdateOption) error {
+			updates++
+			return c.SubResource(sub).Update(ctx, obj, o...)
+		}}).Build()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{
+		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourcePods: resource.MustParse("110")},
+		Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+	}}
+	memberA := fake.NewClientBuilder().WithScheme(s).WithObjects(node).Build()
+	versionCalls := 0
+	w := &Writer{
+		Hub: hub,
+		Registered: func(context.Context) ([]registry.Registration, error) {
+			return []registry.Registration{
+				{Name: "a", Labels: map[string]string{"region": "eu"}},
+				{Name: "b", Taints: []v1alpha1.ClusterTaint{{Key: "maintenance", Effect: v1alpha1.TaintNoExecute}}},
+			}, nil
+		},
+		Members: members{"a": {Name: "a", Cluster: memberCluster{c: memberA}}},
+		Health: healthMap{
+			"a": {Health: v1alpha1.ClusterHealthy, Since: now.Add(-time.Hour)},
+			"b": {Health: v1alpha1.ClusterUnreachable, Since: now.Add(-time.Minute), LastError: "dial tcp: connection refused"},
+		},
+		Problem: func(_ context.Context, c string) string {
+			if c == "b" {
+				return `kubeconfig Secret fleet/b has no data key "kubeconfig"`
+			}
+			return ""
+		},
+		Version: func(context.Context, *registry.Member) (string, error) { versionCalls++; return "v1.36.3", nil },
+		Clock:   clocktesting.NewFakeClock(now),
+	}
+	taintChanges := 0
+	w.OnTaintsChanged = func() { taintChanges++ }
+	ctx := context.Background()
+	if err := w.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	get := func(name string) *v1alpha1.MemberCluster {
+		t.Helper()
+		mc := &v1alpha1.MemberCluster{}
+		if err := hub.Get(ctx, client.ObjectKey{Name: name}, mc); err != nil {
+			t.Fatalf("MemberCluster %s: %v", name, err)
+		}
+		return mc
+	}
+	a := get("a")
+	if a.Status.Health != v1alpha1.ClusterHealthy || a.Status.KubernetesVersion != "v1.36.3" || a.Status.Nodes != 1 ||
+		a.Status.FederatedReplicaSets != 2 || a.Status.Pods != 6 || a.Status.Labels["region"] != "eu" || a.Status.Problem != "" {
+		t.Errorf("member a status = %+v", a.Status)
+	}
+	if q := a.Status.Free[corev1.ResourceCPU]; q.Cmp(resource.MustParse("8")) != 0 {
+		t.Errorf("member a free cpu = %s, want 8", q.String())
+	}
+	b := get("b")
+	if b.Status.Health != v1alpha1.ClusterUnreachable || b.Status.LastProbeError == "" || b.Status.Problem == "" ||
+		b.Status.FederatedReplicaSets != 1 || b.Status.Pods != 1 {
+		t.Errorf("member b (broken Secret) status = %+v", b.Status)
+	}
+	if err := hub.Get(ctx, client.ObjectKey{Name: "gone"}, &v1alpha1.MemberCluster{}); !apierrors.IsNotFound(err) {
+		t.Errorf("MemberCluster of an unregistered member: %v, want deleted", err)
+	}
+	get("foreign") // not ours: kept
+	if len(b.Status.Taints) != 1 || b.Status.Taints[0].TimeAdded == nil || !b.Status.Taints[0].TimeAdded.Time.Equal(now) {
+		t.Errorf("member b taints = %+v, want one stamped now", b.Status.Taints)
+	}
+	if taintChanges != 1 {
+		t.Errorf("OnTaintsChanged called %d times after the first pass, want 1", taintChanges)
+	}
+
+	before := updates
+	if err := w.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if updates != before {
+		t.Errorf("an unchanged pass wrote %d statuses", updates-before)
+	}
+	if taintChanges != 1 {
+		t.Errorf("an unchanged pass reported a taint change (%d calls)", taintChanges)
+	}
+	if versionCalls != 1 {
+		t.Errorf("version asked %d times in two passes, want 1 (cached)", versionCalls)
+	}
+}
+
+func TestStampTaints(t *testing.T) {
+	t0 := metav1.NewTime(now.Add(-time.Minute))
+	own := metav1.NewTime(now.Add(-time.Hour))
+	taints := []v1alpha1.ClusterTaint{
+		{Key: "recorded", Effect: v1alpha1.TaintNoExecute},
+		{Key: "new", Effect: v1alpha1.TaintNoExecute},
+		{Key: "own", Effect: v1alpha1.TaintNoSchedule, TimeAdded: &own},
+		{Key: "recorded", Value: "other", Effect: v1alpha1.TaintNoExecute}, // another value: another taint
+	}
+	recorded := []v1alpha1.ClusterTaint{{Key: "recorded", Effect: v1alpha1.TaintNoExecute, TimeAdded: &t0}}
+	got := stampTaints(taints, recorded, now)
+	want := []time.Time{t0.Time, now, own.Time, now}
+	for i := range got {
+		if got[i].TimeAdded == nil || !got[i].TimeAdded.Time.Equal(want[i]) {
+			t.Errorf("taint %d (%s) timeAdded = %v, want %v", i, got[i].Key, got[i].TimeAdded, want[i])
+		}
+	}
+	if taints[1].TimeAdded != nil {
+		t.Error("stampTaints changed its input")
+	}
+}
