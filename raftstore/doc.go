@@ -81,7 +81,12 @@
 //     next Reserve hands held names out before new ones. So a request that
 //     still lands late (a paused process sending what it built before the
 //     pause) collides with the retry of its own name instead of adding a
-//     second pod for the slot.
+//     second pod for the slot. A held name's pod can appear at any time,
+//     also between the engine's pod list and its next Reserve, which then
+//     carries (or follows a flush of) the observation while its Active
+//     leaves the pod out: so a seen held name is kept (Seen), and the next
+//     Reserve counts it against the target once and then drops it (at worst
+//     that sync creates too few, never a fresh name for the slot).
 //  7. Deletes are committed as a set (ExpectDeletes) before the calls and are
 //     sent with a UID precondition.
 //  8. Every command carries a request ID. The FSM remembers the last 8,192

@@ -185,20 +185,26 @@ func (f *FSM) reserve(c *Reserve, logTerm uint64) Result {
 	ks := s.key(c.Key, true)
 	s.gc(ks, c.Now)
 	ks = s.key(c.Key, true)
-	var issued int
+	var issued, seen int
 	var held []Reservation
-	for _, r := range ks.Reservations {
-		if r.Held {
+	for n, r := range ks.Reservations {
+		switch {
+		case r.Held && r.Seen:
+			// Its pod exists but may be missing from c.Active: count it
+			// this once (at worst one sync creates too few), then forget it.
+			seen++
+			delete(ks.Reservations, n)
+		case r.Held:
 			held = append(held, r)
-		} else {
+		default:
 			issued++
 		}
 	}
-	allowed := int(target) - c.Active - issued
+	allowed := int(target) - c.Active - issued - seen
 	if allowed <= 0 {
 		s.gc(ks, c.Now)
-		return Result{Code: CodeRefused, Msg: fmt.Sprintf("%s: target %d, active %d, outstanding %d leave no room",
-			c.Key, target, c.Active, issued)}
+		return Result{Code: CodeRefused, Msg: fmt.Sprintf("%s: target %d, active %d, outstanding %d, held and seen %d leave no room",
+			c.Key, target, c.Active, issued, seen)}
 	}
 	n := min(c.Count, allowed)
 	names := make([]string, 0, n)
@@ -241,7 +247,8 @@ func (f *FSM) reconcile(c *Reconcile) Result {
 		case res.Term < c.Term:
 			// Its create may still be on its way (a paused or deposed
 			// leader): keep the name for the slot.
-			res.Held, res.Term = true, c.Term
+			// Not live: a pod seen earlier is gone, the name is only held.
+			res.Held, res.Seen, res.Term = true, false, c.Term
 			if c.TTL > 0 {
 				res.Expiry = c.Now + c.TTL
 			}

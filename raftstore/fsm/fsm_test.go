@@ -538,3 +538,58 @@ func FuzzDecodeCommand(f *testing.F) {
 		}
 	})
 }
+
+// TestHeldNameSeenCountsOnce: a held name whose pod is seen stays (Seen) and
+// is not handed out again; the next Reserve counts it against the target
+// once, whether or not the caller's Active included it, and drops it.
+func TestHeldNameSeenCountsOnce(t *testing.T) {
+	tests := []struct {
+		name       string
+		active     int // what the next Reserve's caller counted
+		wantNames  int
+		wantRefuse bool
+	}{
+		// The caller listed before the held pods appeared: 3 active plus 2
+		// seen leave 5 of 10 free.
+		{name: "listed before the pods appeared", active: 3, wantNames: 5},
+		// The caller counted them too: one sync grants 2 fewer.
+		{name: "listed after", active: 5, wantNames: 3},
+		{name: "no room left", active: 8, wantRefuse: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := New("s")
+			r := mustApply(t, f, reserve("", 0, 1, 10, 0, 5))
+			var items []Settlement
+			for _, n := range r.Names[:3] {
+				items = append(items, Settlement{Kind: SettleCreated, Key: k1, Name: n})
+			}
+			for _, n := range r.Names[3:] {
+				items = append(items, Settlement{Kind: SettleHold, Key: k1, Name: n}, Settlement{Kind: SettleCreated, Key: k1, Name: n})
+			}
+			mustApply(t, f, &Settle{Meta: Meta{Now: 1}, Items: items})
+			v := f.View(k1)
+			if len(v.Reservations) != 2 || !v.Reservations[r.Names[3]].Seen {
+				t.Fatalf("seen held names not kept: %+v", v.Reservations)
+			}
+			if c, _ := v.Outstanding(2); c != 0 {
+				t.Fatalf("seen held names hold up the key: %d outstanding", c)
+			}
+			got := mustApply(t, f, reserve("", 2, 1, 10, tt.active, 10))
+			if tt.wantRefuse != (got.Code == CodeRefused) {
+				t.Fatalf("got %+v, refused want %v", got, tt.wantRefuse)
+			}
+			if len(got.Names) != tt.wantNames {
+				t.Fatalf("got %d names %v, want %d", len(got.Names), got.Names, tt.wantNames)
+			}
+			for _, n := range got.Names {
+				if n == r.Names[3] || n == r.Names[4] {
+					t.Fatalf("seen name %s handed out again", n)
+				}
+			}
+			if v := f.View(k1); len(v.Reservations) != tt.wantNames {
+				t.Fatalf("seen names not dropped after being counted: %+v", v.Reservations)
+			}
+		})
+	}
+}

@@ -21,6 +21,11 @@ type Reservation struct {
 	// out again, so a late create of the same name collides (AlreadyExists)
 	// instead of adding a second pod for the slot.
 	Held bool `json:"held,omitempty"`
+	// Seen is set when a held name's pod was observed. The name is not
+	// handed out again, and the next Reserve counts it against the target
+	// once and drops it: its caller listed pods before the observation
+	// may have arrived, so its Active may leave the pod out.
+	Seen bool `json:"seen,omitempty"`
 }
 
 // PendingDelete is a pod expected to be deleted.
@@ -62,7 +67,7 @@ func (v *KeyView) Apply(k Key, items []Settlement) {
 		switch s.Kind {
 		case SettleCreated, SettleFailed:
 			if s.Key == k {
-				delete(v.Reservations, s.Name)
+				settleName(v.Reservations, s.Kind, s.Name)
 			}
 		case SettleHold:
 			if r, ok := v.Reservations[s.Name]; ok && s.Key == k {
@@ -266,10 +271,26 @@ func (s *state) settle(items []Settlement, now int64, logTerm uint64) {
 				ks.Reservations[it.Name] = r
 			}
 		default:
-			delete(ks.Reservations, it.Name)
+			settleName(ks.Reservations, it.Kind, it.Name)
 		}
 		s.gc(ks, now)
 	}
+}
+
+// settleName applies a SettleCreated or SettleFailed to the reservation
+// name. A held name whose pod is seen stays, marked Seen, until the next
+// Reserve has counted it: the held name's pod can land at any time (held
+// names do not hold up a sync), also after the caller of that Reserve
+// listed its pods, and dropping it here would leave its slot counted
+// neither as active nor as reserved, so a fresh name would be granted for
+// it.
+func settleName(res map[string]Reservation, kind SettleKind, name string) {
+	if r, ok := res[name]; ok && kind == SettleCreated && r.Held {
+		r.Seen = true
+		res[name] = r
+		return
+	}
+	delete(res, name)
 }
 
 // fenced reports whether a command proposed in term cmdTerm may change
