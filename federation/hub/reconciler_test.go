@@ -532,14 +532,28 @@ func TestWorkloadsHandsOff(t *testing.T) {
 	live := frs(3)
 	gone := frs(3, deleting())
 	gone.Name = "gone"
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(live, gone).Build()
-	tg := &memTargets{targets: map[string]map[string]int32{"default/web": {"a": 2}, "default/gone": {"a": 1}}, gens: map[string]int64{"default/web": 3}}
-	w := &Workloads{Hub: c, Targets: tg}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default", Labels: map[string]string{"pod-security.kubernetes.io/enforce": "baseline"}}}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(live, gone, ns).Build()
+	tg := &memTargets{targets: map[string]map[string]int32{"default/web": {"a": 2}, "default/gone": {"a": 1}, "other/web": {"a": 1}}, gens: map[string]int64{"default/web": 3}}
+	def := &v1alpha1.NodeCost{Key: "tier", Values: []string{"spot", "reserved"}}
+	w := &Workloads{Hub: c, Targets: tg, DefaultNodeCost: def}
 	got, ok := w.Workload(expectations.Key{Cluster: "a", Namespace: "default", Name: "web"})
 	if !ok || got.Target != 2 || got.Hub.UID != "uid-1" || got.Hub.Generation != 3 {
 		t.Fatalf("Workload = %+v, %v", got, ok)
 	}
+	if got.NamespaceLabels["pod-security.kubernetes.io/enforce"] != "baseline" {
+		t.Errorf("NamespaceLabels = %v, want the hub namespace's Pod Security labels", got.NamespaceLabels)
+	}
+	if got.NodeCost == nil || got.NodeCost.Key != "tier" {
+		t.Errorf("NodeCost = %+v, want the configured default", got.NodeCost)
+	}
+	other := frs(3)
+	other.Namespace = "other" // no Namespace object in the hub cache
+	if err := c.Create(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
 	for _, k := range []expectations.Key{
+		{Cluster: "a", Namespace: "other", Name: "web"},    // namespace unreadable
 		{Cluster: "b", Namespace: "default", Name: "web"},  // no target for the member
 		{Cluster: "a", Namespace: "default", Name: "gone"}, // being deleted
 		{Cluster: "a", Namespace: "default", Name: "nope"}, // not in the hub

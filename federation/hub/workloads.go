@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,6 +22,9 @@ type Workloads struct {
 	Hub client.Reader
 	// Targets holds committed targets.
 	Targets TargetStore
+	// DefaultNodeCost is the configured node cost tiering for
+	// FederatedReplicaSets that set none (controller.nodeCost); nil for none.
+	DefaultNodeCost *v1alpha1.NodeCost
 }
 
 var _ engine.WorkloadSource = &Workloads{}
@@ -42,7 +46,16 @@ func (w *Workloads) Workload(key expectations.Key) (*engine.Workload, bool) {
 	if !ok {
 		return nil, false
 	}
+	// The namespace's Pod Security labels go with any namespace the engine
+	// creates in the member; without them it would create pods under a
+	// weaker policy than the hub's, so an unreadable namespace is hands off.
+	ns := &corev1.Namespace{}
+	if err := w.Hub.Get(context.Background(), types.NamespacedName{Name: key.Namespace}, ns); err != nil {
+		return nil, false
+	}
 	return &engine.Workload{
+		NodeCost:        engine.NodeCostFor(frs, w.DefaultNodeCost),
+		NamespaceLabels: ns.Labels,
 		Key:             key,
 		Target:          target,
 		Selector:        frs.Spec.Selector,

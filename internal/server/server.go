@@ -148,7 +148,7 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		BurstReplicas:    cfg.Controller.BurstReplicas,
 		CreateNamespaces: cfg.Controller.CreateNamespaces,
 		Store:            store,
-		Source:           &hub.Workloads{Hub: local.GetClient(), Targets: targets},
+		Source:           &hub.Workloads{Hub: local.GetClient(), Targets: targets, DefaultNodeCost: cfg.Controller.NodeCost.Spec()},
 		Sink:             reports,
 		Gate:             n,
 		// Well inside the expectations TTL, so a key whose informer events
