@@ -435,10 +435,3 @@ func ptrOr(p *int32, def int32) int32 {
 	}
 	return *p
 }
-
-// mergeCancel returns a context that ends when either parent ends.
-func mergeCancel(a, b context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(a)
-	stop := context.AfterFunc(b, cancel)
-	return ctx, func() { stop(); cancel() }
-}

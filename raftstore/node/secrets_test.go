@@ -50,9 +50,9 @@ func TestNoSecretsInLogs(t *testing.T) {
 		c.Cfgs[i].Peers = c.Cfgs[i].Peers[:3]
 		c.Start(i)
 	}
-	leader := c.WaitVoters(3, 30*time.Second)
+	c.WaitVoters(3, 30*time.Second)
 	c.Start(3) // joins with the token
-	leader = c.WaitVoters(4, 30*time.Second)
+	leader := c.WaitVoters(4, 30*time.Second)
 	reserve(t, c, 1)
 
 	const wrongToken = "wrong-token-presented-by-a-caller"
