@@ -72,7 +72,7 @@ func execute(ctx context.Context, args []string, lookupEnv func(string) (string,
 	}
 	ctrllog.SetLogger(log)
 	if err := run(ctx, cfg, log); err != nil {
-		log.Error(err, "replicafed stopped")
+		log.Error(err, "Replicafed stopped")
 		return exitFailed
 	}
 	return exitOK
@@ -82,7 +82,7 @@ func execute(ctx context.Context, args []string, lookupEnv func(string) (string,
 // ends. Components (raft store, hub manager, member engines) are wired here.
 func run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 	v := version.Get()
-	log.Info("configuration loaded",
+	log.Info("Configuration loaded",
 		"version", v.Version,
 		"commit", v.Commit,
 		"raftID", cfg.Raft.ID,

@@ -101,12 +101,12 @@ func (m *Monitor) probeOnce(ctx context.Context, log logr.Logger, cluster string
 	onChange := m.opts.OnChange
 	m.mu.Unlock()
 	if after.Health != before.Health {
-		log.V(1).Info("member health changed", "from", before.Health, "to", after.Health, "error", after.LastError)
+		log.V(1).Info("Member health changed", "from", before.Health, "to", after.Health, "probeError", after.LastError)
 		if onChange != nil {
 			onChange(cluster, after)
 		}
 	} else if err != nil {
-		log.V(2).Info("member probe failed", "error", err.Error())
+		log.V(2).Info("Member probe failed", "probeError", err.Error())
 	}
 }
 

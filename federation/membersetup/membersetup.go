@@ -118,7 +118,7 @@ func (p *Preparer) Engage(ctx context.Context, name multicluster.ClusterName, cl
 			if ctx.Err() != nil {
 				return
 			}
-			log.Error(err, "preparing member cluster failed; will retry")
+			log.Error(err, "Preparing member cluster failed; will retry")
 			if p.OnError != nil {
 				p.OnError(string(name), err)
 			}
@@ -138,7 +138,7 @@ func (p *Preparer) Engage(ctx context.Context, name multicluster.ClusterName, cl
 			}
 		}
 		if err := errors.Join(errs...); err != nil {
-			log.Error(err, "engaging member cluster failed")
+			log.Error(err, "Engaging member cluster failed")
 		}
 	}()
 	return nil

@@ -157,7 +157,7 @@ func (r *Registry) Start(ctx context.Context) error {
 		if err := r.engageStatic(ctx, s); err != nil {
 			return err
 		}
-		log.V(1).Info("static member engaged", "cluster", s.Name)
+		log.V(1).Info("Static member engaged", "cluster", s.Name)
 	}
 	<-ctx.Done()
 	return nil
@@ -184,7 +184,7 @@ func (r *Registry) engageStatic(ctx context.Context, s Static) error {
 	r.mu.Unlock()
 	go func() {
 		if err := cl.Start(first); err != nil {
-			logr.FromContextOrDiscard(ctx).Error(err, "member cluster stopped", "cluster", s.Name)
+			logr.FromContextOrDiscard(ctx).Error(err, "Member cluster stopped", "cluster", s.Name)
 		}
 	}()
 	// Engaging does not wait for a cache sync: an unreachable static member
@@ -212,7 +212,7 @@ func (r *Registry) Refresh(name string) error {
 	ctx, cancel := context.WithCancel(root)
 	go func() {
 		if err := cl.Start(ctx); err != nil {
-			logr.FromContextOrDiscard(root).Error(err, "member cluster stopped", "cluster", name)
+			logr.FromContextOrDiscard(root).Error(err, "Member cluster stopped", "cluster", name)
 		}
 	}()
 	r.mu.Lock()
@@ -235,7 +235,7 @@ func (r *Registry) Refresh(name string) error {
 	if err != nil {
 		return fmt.Errorf("engaging refreshed member %s: %w", name, err)
 	}
-	logr.FromContextOrDiscard(root).V(1).Info("member clients refreshed", "cluster", name)
+	logr.FromContextOrDiscard(root).V(1).Info("Member clients refreshed", "cluster", name)
 	return nil
 }
 
@@ -312,7 +312,7 @@ func (r *Registry) labelsFor(ctx context.Context, name string) map[string]string
 	}
 	sec := &corev1.Secret{}
 	if err := r.mgr.GetLocalManager().GetAPIReader().Get(ctx, clientKey(r.opts.SecretNamespace, name), sec); err != nil {
-		logr.FromContextOrDiscard(ctx).V(1).Info("cannot read member Secret labels", "cluster", name, "error", err.Error())
+		logr.FromContextOrDiscard(ctx).Error(err, "Reading member Secret labels", "cluster", name)
 		return nil
 	}
 	label, _ := SecretLabel(r.opts.SecretSelector)

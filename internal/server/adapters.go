@@ -60,7 +60,7 @@ func (a *awareRunnable) NeedLeaderElection() bool { return false }
 func enqueueAll(ctx context.Context, mgr manager.Manager, trigger func(namespace, name string)) {
 	list := &v1alpha1.FederatedReplicaSetList{}
 	if err := mgr.GetCache().List(ctx, list); err != nil {
-		logr.FromContextOrDiscard(ctx).V(1).Info("listing FederatedReplicaSets to re-plan failed", "error", err.Error())
+		logr.FromContextOrDiscard(ctx).Error(err, "Listing FederatedReplicaSets to re-plan")
 		return
 	}
 	for i := range list.Items {

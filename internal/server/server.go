@@ -248,7 +248,7 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 	monitorChanges(ctx, monitor, recorder, func() { enqueueAll(ctx, local, trigger) }, func(cluster string) {
 		// Fresh informers instead of waiting out client-go's reconnect backoff.
 		if err := reg.Refresh(cluster); err != nil {
-			log.Error(err, "refreshing member clients after recovery", "cluster", cluster)
+			log.Error(err, "Refreshing member clients after recovery", "cluster", cluster)
 		}
 	})
 

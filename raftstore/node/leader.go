@@ -119,7 +119,7 @@ func (n *Node) establish() {
 		if err == nil {
 			break
 		}
-		n.log.Info("Barrier after gaining leadership failed", "err", err.Error())
+		n.log.Error(err, "Barrier after gaining leadership failed")
 		if !n.sleep(context.Background(), 50*time.Millisecond) {
 			return
 		}
@@ -317,7 +317,7 @@ func (n *Node) handOver(final bool) error {
 	if err := n.closeGate(ctx, final); err != nil {
 		// Cancelled writes that have not returned yet cannot land with a
 		// name nobody reserved; hand over anyway rather than hang.
-		n.log.Info("Member writes did not drain before the leadership transfer", "err", err.Error())
+		n.log.Error(err, "Member writes did not drain before the leadership transfer")
 	}
 	if !final {
 		defer n.reopenGate()

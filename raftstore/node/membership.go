@@ -151,9 +151,9 @@ func (n *Node) membershipLoop() {
 			ccancel()
 			switch {
 			case err != nil:
-				n.log.V(1).Info("Join request failed", "leader", leaderAddr, "err", err.Error())
+				n.log.V(1).Info("Join request failed", "leader", leaderAddr, "reason", err.Error())
 			case resp.Err != "":
-				n.log.V(1).Info("Join refused", "leader", leaderAddr, "err", resp.Err)
+				n.log.V(1).Info("Join refused", "leader", leaderAddr, "reason", resp.Err)
 			default:
 				n.log.Info("Joined raft cluster", "leader", leaderAddr)
 			}

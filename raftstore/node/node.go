@@ -224,7 +224,7 @@ func (n *Node) StepDown() error {
 	n.stepDownOnce.Do(func() {
 		n.stepDownErr = n.handOver(true)
 		if n.stepDownErr != nil {
-			n.log.Info("Leadership transfer on shutdown failed", "err", n.stepDownErr.Error())
+			n.log.Error(n.stepDownErr, "Leadership transfer on shutdown failed")
 		}
 	})
 	return n.stepDownErr
