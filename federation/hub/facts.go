@@ -110,7 +110,10 @@ func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaS
 	for _, m := range r.Registry.Members() {
 		engaged[m.Name] = m
 		registered[m.Name] = true
-		if m.Labels != nil || labels[m.Name] == nil {
+		// The registration's current labels win over those read when the
+		// member was engaged, so relabelling a Secret moves replicas
+		// without a restart.
+		if _, ok := labels[m.Name]; !ok {
 			labels[m.Name] = m.Labels
 		}
 	}

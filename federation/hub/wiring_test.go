@@ -219,3 +219,25 @@ func TestTaintWindowContinuesFromRecordedTime(t *testing.T) {
 		t.Fatalf("RequeueAfter = %v, want 10s (30s from the recorded time, 20s ago)", res.RequeueAfter)
 	}
 }
+
+// Relabelling a member's registration moves replicas per clusterSelector
+// without re-engaging it: the registration's current labels win over those
+// read when the member was engaged.
+func TestRelabelledMemberReplanned(t *testing.T) {
+	obj := frs(4, func(f *v1alpha1.FederatedReplicaSet) {
+		f.Spec.Placement.ClusterSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"region": "eu"}}
+	})
+	e := newEnv(t, true, obj, healthy("a", "b"), nil, nil)
+	ms := e.r.Registry.(fakeMembers)
+	ms["a"].Labels = map[string]string{"region": "eu"} // as read when engaged
+	ms["b"].Labels = map[string]string{"region": "us"}
+	e.r.Registered = registrations(registry.Registration{Name: "a", Labels: map[string]string{"region": "us"}},
+		registry.Registration{Name: "b", Labels: map[string]string{"region": "eu"}})
+	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+		t.Fatal(err)
+	}
+	ref := FRSRef{Namespace: "default", Name: "web"}
+	if tg, _, _ := e.targets.Targets(ref); tg["b"] != 4 || tg["a"] != 0 {
+		t.Fatalf("targets = %v, want all 4 on b (now region=eu), none on a", tg)
+	}
+}

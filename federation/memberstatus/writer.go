@@ -79,10 +79,11 @@ type Writer struct {
 	VersionTTL time.Duration
 	// Clock is injected for tests; the real clock when nil.
 	Clock clock.WithTicker
-	// OnTaintsChanged is called after a pass that recorded a change of some
-	// member's taints (the hub then re-plans: nothing else watches the
-	// registration annotations); optional.
-	OnTaintsChanged func()
+	// OnPlacementInputsChanged is called after a pass that recorded a change
+	// of some member's taints or labels (the hub then re-plans: nothing else
+	// watches the registration Secrets' labels and annotations, and
+	// placement cluster selectors and tolerations depend on them).
+	OnPlacementInputsChanged func()
 
 	versions map[string]version
 }
@@ -149,7 +150,7 @@ func (w *Writer) Sync(ctx context.Context) error {
 		existing[list.Items[i].Name] = &list.Items[i]
 	}
 	var errs []error
-	taintsChanged := false
+	taintsChanged := false // or labels
 	registered := map[string]bool{}
 	for _, reg := range regs {
 		registered[reg.Name] = true
@@ -160,6 +161,9 @@ func (w *Writer) Sync(ctx context.Context) error {
 		reg.Taints = stampTaints(reg.Taints, recorded, w.clock().Now())
 		st := w.status(ctx, reg, frsCount[reg.Name], pods[reg.Name])
 		if !equality.Semantic.DeepEqual(st.Taints, recorded) && (len(st.Taints) > 0 || len(recorded) > 0) {
+			taintsChanged = true
+		}
+		if mc := existing[reg.Name]; mc != nil && !labelsEqual(mc.Status.Labels, st.Labels) {
 			taintsChanged = true
 		}
 		if err := w.write(ctx, reg.Name, existing[reg.Name], st); err != nil {
@@ -174,8 +178,8 @@ func (w *Writer) Sync(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("deleting MemberCluster %s of an unregistered member: %w", name, err))
 		}
 	}
-	if taintsChanged && w.OnTaintsChanged != nil {
-		w.OnTaintsChanged()
+	if taintsChanged && w.OnPlacementInputsChanged != nil {
+		w.OnPlacementInputsChanged()
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("writing MemberClusters: %v", errs)
@@ -357,4 +361,17 @@ func RecordedTaints(hub client.Reader) func(ctx context.Context, cluster string)
 		}
 		return mc.Status.Taints
 	}
+}
+
+// labelsEqual treats nil and empty label maps alike.
+func labelsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if bv, ok := b[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
 }

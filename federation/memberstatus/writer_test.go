@@ -79,11 +79,12 @@ func TestSync(t *testing.T) {
 	}}
 	memberA := fake.NewClientBuilder().WithScheme(s).WithObjects(node).Build()
 	versionCalls := 0
+	regionOfA := "eu"
 	w := &Writer{
 		Hub: hub,
 		Registered: func(context.Context) ([]registry.Registration, error) {
 			return []registry.Registration{
-				{Name: "a", Labels: map[string]string{"region": "eu"}},
+				{Name: "a", Labels: map[string]string{"region": regionOfA}},
 				{Name: "b", Taints: []v1alpha1.ClusterTaint{{Key: "maintenance", Effect: v1alpha1.TaintNoExecute}}},
 			}, nil
 		},
@@ -102,7 +103,7 @@ func TestSync(t *testing.T) {
 		Clock:   clocktesting.NewFakeClock(now),
 	}
 	taintChanges := 0
-	w.OnTaintsChanged = func() { taintChanges++ }
+	w.OnPlacementInputsChanged = func() { taintChanges++ }
 	ctx := context.Background()
 	if err := w.Sync(ctx); err != nil {
 		t.Fatal(err)
@@ -136,7 +137,7 @@ func TestSync(t *testing.T) {
 		t.Errorf("member b taints = %+v, want one stamped now", b.Status.Taints)
 	}
 	if taintChanges != 1 {
-		t.Errorf("OnTaintsChanged called %d times after the first pass, want 1", taintChanges)
+		t.Errorf("OnPlacementInputsChanged called %d times after the first pass, want 1", taintChanges)
 	}
 
 	before := updates
@@ -151,6 +152,18 @@ func TestSync(t *testing.T) {
 	}
 	if versionCalls != 1 {
 		t.Errorf("version asked %d times in two passes, want 1 (cached)", versionCalls)
+	}
+
+	// Relabelling a member's registration is a placement input change.
+	regionOfA = "us"
+	if err := w.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if taintChanges != 2 {
+		t.Errorf("a relabelled member reported %d placement input changes in all, want 2", taintChanges)
+	}
+	if got := get("a").Status.Labels["region"]; got != "us" {
+		t.Errorf("member a labels after relabelling: region=%q, want us", got)
 	}
 }
 
