@@ -100,8 +100,9 @@ func run(binDir, example string, interval time.Duration) error {
 	kubectl := filepath.Join(abs, "kubectl")
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	var last string
 	for {
-		show(ctx, f, frs, kubectl)
+		show(ctx, f, frs, kubectl, &last)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -110,16 +111,18 @@ func run(binDir, example string, interval time.Duration) error {
 	}
 }
 
-func show(ctx context.Context, f *fleet.Fleet, frs *v1alpha1.FederatedReplicaSet, kubectl string) {
-	fmt.Printf("\n--- %s ---\n", time.Now().Format(time.TimeOnly))
+// show prints the FederatedReplicaSet and each member's pods by state, but
+// only when that picture changed since the last call (last holds it), so a
+// fleet scaled to hundreds of pods stays readable.
+func show(ctx context.Context, f *fleet.Fleet, frs *v1alpha1.FederatedReplicaSet, kubectl string, last *string) {
+	var b strings.Builder
 	if _, err := os.Stat(kubectl); err == nil {
-		cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", f.Hub.Kubeconfig(), "get", "frs", "-n", frs.Namespace)
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
-		_ = cmd.Run()
+		out, _ := exec.CommandContext(ctx, kubectl, "--kubeconfig", f.Hub.Kubeconfig(), "get", "frs", "-n", frs.Namespace).CombinedOutput()
+		b.Write(out)
 	} else {
 		got := &v1alpha1.FederatedReplicaSet{}
 		if err := f.HubClient.Get(ctx, client.ObjectKeyFromObject(frs), got); err == nil {
-			fmt.Printf("NAME %s  DESIRED %d  CURRENT %d  READY %d  CLUSTERS %d\n", got.Name,
+			fmt.Fprintf(&b, "NAME %s  DESIRED %d  CURRENT %d  READY %d  CLUSTERS %d\n", got.Name,
 				*got.Spec.Replicas, got.Status.Replicas, got.Status.ReadyReplicas, got.Status.ClusterCount)
 		}
 	}
@@ -127,22 +130,52 @@ func show(ctx context.Context, f *fleet.Fleet, frs *v1alpha1.FederatedReplicaSet
 		pods := &corev1.PodList{}
 		c := f.MemberClients[m.Name()]
 		if err := c.List(ctx, pods, client.InNamespace(frs.Namespace), client.MatchingLabels(frs.Spec.Selector.MatchLabels)); err != nil {
-			fmt.Printf("%-9s unreachable: %v\n", m.Name(), err)
+			fmt.Fprintf(&b, "%-9s unreachable: %v\n", m.Name(), err)
 			continue
 		}
-		var lines []string
-		ready := 0
-		for _, p := range pods.Items {
-			state := string(p.Status.Phase)
-			for _, cond := range p.Status.Conditions {
-				if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
-					state = "Ready"
-					ready++
-				}
-			}
-			lines = append(lines, fmt.Sprintf("%s(%s on %s)", p.Name, state, p.Spec.NodeName))
-		}
-		sort.Strings(lines)
-		fmt.Printf("%-9s %d pods, %d ready: %s\n", m.Name(), len(pods.Items), ready, strings.Join(lines, " "))
+		fmt.Fprintf(&b, "%-9s %s\n", m.Name(), summarize(pods.Items, 3))
 	}
+	if b.String() == *last {
+		return
+	}
+	*last = b.String()
+	fmt.Printf("\n--- %s ---\n%s", time.Now().Format(time.TimeOnly), b.String())
+}
+
+// summarize counts pods by state (Ready, Running but not ready, Pending,
+// Terminating) and names at most maxNames of them, sorted.
+func summarize(pods []corev1.Pod, maxNames int) string {
+	var ready, running, pending, terminating int
+	names := make([]string, 0, len(pods))
+	for i := range pods {
+		p := &pods[i]
+		names = append(names, p.Name)
+		switch {
+		case p.DeletionTimestamp != nil:
+			terminating++
+		case p.Status.Phase == corev1.PodPending || p.Spec.NodeName == "":
+			pending++
+		case podReady(p):
+			ready++
+		default:
+			running++
+		}
+	}
+	sort.Strings(names)
+	more := ""
+	if len(names) > maxNames {
+		more = fmt.Sprintf(" +%d more", len(names)-maxNames)
+		names = names[:maxNames]
+	}
+	return fmt.Sprintf("%d pods: %d ready, %d running not ready, %d pending, %d terminating [%s%s]",
+		len(pods), ready, running, pending, terminating, strings.Join(names, " "), more)
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
