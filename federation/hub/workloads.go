@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,10 +30,17 @@ type Workloads struct {
 
 var _ engine.WorkloadSource = &Workloads{}
 
+// workloadReadTimeout bounds the hub cache reads of one Workload call.
+const workloadReadTimeout = 10 * time.Second
+
 // Workload implements engine.WorkloadSource.
 func (w *Workloads) Workload(key expectations.Key) (*engine.Workload, bool) {
+	// A cached read of a kind not cached yet waits for its informer to
+	// sync: bound it, so a member worker never hangs here.
+	ctx, cancel := context.WithTimeout(context.Background(), workloadReadTimeout)
+	defer cancel()
 	frs := &v1alpha1.FederatedReplicaSet{}
-	if err := w.Hub.Get(context.Background(), types.NamespacedName{Namespace: key.Namespace, Name: key.Name}, frs); err != nil {
+	if err := w.Hub.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: key.Name}, frs); err != nil {
 		return nil, false
 	}
 	if frs.DeletionTimestamp != nil {
@@ -50,7 +58,7 @@ func (w *Workloads) Workload(key expectations.Key) (*engine.Workload, bool) {
 	// creates in the member; without them it would create pods under a
 	// weaker policy than the hub's, so an unreadable namespace is hands off.
 	ns := &corev1.Namespace{}
-	if err := w.Hub.Get(context.Background(), types.NamespacedName{Name: key.Namespace}, ns); err != nil {
+	if err := w.Hub.Get(ctx, types.NamespacedName{Name: key.Namespace}, ns); err != nil {
 		return nil, false
 	}
 	return &engine.Workload{
