@@ -117,11 +117,13 @@ func chaosPlanFromEnv(t *testing.T) chaosPlan {
 	leaders := []disruption{leaderTerm, transfer, leaderStop, leaderKill}
 	if !long {
 		// Every leader disruption both ways, then each other one once.
-		// Except a SIGSTOP during a scale-down: the new leader sometimes
-		// stops syncing after the resumed leader steps down (pods reach the
-		// target, member status never does; open in issue 9). `make chaos`
-		// keeps it in every cycle, so it is measured, not hidden, while
-		// `make test` stays a gate the rest must pass.
+		// Except a SIGSTOP during a scale-down: in 2 runs of ~10 the new
+		// leader's hub status stayed stale after the resumed leader stepped
+		// down (member pods and MemberReplicaSets at the target, FRS status
+		// not). The leader now re-triggers everything every 10 s
+		// (internal/server takeover.resync), which passed 2 of 2 such rounds
+		// since; until `make chaos` has shown it over many rounds (it keeps
+		// the case in every cycle) `make test` does not gate on it.
 		for _, k := range leaders {
 			p.rounds = append(p.rounds, roundSpec{k, true})
 			if k != leaderStop {

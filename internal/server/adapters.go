@@ -81,7 +81,15 @@ type takeover struct {
 	workers  *worker.Manager
 	trigger  func()
 	interval time.Duration
+	// log is the replica's logger: the Runnable's context carries none.
+	log logr.Logger
 }
+
+// resyncInterval is how often a leader re-enqueues every MemberReplicaSet of
+// every member and every FederatedReplicaSet, so a key whose last event was
+// dropped (it arrived while this replica could not write) is synced and its
+// status refreshed without waiting for another event.
+const resyncInterval = 10 * time.Second
 
 // settleInterval is how often a new leader re-enqueues unsettled keys.
 const settleInterval = time.Second
@@ -89,7 +97,11 @@ const settleInterval = time.Second
 func (t *takeover) NeedLeaderElection() bool { return false }
 
 func (t *takeover) Start(ctx context.Context) error {
-	log := logr.FromContextOrDiscard(ctx).WithName("takeover")
+	log := t.log
+	if log.GetSink() == nil {
+		log = logr.FromContextOrDiscard(ctx)
+	}
+	log = log.WithName("takeover")
 	changes := t.node.LeaderChanges()
 	for {
 		select {
@@ -109,8 +121,30 @@ func (t *takeover) Start(ctx context.Context) error {
 			metrics.RaftTerm.Set(float64(term))
 			log.Info("Raft leadership gained", "term", term)
 			t.trigger()
-			t.workers.EnqueueAll(lctx)
+			go t.resync(logr.NewContext(lctx, log.WithValues("term", term)))
 			go t.settle(lctx, log.WithValues("term", term))
+		}
+	}
+}
+
+// resync enqueues every MemberReplicaSet of every member and re-plans every
+// FederatedReplicaSet at once and then every resyncInterval while this term
+// lasts: a trigger that reached the hub reconciler before its gate opened
+// must not leave a status stale until the next unrelated event.
+func (t *takeover) resync(ctx context.Context) {
+	tick := time.NewTicker(resyncInterval)
+	defer tick.Stop()
+	first := true
+	for {
+		if !first {
+			t.trigger()
+		}
+		first = false
+		t.workers.EnqueueAll(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
 		}
 	}
 }

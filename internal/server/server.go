@@ -258,7 +258,7 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 	})); err != nil {
 		return fmt.Errorf("adding expectations flusher: %w", err)
 	}
-	if err := local.Add(&takeover{node: n, store: store, workers: workers, trigger: func() { enqueueAll(ctx, local, trigger) }}); err != nil {
+	if err := local.Add(&takeover{node: n, store: store, workers: workers, trigger: func() { enqueueAll(ctx, local, trigger) }, log: log}); err != nil {
 		return fmt.Errorf("adding leadership handler: %w", err)
 	}
 	if cfg.Raft.AdminAddress != "" && cfg.Raft.AdminAddress != "0" {
