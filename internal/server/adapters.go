@@ -120,7 +120,6 @@ func (t *takeover) Start(ctx context.Context) error {
 			metrics.RaftLeader.Set(1)
 			metrics.RaftTerm.Set(float64(term))
 			log.Info("Raft leadership gained", "term", term)
-			t.trigger()
 			go t.resync(logr.NewContext(lctx, log.WithValues("term", term)))
 			go t.settle(lctx, log.WithValues("term", term))
 		}
@@ -134,12 +133,8 @@ func (t *takeover) Start(ctx context.Context) error {
 func (t *takeover) resync(ctx context.Context) {
 	tick := time.NewTicker(resyncInterval)
 	defer tick.Stop()
-	first := true
 	for {
-		if !first {
-			t.trigger()
-		}
-		first = false
+		t.trigger()
 		t.workers.EnqueueAll(ctx)
 		select {
 		case <-ctx.Done():
