@@ -9,6 +9,7 @@ package memberstatus
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -163,7 +164,7 @@ func (w *Writer) Sync(ctx context.Context) error {
 		if !equality.Semantic.DeepEqual(st.Taints, recorded) && (len(st.Taints) > 0 || len(recorded) > 0) {
 			taintsChanged = true
 		}
-		if mc := existing[reg.Name]; mc != nil && !labelsEqual(mc.Status.Labels, st.Labels) {
+		if mc := existing[reg.Name]; mc != nil && !maps.Equal(mc.Status.Labels, st.Labels) {
 			taintsChanged = true
 		}
 		if err := w.write(ctx, reg.Name, existing[reg.Name], st); err != nil {
@@ -361,17 +362,4 @@ func RecordedTaints(hub client.Reader) func(ctx context.Context, cluster string)
 		}
 		return mc.Status.Taints
 	}
-}
-
-// labelsEqual treats nil and empty label maps alike.
-func labelsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if bv, ok := b[k]; !ok || bv != v {
-			return false
-		}
-	}
-	return true
 }
