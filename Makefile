@@ -110,6 +110,10 @@ test-short: ## Unit tests only (no control planes).
 bench: tools ## Run benchmarks (figures for the issue notes).
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+.PHONY: bench-fleet
+bench-fleet: tools ## Whole-product benchmark on the e2e fleet against per-member kube-controller-manager (BENCH_* settings: hack/bench/fleet).
+	$(GO) run ./hack/bench/fleet
+
 .PHONY: helm-lint
 helm-lint: ## Lint and render the Helm chart.
 	@if [ -d charts/replicafed ]; then \

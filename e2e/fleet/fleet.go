@@ -62,6 +62,10 @@ type Options struct {
 	// Proxied members are reached by replicafed through a fault proxy on
 	// loopback (see Proxy); tests and the fleet's own clients go direct.
 	Proxied []string
+	// Metrics serves each replica's Prometheus metrics over plain HTTP on a
+	// loopback port of its own (Replica.MetricsAddress), for benchmarks;
+	// off by default, as in the chart's tests.
+	Metrics bool
 }
 
 // Fleet is a running installation.
@@ -221,12 +225,17 @@ func (f *Fleet) startReplicas(o Options, binary string) error {
 	if err != nil {
 		return err
 	}
-	type ports struct{ raft, admin, health int }
+	type ports struct{ raft, admin, health, metrics int }
 	ps := make([]ports, o.Replicas)
 	var peers []map[string]any
 	for i := range ps {
 		for _, p := range []*int{&ps[i].raft, &ps[i].admin, &ps[i].health} {
 			if *p, err = testcluster.FreePort(); err != nil {
+				return err
+			}
+		}
+		if o.Metrics {
+			if ps[i].metrics, err = testcluster.FreePort(); err != nil {
 				return err
 			}
 		}
@@ -272,6 +281,9 @@ func (f *Fleet) startReplicas(o Options, binary string) error {
 			"metrics": map[string]any{"bindAddress": "0"},
 			"health":  map[string]any{"probeAddress": loopback(ps[i].health)},
 		}
+		if o.Metrics {
+			cfg["metrics"] = map[string]any{"bindAddress": loopback(ps[i].metrics), "secure": false}
+		}
 		merge(cfg, o.Config)
 		raw, err := yaml.Marshal(cfg)
 		if err != nil {
@@ -280,6 +292,9 @@ func (f *Fleet) startReplicas(o Options, binary string) error {
 		r, err := newReplica(id, loopback(ps[i].admin), token, binary, dir, certs)
 		if err != nil {
 			return err
+		}
+		if o.Metrics {
+			r.MetricsAddress = loopback(ps[i].metrics)
 		}
 		if err := os.WriteFile(r.ConfigPath, raw, 0o600); err != nil {
 			return fmt.Errorf("writing replica config: %w", err)

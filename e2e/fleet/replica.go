@@ -23,6 +23,9 @@ type Replica struct {
 	AdminAddress string
 	// ConfigPath and LogPath live in the replica's directory.
 	ConfigPath, LogPath string
+	// MetricsAddress serves /metrics over plain HTTP when the fleet was
+	// started with Options.Metrics; empty otherwise.
+	MetricsAddress string
 
 	proc       *testcluster.Process
 	adminToken string

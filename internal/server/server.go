@@ -76,6 +76,7 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 			log.Error(err, "Stopping raft")
 		}
 	}()
+	raftNode.Store(n)
 	store := raftexp.New(n, log.WithName("expectations"))
 
 	monitor := health.NewMonitor(health.Options{

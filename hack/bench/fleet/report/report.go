@@ -1,0 +1,187 @@
+// Package report turns fleet benchmark runs into figures and a markdown
+// table: per-pod and per-FRS ratios, medians over runs. It is pure.
+package report
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// NA marks a figure that does not apply to a system (kube-controller-manager
+// has no raft log, no hub).
+var NA = math.NaN()
+
+// Run is what one scenario run of one system measured.
+type Run struct {
+	// Scenario and System name the row.
+	Scenario, System string
+	// Pods created; FRS is the number of workload objects (FRS or, for the
+	// baseline, ReplicaSets per member).
+	Pods, FRS int
+	// Created and Ready are the times from the first write of the
+	// benchmark until every pod existed, and until every pod was Ready.
+	Created, Ready time.Duration
+	// Ideal is the member QPS bound: the most pods any member had to
+	// create, over the member client QPS.
+	Ideal time.Duration
+	// RaftEntries is the leader's applied index delta.
+	RaftEntries float64
+	// PodWrites are create/update/patch/delete requests on pods (not their
+	// status or binding) the member API servers served.
+	PodWrites float64
+	// MemberWrites are every write the controller sent to the members
+	// (pods, its own objects and their status, events).
+	MemberWrites float64
+	// HubWrites are every write replicafed sent to the hub.
+	HubWrites float64
+	// LeaderCPU is the leader's CPU seconds; FollowerCPU the followers' mean.
+	LeaderCPU, FollowerCPU float64
+	// LeaderHeap and FollowerHeap are the growth of the live heap (bytes
+	// after GC) from before the run to its end; for the baseline, the
+	// controller-manager's resident set growth.
+	LeaderHeap, FollowerHeap float64
+	// StatusWrites are FederatedReplicaSet status writes on the hub.
+	StatusWrites float64
+}
+
+// Figures are the derived numbers of one run, in table order.
+type Figures struct {
+	Created, Ready, Ideal         float64 // seconds
+	CreatedRatio, ReadyRatio      float64 // over Ideal
+	RaftPer1k                     float64 // raft entries per 1,000 pods
+	PodWritesPerPod               float64
+	WritesPerPod                  float64 // member + hub writes per pod
+	HubWritesPerPod               float64
+	LeaderCPUPer1k, FollowerCPU1k float64 // CPU seconds per 1,000 pods
+	LeaderHeapPer1k, FollowerHeap float64 // MiB per 1,000 pods
+	StatusPerFRSMin               float64 // status writes per FRS per minute (until Ready)
+}
+
+// Derive computes the figures of one run.
+func Derive(r Run) Figures {
+	per := func(v float64, unit float64) float64 {
+		if r.Pods == 0 {
+			return NA
+		}
+		return v / float64(r.Pods) * unit
+	}
+	f := Figures{
+		Created: r.Created.Seconds(), Ready: r.Ready.Seconds(), Ideal: r.Ideal.Seconds(),
+		RaftPer1k:       per(r.RaftEntries, 1000),
+		PodWritesPerPod: per(r.PodWrites, 1),
+		HubWritesPerPod: per(r.HubWrites, 1),
+		LeaderCPUPer1k:  per(r.LeaderCPU, 1000),
+		FollowerCPU1k:   per(r.FollowerCPU, 1000),
+		LeaderHeapPer1k: per(r.LeaderHeap/(1<<20), 1000),
+		FollowerHeap:    per(r.FollowerHeap/(1<<20), 1000),
+		CreatedRatio:    NA, ReadyRatio: NA, StatusPerFRSMin: NA,
+	}
+	f.WritesPerPod = per(r.MemberWrites+nanZero(r.HubWrites), 1)
+	if r.Ideal > 0 {
+		f.CreatedRatio = r.Created.Seconds() / r.Ideal.Seconds()
+		f.ReadyRatio = r.Ready.Seconds() / r.Ideal.Seconds()
+	}
+	if r.FRS > 0 && r.Ready > 0 && !math.IsNaN(r.StatusWrites) {
+		f.StatusPerFRSMin = r.StatusWrites / float64(r.FRS) / r.Ready.Minutes()
+	}
+	return f
+}
+
+func nanZero(v float64) float64 {
+	if math.IsNaN(v) {
+		return 0
+	}
+	return v
+}
+
+// Median is the median of the values that apply (NaN when none does).
+func Median(vs []float64) float64 {
+	var xs []float64
+	for _, v := range vs {
+		if !math.IsNaN(v) {
+			xs = append(xs, v)
+		}
+	}
+	if len(xs) == 0 {
+		return NA
+	}
+	slices.Sort(xs)
+	if len(xs)%2 == 1 {
+		return xs[len(xs)/2]
+	}
+	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+}
+
+// column is one table column: a header and how to read and format it.
+type column struct {
+	head   string
+	get    func(Figures) float64
+	digits int
+}
+
+var columns = []column{
+	{"created s", func(f Figures) float64 { return f.Created }, 1},
+	{"ready s", func(f Figures) float64 { return f.Ready }, 1},
+	{"ideal s", func(f Figures) float64 { return f.Ideal }, 1},
+	{"created/ideal", func(f Figures) float64 { return f.CreatedRatio }, 2},
+	{"ready/ideal", func(f Figures) float64 { return f.ReadyRatio }, 2},
+	{"raft entries /1k pods", func(f Figures) float64 { return f.RaftPer1k }, 1},
+	{"pod writes /pod", func(f Figures) float64 { return f.PodWritesPerPod }, 3},
+	{"all writes /pod", func(f Figures) float64 { return f.WritesPerPod }, 3},
+	{"hub writes /pod", func(f Figures) float64 { return f.HubWritesPerPod }, 3},
+	{"leader CPU s /1k pods", func(f Figures) float64 { return f.LeaderCPUPer1k }, 2},
+	{"follower CPU s /1k pods", func(f Figures) float64 { return f.FollowerCPU1k }, 2},
+	{"leader heap MiB /1k pods", func(f Figures) float64 { return f.LeaderHeapPer1k }, 2},
+	{"follower heap MiB /1k pods", func(f Figures) float64 { return f.FollowerHeap }, 2},
+	{"status writes /FRS/min", func(f Figures) float64 { return f.StatusPerFRSMin }, 2},
+}
+
+// Table renders one row per scenario and system (in first-seen order), each
+// figure the median over that row's runs, as a markdown table.
+func Table(runs []Run) string {
+	type key struct{ scenario, system string }
+	var order []key
+	rows := map[key][]Figures{}
+	pods := map[key]int{}
+	for _, r := range runs {
+		k := key{r.Scenario, r.System}
+		if _, ok := rows[k]; !ok {
+			order = append(order, k)
+		}
+		rows[k] = append(rows[k], Derive(r))
+		pods[k] = r.Pods
+	}
+	var b strings.Builder
+	b.WriteString("| scenario | system | runs | pods |")
+	for _, c := range columns {
+		b.WriteString(" " + c.head + " |")
+	}
+	b.WriteString("\n|---|---|---|---|")
+	for range columns {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for _, k := range order {
+		fs := rows[k]
+		fmt.Fprintf(&b, "| %s | %s | %d | %d |", k.scenario, k.system, len(fs), pods[k])
+		for _, c := range columns {
+			vs := make([]float64, len(fs))
+			for i, f := range fs {
+				vs[i] = c.get(f)
+			}
+			b.WriteString(" " + format(Median(vs), c.digits) + " |")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func format(v float64, digits int) string {
+	if math.IsNaN(v) {
+		return "–"
+	}
+	return fmt.Sprintf("%.*f", digits, v)
+}
