@@ -40,6 +40,10 @@ type Reconciler struct {
 	Targets TargetStore
 	// Reports holds member statuses.
 	Reports *Reports
+	// Capacity estimates members' free room from incrementally kept
+	// counters; nil lists every node and pod of the member on each
+	// estimate instead (tests, tools).
+	Capacity CapacitySource
 	// Gate permits writes on the leader only.
 	Gate Gate
 	// Poker pokes member workers after targets change.
@@ -305,8 +309,12 @@ func (r *Reconciler) setReplan(ctx context.Context, frs *v1alpha1.FederatedRepli
 	return nil
 }
 
-// memberCapacity estimates free room for the template from the member's cache.
-func memberCapacity(ctx context.Context, m *registry.Member, tmpl *corev1.PodTemplateSpec) (int32, bool) {
+// memberCapacity estimates free room for the template: from the counters
+// when the reconciler has them, else from the member's cache.
+func (r *Reconciler) memberCapacity(ctx context.Context, m *registry.Member, tmpl *corev1.PodTemplateSpec) (int32, bool) {
+	if r.Capacity != nil {
+		return r.Capacity.Free(ctx, m.Name, tmpl)
+	}
 	// Read-only use: skip the cache's deep copies, which dominate the cost of
 	// this estimate in a large member.
 	nodes := &corev1.NodeList{}

@@ -38,6 +38,7 @@ import (
 	"github.com/replicafed/replicafed/config"
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/controller/worker"
+	"github.com/replicafed/replicafed/federation/capacity"
 	"github.com/replicafed/replicafed/federation/health"
 	"github.com/replicafed/replicafed/federation/hub"
 	"github.com/replicafed/replicafed/federation/membersetup"
@@ -177,6 +178,12 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 			}
 		},
 	}
+	// Capacity counters ride on the member informers the workers start;
+	// they need no prepared member, so they are engaged directly.
+	tracker := capacity.NewTracker()
+	if err := mgr.Add(&awareRunnable{Aware: tracker}); err != nil {
+		return fmt.Errorf("adding member capacity counters: %w", err)
+	}
 	prep.Next = append(prep.Next, workers)
 	if err := mgr.Add(&awareRunnable{Aware: prep}); err != nil {
 		return fmt.Errorf("adding member preparation: %w", err)
@@ -203,6 +210,7 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		RecordedTaints: memberstatus.RecordedTaints(local.GetClient()),
 		Targets:        targets,
 		Reports:        reports,
+		Capacity:       tracker,
 		Gate:           n,
 		Poker:          workers,
 		Expectations:   store,

@@ -127,6 +127,7 @@ func run(ctx context.Context, s settings) error {
 				say("run %d %s %s: created %.1fs ready %.1fs ideal %.1fs, raft %.1f/1k pods, writes/pod %.3f (pods %.3f, hub %.3f), leader CPU %.2fs/1k, status %.2f/FRS/min (took %s, load %s)",
 					i, sc, sys, fig.Created, fig.Ready, fig.Ideal, fig.RaftPer1k, fig.WritesPerPod, fig.PodWritesPerPod,
 					fig.HubWritesPerPod, fig.LeaderCPUPer1k, fig.StatusPerFRSMin, time.Since(t).Round(time.Second), loadAverage())
+				say("  writes: %s", topWrites(r.Writes, 14))
 				if raw != nil {
 					line, _ := json.Marshal(r)
 					_, _ = raw.Write(append(line, '\n'))
@@ -404,7 +405,70 @@ func delta(before, after promtext.Samples, name string, m promtext.Match) float6
 	return after.Sum(name, m) - before.Sum(name, m)
 }
 
+// writeBreakdown counts the write requests each API server served in the
+// run by resource, subresource, verb and code.
+func (b *bench) writeBreakdown(before, after snapshot) map[string]float64 {
+	out := map[string]float64{}
+	add := func(where string, prev, cur promtext.Samples) {
+		seen := map[string]float64{}
+		for _, x := range prev {
+			if x.Name == mRequests && writeVerbs(x.Labels) {
+				seen[writeKey(where, x.Labels)] -= x.Value
+			}
+		}
+		for _, x := range cur {
+			if x.Name == mRequests && writeVerbs(x.Labels) {
+				seen[writeKey(where, x.Labels)] += x.Value
+			}
+		}
+		for k, v := range seen {
+			if v != 0 {
+				out[k] += v
+			}
+		}
+	}
+	for name := range b.members {
+		add("member", before.members[name], after.members[name])
+	}
+	add("hub", before.hub, after.hub)
+	return out
+}
+
+func writeKey(where string, l map[string]string) string {
+	res := l["resource"]
+	if l["group"] != "" {
+		res += "." + l["group"]
+	}
+	if l["subresource"] != "" {
+		res += "/" + l["subresource"]
+	}
+	return fmt.Sprintf("%s %s %s %s", where, res, l["verb"], l["code"])
+}
+
+// topWrites formats the largest entries of a breakdown.
+func topWrites(w map[string]float64, n int) string {
+	keys := make([]string, 0, len(w))
+	for k := range w {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if w[a] != w[b] {
+			if w[a] > w[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	var parts []string
+	for _, k := range keys[:min(n, len(keys))] {
+		parts = append(parts, fmt.Sprintf("%s=%.0f", k, w[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
 func (b *bench) replicafedFigures(r *report.Run, before, after snapshot) {
+	r.Writes = b.writeBreakdown(before, after)
 	for name := range b.members {
 		r.PodWrites += delta(before.members[name], after.members[name], mRequests, podWrites)
 	}
@@ -423,6 +487,18 @@ func (b *bench) replicafedFigures(r *report.Run, before, after snapshot) {
 	var followers int
 	for id, s := range after.replicas {
 		prev := before.replicas[id]
+		for _, x := range s {
+			if x.Name != mClient || !clientWrites(x.Labels) {
+				continue
+			}
+			where := "hub"
+			if b.memberHosts[x.Labels["host"]] {
+				where = "member"
+			}
+			k := fmt.Sprintf("replicafed->%s %s %s", where, x.Labels["method"], x.Labels["code"])
+			r.Writes[k] += x.Value - prev.Sum(mClient, promtext.All(promtext.In("host", x.Labels["host"]),
+				promtext.In("method", x.Labels["method"]), promtext.In("code", x.Labels["code"])))
+		}
 		r.MemberWrites += delta(prev, s, mClient, toMembers)
 		r.HubWrites += delta(prev, s, mClient, toHub)
 		r.RaftEntries = max(r.RaftEntries, delta(prev, s, mRaftIndex, nil))
@@ -590,6 +666,7 @@ func (b *bench) measureKCM(ctx context.Context, ns, scenario string) (report.Run
 		r.LeaderCPU += after.kcm[name].cpu - before.kcm[name].cpu
 		r.LeaderHeap += after.kcm[name].rss - before.kcm[name].rss
 	}
+	r.Writes = b.writeBreakdown(before, after)
 	return r, nil
 }
 

@@ -45,6 +45,10 @@ type Run struct {
 	LeaderHeap, FollowerHeap float64
 	// StatusWrites are FederatedReplicaSet status writes on the hub.
 	StatusWrites float64
+	// Writes break the API servers' write requests of the run down by
+	// "member|hub resource[/subresource] VERB code" (every client's,
+	// scheduler and kwok included), for reading where writes went.
+	Writes map[string]float64 `json:",omitempty"`
 }
 
 // Figures are the derived numbers of one run, in table order.
