@@ -7,6 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/replicafed/replicafed/controller/engine"
+	"github.com/replicafed/replicafed/controller/expectations"
 )
 
 // fixedCapacity answers every estimate of a member with one number.
@@ -49,5 +52,22 @@ func TestUnknownCapacityIsUnbounded(t *testing.T) {
 	tg, _, _ := e.targets.Targets(FRSRef{Namespace: "default", Name: "web"})
 	if tg["a"] != 3 || tg["b"] != 3 {
 		t.Fatalf("targets = %v, want a:3 b:3", tg)
+	}
+}
+
+// A pass that commits nothing pokes the members that have not taken up
+// their target (here b, with no MemberReplicaSet or report), so a poke lost
+// after the commit is made good on the next pass; a member at its target is
+// left alone.
+func TestUnchangedPlanPokesLaggingMembers(t *testing.T) {
+	e := newEnv(t, true, frs(4), healthy("a", "b"), nil, nil)
+	_ = e.targets.SetTargets(context.Background(), FRSRef{Namespace: "default", Name: "web", UID: "uid-1"}, 3, map[string]int32{"a": 2, "b": 2})
+	e.r.Reports.Report(context.Background(), expectations.Key{Cluster: "a", Namespace: "default", Name: "web"},
+		engine.MemberStatus{Target: 2, Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, ReportedAt: now})
+	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.pokes.keys) != 1 || e.pokes.keys[0].Cluster != "b" {
+		t.Fatalf("poked %v, want only b (no report of its target)", e.pokes.keys)
 	}
 }

@@ -131,6 +131,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	f := r.gather(ctx, frs, prev, termStart, now)
 	if wait := r.awaitFacts(frs, f, now); wait > 0 {
 		log.V(2).Info("Waiting for member facts before planning", "frs", klog.KObj(frs), "missing", f.missingText())
+		// A member may lack a report because its worker never got the
+		// key: ask it.
+		r.pokeLagging(frs, prev, f)
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	if since, waited := r.awaiting.Load(frs.Namespace + "/" + frs.Name); waited && len(f.missing) > 0 {
@@ -182,6 +185,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else if !changed {
 		committed = targets
 		metrics.Plans.WithLabelValues("unchanged").Inc()
+		r.pokeLagging(frs, targets, f)
 	}
 	if repairing && len(f.missing) == 0 && commitErr == nil && res.MovesPending == 0 {
 		if err := r.setReplan(ctx, frs, ""); err != nil {
@@ -205,6 +209,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		result.RequeueAfter = d
 	}
 	return result, nil
+}
+
+// pokeLagging asks the workers of members that have not taken up their
+// committed target (no MemberReplicaSet yet, or one with another target) to
+// sync. The poke after a commit can be lost (the worker skips keys while its
+// write gate is shut, say during a lease lapse), and the leader's periodic
+// resync only reaches keys whose MemberReplicaSet exists: without this an
+// FRS whose first poke was lost never gets its MemberReplicaSets.
+func (r *Reconciler) pokeLagging(frs *v1alpha1.FederatedReplicaSet, targets map[string]int32, f facts) {
+	for name, target := range targets {
+		if rep, ok := f.reports[name]; ok && rep.Target == target {
+			continue
+		}
+		r.Poker.Enqueue(expectations.Key{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
+	}
 }
 
 // warnings emits the warning events of one pass, each only when its state

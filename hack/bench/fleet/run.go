@@ -377,8 +377,14 @@ func (b *bench) measureReplicafed(ctx context.Context, ns, scenario string) (rep
 			return report.Run{}, err
 		}
 	}
+	stalled := false
 	if err := await(ctx, w, b.timeout(pods)); err != nil {
-		return report.Run{}, err
+		if ctx.Err() != nil {
+			return report.Run{}, err
+		}
+		say("  STALLED: %v", err)
+		b.diagnoseReplicafed(ctx, ns)
+		stalled = true
 	}
 	time.Sleep(settle)
 	after, err := b.probe.snapshot(ctx, nil)
@@ -387,9 +393,47 @@ func (b *bench) measureReplicafed(ctx context.Context, ns, scenario string) (rep
 	}
 	created, ready, perMember := w.result()
 	r := report.Run{Scenario: b.label(scenario), System: systemReplicafed, Pods: pods, FRS: objects,
-		Created: created, Ready: ready, Ideal: b.ideal(perMember)}
+		Created: created, Ready: ready, Ideal: b.ideal(perMember), Stalled: stalled}
 	b.replicafedFigures(&r, before, after)
 	return r, nil
+}
+
+// diagnoseReplicafed prints the FederatedReplicaSets short of their
+// replicas and, for each, the members whose MemberReplicaSet is missing or
+// short, so a stalled run says where it stalled.
+func (b *bench) diagnoseReplicafed(ctx context.Context, ns string) {
+	list := &v1alpha1.FederatedReplicaSetList{}
+	if err := b.f.HubClient.List(ctx, list, client.InNamespace(ns)); err != nil {
+		say("  diagnosis: listing FederatedReplicaSets: %v", err)
+		return
+	}
+	shown := 0
+	for i := range list.Items {
+		frs := &list.Items[i]
+		if frs.Status.ReadyReplicas == ptrOr(frs.Spec.Replicas) || shown >= 10 {
+			continue
+		}
+		shown++
+		var parts []string
+		for _, row := range frs.Status.Clusters {
+			mrs := &v1alpha1.MemberReplicaSet{}
+			state := "no MemberReplicaSet"
+			if err := b.f.MemberClients[row.Name].Get(ctx, client.ObjectKeyFromObject(frs), mrs); err == nil {
+				state = fmt.Sprintf("mrs spec %d status %d/%d ready", mrs.Spec.Replicas, mrs.Status.Replicas, mrs.Status.ReadyReplicas)
+			}
+			if row.Target != row.ReadyReplicas || state == "no MemberReplicaSet" {
+				parts = append(parts, fmt.Sprintf("%s target %d (%s)", row.Name, row.Target, state))
+			}
+		}
+		say("  diagnosis: %s ready %d of %d: %s", frs.Name, frs.Status.ReadyReplicas, ptrOr(frs.Spec.Replicas), strings.Join(parts, "; "))
+	}
+}
+
+func ptrOr(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // ideal is the member QPS bound: the busiest member's pods over its QPS.
@@ -647,8 +691,13 @@ func (b *bench) measureKCM(ctx context.Context, ns, scenario string) (report.Run
 	if err != nil {
 		return report.Run{}, fmt.Errorf("writing ReplicaSets: %w", err)
 	}
+	stalled := false
 	if err := await(ctx, w, b.timeout(pods)); err != nil {
-		return report.Run{}, err
+		if ctx.Err() != nil {
+			return report.Run{}, err
+		}
+		say("  STALLED: %v", err)
+		stalled = true
 	}
 	time.Sleep(settle)
 	after, err := b.probe.snapshot(ctx, bl.pids())
@@ -657,7 +706,7 @@ func (b *bench) measureKCM(ctx context.Context, ns, scenario string) (report.Run
 	}
 	created, ready, _ := w.result()
 	r := report.Run{Scenario: b.label(scenario), System: "kube-controller-manager", Pods: pods, FRS: objects,
-		Created: created, Ready: ready, Ideal: b.ideal(perMember),
+		Created: created, Ready: ready, Ideal: b.ideal(perMember), Stalled: stalled,
 		RaftEntries: math.NaN(), HubWrites: math.NaN(), StatusWrites: math.NaN(), FollowerCPU: math.NaN(), FollowerHeap: math.NaN()}
 	for name := range b.members {
 		r.PodWrites += delta(before.members[name], after.members[name], mRequests, podWrites)

@@ -24,6 +24,9 @@ type Run struct {
 	// Created and Ready are the times from the first write of the
 	// benchmark until every pod existed, and until every pod was Ready.
 	Created, Ready time.Duration
+	// Stalled runs did not reach every pod Ready in time: their times
+	// are left out, their per-pod figures kept.
+	Stalled bool `json:",omitempty"`
 	// Ideal is the member QPS bound: the most pods any member had to
 	// create, over the member client QPS.
 	Ideal time.Duration
@@ -84,11 +87,14 @@ func Derive(r Run) Figures {
 		CreatedRatio:    NA, ReadyRatio: NA, StatusPerFRSMin: NA,
 	}
 	f.WritesPerPod = per(r.MemberWrites+nanZero(r.HubWrites), 1)
-	if r.Ideal > 0 {
+	if r.Stalled {
+		f.Created, f.Ready = NA, NA
+	}
+	if r.Ideal > 0 && !r.Stalled {
 		f.CreatedRatio = r.Created.Seconds() / r.Ideal.Seconds()
 		f.ReadyRatio = r.Ready.Seconds() / r.Ideal.Seconds()
 	}
-	if r.FRS > 0 && r.Ready > 0 && !math.IsNaN(r.StatusWrites) {
+	if r.FRS > 0 && r.Ready > 0 && !r.Stalled && !math.IsNaN(r.StatusWrites) {
 		f.StatusPerFRSMin = r.StatusWrites / float64(r.FRS) / r.Ready.Minutes()
 	}
 	return f
@@ -150,6 +156,7 @@ func Table(runs []Run) string {
 	var order []key
 	rows := map[key][]Figures{}
 	pods := map[key]int{}
+	stalled := map[key]int{}
 	for _, r := range runs {
 		k := key{r.Scenario, r.System}
 		if _, ok := rows[k]; !ok {
@@ -157,6 +164,9 @@ func Table(runs []Run) string {
 		}
 		rows[k] = append(rows[k], Derive(r))
 		pods[k] = r.Pods
+		if r.Stalled {
+			stalled[k]++
+		}
 	}
 	var b strings.Builder
 	b.WriteString("| scenario | system | runs | pods |")
@@ -170,7 +180,11 @@ func Table(runs []Run) string {
 	b.WriteString("\n")
 	for _, k := range order {
 		fs := rows[k]
-		fmt.Fprintf(&b, "| %s | %s | %d | %d |", k.scenario, k.system, len(fs), pods[k])
+		runs := fmt.Sprint(len(fs))
+		if n := stalled[k]; n > 0 {
+			runs += fmt.Sprintf(" (%d stalled)", n)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d |", k.scenario, k.system, runs, pods[k])
 		for _, c := range columns {
 			vs := make([]float64, len(fs))
 			for i, f := range fs {

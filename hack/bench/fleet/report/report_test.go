@@ -81,3 +81,17 @@ func TestTableMediansPerRow(t *testing.T) {
 		t.Fatalf("kcm row wrong: %s", lines[3])
 	}
 }
+
+func TestStalledRunsKeepPerPodFiguresOnly(t *testing.T) {
+	runs := []Run{
+		{Scenario: "s", System: "replicafed", Pods: 100, Created: 10 * time.Second, Ready: 10 * time.Second, Ideal: 10 * time.Second, PodWrites: 100},
+		{Scenario: "s", System: "replicafed", Pods: 100, Stalled: true, Created: 0, Ready: 0, Ideal: 10 * time.Second, PodWrites: 120},
+	}
+	out := Table(runs)
+	if !strings.Contains(out, "| s | replicafed | 2 (1 stalled) | 100 | 10.0 | 10.0 | 10.0 | 1.00 | 1.00 |") {
+		t.Fatalf("stalled run's times must be left out of the medians:\n%s", out)
+	}
+	if !strings.Contains(out, "| 1.100 |") {
+		t.Fatalf("stalled run's writes must count (median of 1.0 and 1.2):\n%s", out)
+	}
+}
