@@ -54,6 +54,11 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// StatusInterval is the least time between two status writes of one object.
 	StatusInterval time.Duration
+	// StatusBudget bounds, in writes per second, the status writes of
+	// changes that are not significant (counts) while many objects have
+	// one waiting: with n waiting, each object writes at most once per
+	// n/StatusBudget seconds. Zero leaves StatusInterval as the only bound.
+	StatusBudget float64
 	// Clock is injected for tests.
 	Clock clock.PassiveClock
 	// Intents remembers orphan deletions seen on the event path; optional.
@@ -71,7 +76,7 @@ type Reconciler struct {
 	// optional.
 	RecordedTaints func(ctx context.Context, cluster string) []v1alpha1.ClusterTaint
 
-	lastWrite syncMap[string, time.Time]
+	status statusPacer
 	// taints stands in for missing taint times; warned dedupes warnings.
 	taints taintClock
 	warned warnings
@@ -106,7 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Hub.Get(ctx, req.NamespacedName, frs); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Reports.Forget(req.Namespace, req.Name)
-			r.lastWrite.Delete(req.String())
+			r.status.forget(req.String())
 			r.awaiting.Delete(req.String())
 			r.warned.forget(req.String())
 			return ctrl.Result{}, nil
@@ -418,21 +423,22 @@ func (r *Reconciler) writeStatus(ctx context.Context, frs *v1alpha1.FederatedRep
 		in.Members = append(in.Members, m)
 	}
 	st := aggregate.Compute(in)
+	key := frs.Namespace + "/" + frs.Name
 	if aggregate.Equal(st, frs.Status) {
+		r.status.settled(key)
 		return ctrl.Result{}, nil
 	}
-	key := frs.Namespace + "/" + frs.Name
-	if last, ok := r.lastWrite.Load(key); ok && r.StatusInterval > 0 {
-		if wait := r.StatusInterval - now.Sub(last); wait > 0 {
-			return ctrl.Result{RequeueAfter: wait}, nil
-		}
+	// A change waiting here is not lost: the requeue computes the status
+	// afresh, coalescing whatever changed meanwhile into one write.
+	if wait := r.status.wait(key, now, aggregate.Significant(frs.Status, st), r.StatusInterval, r.StatusBudget); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	patch := client.MergeFrom(frs.DeepCopy())
 	frs.Status = st
 	if err := r.Hub.Status().Patch(ctx, frs, patch); err != nil {
 		return ctrl.Result{}, fmt.Errorf("writing status of %s: %w", key, err)
 	}
-	r.lastWrite.Store(key, now)
+	r.status.written(key, now)
 	return ctrl.Result{}, nil
 }
 

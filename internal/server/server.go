@@ -216,6 +216,9 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		Expectations:   store,
 		Recorder:       local.GetEventRecorder("replicafed"),
 		StatusInterval: cfg.Controller.StatusUpdateInterval,
+		// Count-only status changes take at most half the hub client's
+		// QPS while many objects change, leaving the rest to planning.
+		StatusBudget: float64(cfg.Hub.QPS) / 2,
 		MemberProblems: func(cluster string) string {
 			if p, ok := problems.Load(cluster); ok {
 				return p.(string)
