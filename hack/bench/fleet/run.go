@@ -575,6 +575,9 @@ func (b *bench) cleanupReplicafed(ctx context.Context, ns string) {
 		for name := range b.members {
 			c := b.f.MemberClients[name]
 			_ = c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0))
+			// The hub's deletion reads each MemberReplicaSet at member QPS,
+			// one FRS after another: gone ones answer fastest.
+			_ = c.DeleteAllOf(ctx, &v1alpha1.MemberReplicaSet{}, client.InNamespace(ns))
 			pods := &metav1.PartialObjectMetadataList{}
 			pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
 			if err := c.List(ctx, pods, client.InNamespace(ns)); err != nil {
