@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // settings are the benchmark's knobs.
@@ -36,6 +37,8 @@ type settings struct {
 	Scenarios, Systems                        []string
 	Config                                    map[string]any
 	Out, Raw                                  string
+	// Idle is the steady-state window measured after each replicafed run.
+	Idle time.Duration
 }
 
 func loadSettings() (settings, error) {
@@ -86,6 +89,14 @@ func loadSettings() (settings, error) {
 		}
 	}
 	s.Out, s.Raw = os.Getenv("BENCH_OUT"), os.Getenv("BENCH_RAW")
+	s.Idle = 20 * time.Second
+	if v := os.Getenv("BENCH_IDLE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return s, fmt.Errorf("BENCH_IDLE=%q: want a duration such as 20s (0 skips the window)", v)
+		}
+		s.Idle = d
+	}
 	return s, nil
 }
 

@@ -136,6 +136,9 @@ func run(ctx context.Context, s settings) error {
 		}
 	}
 	table := legend(s) + "\n" + report.Table(results)
+	if idle := report.IdleTable(results); idle != "" {
+		table += fmt.Sprintf("\nSteady state: a %s window after each replicafed run, every pod Ready, nothing changing.\n\n", s.Idle) + idle
+	}
 	fmt.Println(table)
 	if s.Out != "" {
 		if err := os.WriteFile(s.Out, []byte(table), 0o644); err != nil {
@@ -395,6 +398,19 @@ func (b *bench) measureReplicafed(ctx context.Context, ns, scenario string) (rep
 	r := report.Run{Scenario: b.label(scenario), System: systemReplicafed, Pods: pods, FRS: objects,
 		Created: created, Ready: ready, Ideal: b.ideal(perMember), Stalled: stalled}
 	b.replicafedFigures(&r, before, after)
+	if b.s.Idle > 0 && !stalled {
+		// Steady state: everything Ready, nothing asked. What replicafed
+		// spends here it spends all the time, per FRS and member.
+		time.Sleep(b.s.Idle)
+		idle, err := b.probe.snapshot(ctx, nil)
+		if err != nil {
+			return report.Run{}, err
+		}
+		var w report.Run
+		b.replicafedFigures(&w, after, idle)
+		r.Idle = &report.Idle{Seconds: b.s.Idle.Seconds(), LeaderCPU: w.LeaderCPU, RaftEntries: w.RaftEntries,
+			HubWrites: w.HubWrites, MemberWrites: w.MemberWrites, StatusWrites: w.StatusWrites}
+	}
 	return r, nil
 }
 
@@ -513,6 +529,9 @@ func topWrites(w map[string]float64, n int) string {
 
 func (b *bench) replicafedFigures(r *report.Run, before, after snapshot) {
 	r.Writes = b.writeBreakdown(before, after)
+	if r.Writes == nil {
+		r.Writes = map[string]float64{}
+	}
 	for name := range b.members {
 		r.PodWrites += delta(before.members[name], after.members[name], mRequests, podWrites)
 	}

@@ -3,8 +3,10 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -48,10 +50,23 @@ type Run struct {
 	LeaderHeap, FollowerHeap float64
 	// StatusWrites are FederatedReplicaSet status writes on the hub.
 	StatusWrites float64
+	// Idle is what the fleet cost while nothing changed, after the run
+	// (replicafed only; nil when not measured).
+	Idle *Idle `json:",omitempty"`
 	// Writes break the API servers' write requests of the run down by
 	// "member|hub resource[/subresource] VERB code" (every client's,
 	// scheduler and kwok included), for reading where writes went.
 	Writes map[string]float64 `json:",omitempty"`
+}
+
+// Idle is a window after a run in which nothing was asked of the fleet.
+type Idle struct {
+	Seconds float64
+	// LeaderCPU is the leader's CPU seconds in the window.
+	LeaderCPU float64
+	// RaftEntries, HubWrites, MemberWrites and StatusWrites count what
+	// replicafed did in the window.
+	RaftEntries, HubWrites, MemberWrites, StatusWrites float64
 }
 
 // Figures are the derived numbers of one run, in table order.
@@ -202,4 +217,66 @@ func format(v float64, digits int) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.*f", digits, v)
+}
+
+// MarshalJSON writes a run with the figures that do not apply (NaN, which
+// JSON cannot carry) as zero and named in "NA".
+func (r Run) MarshalJSON() ([]byte, error) {
+	type plain Run
+	p := plain(r)
+	var na []string
+	v := reflect.ValueOf(&p).Elem()
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.Float64 && math.IsNaN(f.Float()) {
+			f.SetFloat(0)
+			na = append(na, v.Type().Field(i).Name)
+		}
+	}
+	return json.Marshal(struct {
+		plain
+		NA []string `json:",omitempty"`
+	}{p, na})
+}
+
+// IdleTable renders, per scenario and system with idle windows, the
+// steady-state costs (medians): the leader's CPU share, and raft entries,
+// hub and member writes per second, and status writes per FRS per minute.
+func IdleTable(runs []Run) string {
+	type key struct{ scenario, system string }
+	var order []key
+	rows := map[key][]Run{}
+	for _, r := range runs {
+		if r.Idle == nil || r.Idle.Seconds <= 0 {
+			continue
+		}
+		k := key{r.Scenario, r.System}
+		if _, ok := rows[k]; !ok {
+			order = append(order, k)
+		}
+		rows[k] = append(rows[k], r)
+	}
+	if len(order) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("| scenario (idle, all pods Ready) | system | FRS | leader CPU % | leader CPU ms/s per 1k FRS | raft entries/s | hub writes/s | member writes/s | status writes /FRS/min |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	for _, k := range order {
+		col := func(f func(r Run) float64) float64 {
+			vs := make([]float64, len(rows[k]))
+			for i, r := range rows[k] {
+				vs[i] = f(r)
+			}
+			return Median(vs)
+		}
+		frs := rows[k][0].FRS
+		cpu := col(func(r Run) float64 { return r.Idle.LeaderCPU / r.Idle.Seconds })
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", k.scenario, k.system, frs,
+			format(100*cpu, 1), format(1000*cpu/float64(frs)*1000, 1),
+			format(col(func(r Run) float64 { return r.Idle.RaftEntries / r.Idle.Seconds }), 2),
+			format(col(func(r Run) float64 { return r.Idle.HubWrites / r.Idle.Seconds }), 2),
+			format(col(func(r Run) float64 { return r.Idle.MemberWrites / r.Idle.Seconds }), 2),
+			format(col(func(r Run) float64 { return r.Idle.StatusWrites / float64(r.FRS) / (r.Idle.Seconds / 60) }), 3))
+	}
+	return b.String()
 }

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -93,5 +94,28 @@ func TestStalledRunsKeepPerPodFiguresOnly(t *testing.T) {
 	}
 	if !strings.Contains(out, "| 1.100 |") {
 		t.Fatalf("stalled run's writes must count (median of 1.0 and 1.2):\n%s", out)
+	}
+}
+
+func TestRunJSONNamesWhatDoesNotApply(t *testing.T) {
+	raw, err := json.Marshal(Run{Scenario: "s", Pods: 10, RaftEntries: NA, HubWrites: NA, PodWrites: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(raw)
+	if !strings.Contains(got, `"NA":["RaftEntries","HubWrites"]`) || !strings.Contains(got, `"PodWrites":11`) || !strings.Contains(got, `"RaftEntries":0`) {
+		t.Fatalf("JSON = %s", got)
+	}
+}
+
+func TestIdleTable(t *testing.T) {
+	runs := []Run{
+		{Scenario: "s", System: "replicafed", FRS: 100, Idle: &Idle{Seconds: 20, LeaderCPU: 2, RaftEntries: 10, HubWrites: 4, MemberWrites: 40, StatusWrites: 0}},
+		{Scenario: "s", System: "kcm", FRS: 100},
+	}
+	out := IdleTable(runs)
+	want := "| s | replicafed | 100 | 10.0 | 1000.0 | 0.50 | 0.20 | 2.00 | 0.000 |"
+	if !strings.Contains(out, want) || strings.Contains(out, "kcm") {
+		t.Fatalf("IdleTable =\n%s\nwant a row %s and none for runs without a window", out, want)
 	}
 }
