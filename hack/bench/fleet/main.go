@@ -39,6 +39,9 @@ type settings struct {
 	Out, Raw                                  string
 	// Idle is the steady-state window measured after each replicafed run.
 	Idle time.Duration
+	// Binary is a prebuilt replicafed (to compare builds); empty builds
+	// this checkout.
+	Binary string
 }
 
 func loadSettings() (settings, error) {
@@ -88,7 +91,7 @@ func loadSettings() (settings, error) {
 			return s, fmt.Errorf("BENCH_CONFIG: %w", err)
 		}
 	}
-	s.Out, s.Raw = os.Getenv("BENCH_OUT"), os.Getenv("BENCH_RAW")
+	s.Out, s.Raw, s.Binary = os.Getenv("BENCH_OUT"), os.Getenv("BENCH_RAW"), os.Getenv("BENCH_BINARY")
 	s.Idle = 20 * time.Second
 	if v := os.Getenv("BENCH_IDLE"); v != "" {
 		d, err := time.ParseDuration(v)

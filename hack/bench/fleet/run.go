@@ -82,7 +82,7 @@ func run(ctx context.Context, s settings) error {
 	start := time.Now()
 	f, err := fleet.New(ctx, fleet.Options{
 		Members: names, Replicas: 3, Nodes: 2, NodeCPU: "4000", NodeMem: "64Ti", NodePods: most/2 + 110,
-		Metrics: true, Config: cfg, Log: say,
+		Metrics: true, Config: cfg, Log: say, Binary: s.Binary,
 	})
 	if err != nil {
 		return fmt.Errorf("starting fleet: %w", err)
