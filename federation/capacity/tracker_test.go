@@ -16,11 +16,18 @@ import (
 	"github.com/replicafed/replicafed/internal/testcluster"
 )
 
-// TestTrackerFollowsARealMember feeds the counters from a real API server's
-// informers through creates, binds, finishes, deletes and node changes, and
-// checks each estimate against the list-based one over the same objects.
-func TestTrackerFollowsARealMember(t *testing.T) {
+// TestTracker runs the tracker on a real API server's informers (one
+// cluster for both parts: starting one is the slow part).
+func TestTracker(t *testing.T) {
 	tc := testcluster.Start(t, testcluster.Options{Name: "capacity"})
+	t.Run("follows a member", func(t *testing.T) { followsAMember(t, tc) })
+	t.Run("forgets an ended engagement", func(t *testing.T) { forgetsEndedEngagement(t, tc) })
+}
+
+// followsAMember feeds the counters through creates, binds, finishes,
+// deletes and node changes, and checks each estimate against the list-based
+// one over the same objects.
+func followsAMember(t *testing.T, tc *testcluster.Cluster) {
 	scheme, err := kubescheme.New()
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +44,11 @@ func TestTrackerFollowsARealMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := cl.GetClient()
+	// Its own namespace: "default" is created by the API server shortly
+	// after it starts, not necessarily before this runs.
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "capacity"}}); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 3 {
 		n := node(fmt.Sprintf("n%d", i), "4", "16Gi", 20)
 		if i == 2 {
@@ -49,7 +61,7 @@ func TestTrackerFollowsARealMember(t *testing.T) {
 	var pods []*corev1.Pod
 	for i := range 12 {
 		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("p%d", i)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "capacity", Name: fmt.Sprintf("p%d", i)},
 			Spec: corev1.PodSpec{
 				NodeName: fmt.Sprintf("n%d", i%4), // n3 does not exist (yet)
 				Containers: []corev1.Container{{Name: "c", Image: "x", Resources: corev1.ResourceRequirements{
@@ -141,10 +153,9 @@ func TestTrackerFollowsARealMember(t *testing.T) {
 	}
 }
 
-// TestTrackerForgetsEndedEngagement checks a member's counters go with its
+// forgetsEndedEngagement checks a member's counters go with its
 // engagement, and that a re-engagement replaces them.
-func TestTrackerForgetsEndedEngagement(t *testing.T) {
-	tc := testcluster.Start(t, testcluster.Options{Name: "capacity-engage"})
+func forgetsEndedEngagement(t *testing.T, tc *testcluster.Cluster) {
 	scheme, err := kubescheme.New()
 	if err != nil {
 		t.Fatal(err)
