@@ -409,7 +409,7 @@ func (b *bench) measureReplicafed(ctx context.Context, ns, scenario string) (rep
 		var w report.Run
 		b.replicafedFigures(&w, after, idle)
 		r.Idle = &report.Idle{Seconds: b.s.Idle.Seconds(), LeaderCPU: w.LeaderCPU, RaftEntries: w.RaftEntries,
-			HubWrites: w.HubWrites, MemberWrites: w.MemberWrites, StatusWrites: w.StatusWrites}
+			HubWrites: w.HubWrites, MemberWrites: w.MemberWrites, StatusWrites: w.StatusWrites, Writes: w.Writes}
 	}
 	return r, nil
 }

@@ -67,6 +67,8 @@ type Idle struct {
 	// RaftEntries, HubWrites, MemberWrites and StatusWrites count what
 	// replicafed did in the window.
 	RaftEntries, HubWrites, MemberWrites, StatusWrites float64
+	// Writes break the window's writes down as Run.Writes does.
+	Writes map[string]float64 `json:",omitempty"`
 }
 
 // Figures are the derived numbers of one run, in table order.
