@@ -110,7 +110,12 @@
 //     pods with a quorum read and calls Store.ReconcileReservations in that
 //     term: reserved names whose pod exists are complete; earlier-term
 //     reservations without their pod are held for the current term (step
-//     6), never released; pending deletes whose pod is gone, replaced or
+//     6), never released, and so are this term's own reservations without
+//     a pod (the reconcile runs at the start of a sync, when none of the
+//     key's creates is in flight, so such a name lost its settlement, for
+//     example a release sent while the write lease had lapsed for a moment;
+//     left alone it held the key up until the TTL); pending deletes whose
+//     pod is gone, replaced or
 //     already terminating are settled; an earlier term's delete of a pod
 //     that still runs is kept for this term and the engine deletes exactly
 //     that pod (by UID) before anything else: the deposed leader's call may

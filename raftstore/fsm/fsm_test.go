@@ -268,6 +268,28 @@ func TestReconcileHoldsDeletes(t *testing.T) {
 	}
 }
 
+// TestReconcileHoldOwn: with HoldOwn, the current term's reservations
+// without a pod are held (not outstanding, reissued first); already held
+// ones and those with a pod are handled as without it.
+func TestReconcileHoldOwn(t *testing.T) {
+	for _, holdOwn := range []bool{false, true} {
+		f := New("s")
+		got := mustApply(t, f, reserve("", 0, 2, 10, 0, 3))
+		r := mustApply(t, f, &Reconcile{Meta: Meta{Term: 2, Now: 1}, Key: k1, TTL: ttl, HoldOwn: holdOwn,
+			Live: map[string]string{got.Names[0]: "u"}})
+		wantHeld := 0
+		if holdOwn {
+			wantHeld = 2
+		}
+		if len(r.Held) != wantHeld || !reflect.DeepEqual(r.Completed, []string{got.Names[0]}) {
+			t.Fatalf("holdOwn=%t: result %+v", holdOwn, r)
+		}
+		if c, _ := f.View(k1).Outstanding(1); c != 2-wantHeld {
+			t.Fatalf("holdOwn=%t: %d outstanding, want %d", holdOwn, c, 2-wantHeld)
+		}
+	}
+}
+
 func TestHeldNamesReissuedFirst(t *testing.T) {
 	f := New("s")
 	old := mustApply(t, f, reserve("", 0, 1, 10, 0, 4))
