@@ -30,7 +30,7 @@ type leadership struct {
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	term      uint64
-	lastTerm  uint64 // the last term this node opened a leader context in; never cleared
+	lastTerm  uint64               // the last term this node opened a leader context in; never cleared
 	voters    []raft.ServerAddress // other voters, refreshed by the watchdog
 	nVoters   int
 	subs      []chan bool
