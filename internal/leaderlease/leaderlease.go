@@ -59,6 +59,9 @@ type Writer struct {
 	Interval time.Duration
 	// Clock is injected for tests.
 	Clock clock.WithTicker
+	// Log receives write failures (V(1): the next tick retries); empty
+	// means the logger of Start's context.
+	Log logr.Logger
 
 	// lastWrite is when this replica last wrote the Lease, and term the
 	// raft term it wrote.
@@ -72,7 +75,10 @@ func (w *Writer) NeedLeaderElection() bool { return false }
 // Start writes the Lease when this replica gains leadership and every
 // Interval while it leads, until ctx ends.
 func (w *Writer) Start(ctx context.Context) error {
-	log := logr.FromContextOrDiscard(ctx).WithName("leader-lease")
+	log := w.Log
+	if log.GetSink() == nil {
+		log = logr.FromContextOrDiscard(ctx).WithName("leader-lease")
+	}
 	changes := w.Leader.LeaderChanges()
 	tick := w.Clock.NewTicker(w.Interval)
 	defer tick.Stop()
