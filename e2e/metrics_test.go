@@ -131,16 +131,17 @@ func TestMetrics(t *testing.T) {
 	// The Lease names the raft leader, as the real kubectl shows it, and the
 	// leader keeps renewing it.
 	kubectl := kubectlCmd(t, f)
-	var out string
-	e.poll("kubectl get lease to show the raft leader", func(ctx context.Context) (bool, error) {
+	var out, leading string
+	ok := tryPoll(waitTimeout, func(ctx context.Context) (bool, error) {
 		l := f.Leader(ctx)
 		if l == nil {
 			return false, nil
 		}
+		leading = l.ID
 		b, err := exec.CommandContext(ctx, kubectl[0], append(kubectl[1:], "get", "lease", "-n", fleet.Namespace)...).CombinedOutput()
 		out = string(b)
 		if err != nil {
-			t.Logf("kubectl get lease: %v: %s", err, out)
+			out = err.Error() + ": " + out
 			return false, nil
 		}
 		for _, line := range strings.Split(out, "\n") {
@@ -150,6 +151,9 @@ func TestMetrics(t *testing.T) {
 		}
 		return false, nil
 	})
+	if !ok {
+		t.Fatalf("kubectl get lease does not show the raft leader %s within %s; last output:\n%s", leading, waitTimeout, out)
+	}
 	t.Logf("$ kubectl get lease -n %s\n%s", fleet.Namespace, out)
 	renewed := func(ctx context.Context) string {
 		b, err := exec.CommandContext(ctx, kubectl[0], append(kubectl[1:], "get", "lease", leaseName, "-n", fleet.Namespace, "-o", "jsonpath={.spec.renewTime}")...).Output()
@@ -288,11 +292,21 @@ func values(fams map[string]*dto.MetricFamily, prefix string) map[string]float64
 	return out
 }
 
-// missingFamilies returns the names not served with at least one series.
+// missingFamilies returns the names not served with at least one observed
+// (non-zero) series: some raft series are declared at zero from start-up.
 func missingFamilies(fams map[string]*dto.MetricFamily, names []string) []string {
 	var missing []string
 	for _, n := range names {
-		if mf := fams[n]; mf == nil || len(mf.Metric) == 0 {
+		observed := false
+		if mf := fams[n]; mf != nil {
+			for _, m := range mf.Metric {
+				if m.GetGauge().GetValue() != 0 || m.GetCounter().GetValue() > 0 ||
+					m.GetSummary().GetSampleCount() > 0 || m.GetHistogram().GetSampleCount() > 0 {
+					observed = true
+				}
+			}
+		}
+		if !observed {
 			missing = append(missing, n)
 		}
 	}

@@ -59,8 +59,8 @@ type Writer struct {
 	Interval time.Duration
 	// Clock is injected for tests.
 	Clock clock.WithTicker
-	// Log receives write failures (V(1): the next tick retries); empty
-	// means the logger of Start's context.
+	// Log receives write failures and, at V(2), writes; empty means the
+	// logger of Start's context.
 	Log logr.Logger
 
 	// lastWrite is when this replica last wrote the Lease, and term the
@@ -89,8 +89,12 @@ func (w *Writer) Start(ctx context.Context) error {
 		case <-changes:
 		case <-tick.C():
 		}
-		if _, err := w.Sync(ctx); err != nil {
-			log.V(1).Error(err, "Writing the leader Lease", "lease", klog.KRef(w.Namespace, w.Name))
+		wrote, err := w.Sync(ctx)
+		if err != nil {
+			// The next tick retries; raft, not this Lease, decides who leads.
+			log.Error(err, "Writing the leader Lease", "lease", klog.KRef(w.Namespace, w.Name))
+		} else if wrote {
+			log.V(2).Info("Leader Lease written", "lease", klog.KRef(w.Namespace, w.Name), "term", w.term)
 		}
 	}
 }

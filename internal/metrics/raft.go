@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	gometrics "github.com/hashicorp/go-metrics/compat"
@@ -20,6 +21,30 @@ var legacyPerPeer = []string{
 	"raft.replication.installSnapshot.",
 }
 
+// raftHelp declares raft's main series up front, with help text: they are
+// served from start-up (counters at 0, so increase() works on every
+// replica) and explain themselves. Series raft emits with labels (peer_id)
+// are left out: a declared unlabelled series would clash with them.
+var (
+	raftCounters = map[string]string{
+		"raft.state.leader":                    "Times this replica became raft leader.",
+		"raft.state.candidate":                 "Times this replica started an election.",
+		"raft.state.follower":                  "Times this replica became a follower.",
+		"raft.apply":                           "Log entries submitted to raft on this replica while leading.",
+		"raft.transition.heartbeat_timeout":    "Times this follower heard from no leader within the heartbeat timeout.",
+		"raft.transition.leader_lease_timeout": "Times this leader stepped down for lack of quorum contact within the leader lease.",
+	}
+	raftSummaries = map[string]string{
+		"raft.commitTime":         "Milliseconds from dispatching a log entry on the leader to its commit (leader only).",
+		"raft.leader.lastContact": "Milliseconds since the leader last heard from a follower, sampled at each lease check (leader only).",
+		"raft.leader.dispatchLog": "Milliseconds the leader takes to write a batch of entries to its own log (leader only).",
+		"raft.fsm.apply":          "Milliseconds to apply one committed entry to replicafed's state machine.",
+	}
+	raftGauges = map[string]string{
+		"raft.peers": "Servers in the raft configuration, as the leader counts them (leader only).",
+	}
+)
+
 var raftOnce = sync.OnceValue(registerRaft)
 
 // RegisterRaft routes the metrics hashicorp/raft and raft-boltdb emit
@@ -35,11 +60,21 @@ var raftOnce = sync.OnceValue(registerRaft)
 func RegisterRaft() error { return raftOnce() }
 
 func registerRaft() error {
-	sink, err := gmprometheus.NewPrometheusSinkFrom(gmprometheus.PrometheusOpts{
+	opts := gmprometheus.PrometheusOpts{
 		Registerer: crmetrics.Registry,
 		Name:       "replicafed_raft_metrics_sink",
 		Expiration: 0,
-	})
+	}
+	for k, help := range raftCounters {
+		opts.CounterDefinitions = append(opts.CounterDefinitions, gmprometheus.CounterDefinition{Name: strings.Split(k, "."), Help: help})
+	}
+	for k, help := range raftSummaries {
+		opts.SummaryDefinitions = append(opts.SummaryDefinitions, gmprometheus.SummaryDefinition{Name: strings.Split(k, "."), Help: help})
+	}
+	for k, help := range raftGauges {
+		opts.GaugeDefinitions = append(opts.GaugeDefinitions, gmprometheus.GaugeDefinition{Name: strings.Split(k, "."), Help: help})
+	}
+	sink, err := gmprometheus.NewPrometheusSinkFrom(opts)
 	if err != nil {
 		return fmt.Errorf("registering the raft metrics sink: %w", err)
 	}
