@@ -128,8 +128,8 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 
-	// The Lease names the raft leader, as the real kubectl shows it, and the
-	// leader keeps renewing it.
+	// The Lease names the raft leader's server ID, as the real kubectl shows
+	// it, and the leader keeps renewing it.
 	kubectl := kubectlCmd(t, f)
 	var out, leading string
 	ok := tryPoll(waitTimeout, func(ctx context.Context) (bool, error) {
@@ -137,15 +137,21 @@ func TestMetrics(t *testing.T) {
 		if l == nil {
 			return false, nil
 		}
-		leading = l.ID
-		b, err := exec.CommandContext(ctx, kubectl[0], append(kubectl[1:], "get", "lease", "-n", fleet.Namespace)...).CombinedOutput()
-		out = string(b)
-		if err != nil {
-			out = err.Error() + ": " + out
+		// The raft server ID: the replica's raft.id and its data
+		// directory's incarnation.
+		st, err := l.Status(ctx)
+		if err != nil || !st.Leading || !strings.HasPrefix(st.ID, l.ID+"-") {
 			return false, nil
 		}
+		leading = st.ID
+		b, err := kubectl(ctx, "get", "lease", "-n", fleet.Namespace)
+		if err != nil {
+			t.Logf("kubectl get lease: %v: %s", err, b)
+			return false, nil
+		}
+		out = string(b)
 		for _, line := range strings.Split(out, "\n") {
-			if fs := strings.Fields(line); len(fs) >= 2 && fs[0] == leaseName && fs[1] == l.ID {
+			if fs := strings.Fields(line); len(fs) >= 2 && fs[0] == leaseName && fs[1] == st.ID {
 				return true, nil
 			}
 		}
@@ -156,7 +162,7 @@ func TestMetrics(t *testing.T) {
 	}
 	t.Logf("$ kubectl get lease -n %s\n%s", fleet.Namespace, out)
 	renewed := func(ctx context.Context) string {
-		b, err := exec.CommandContext(ctx, kubectl[0], append(kubectl[1:], "get", "lease", leaseName, "-n", fleet.Namespace, "-o", "jsonpath={.spec.renewTime}")...).Output()
+		b, err := kubectl(ctx, "get", "lease", leaseName, "-n", fleet.Namespace, "-o", "jsonpath={.spec.renewTime}")
 		if err != nil {
 			return ""
 		}
@@ -362,12 +368,20 @@ func logExcerpt(t *testing.T, id string, fams map[string]*dto.MetricFamily, ns s
 	t.Logf("scrape of the leader %s (excerpt):\n%s", id, b.String())
 }
 
-// kubectlCmd returns bin/kubectl with the hub's kubeconfig.
-func kubectlCmd(t *testing.T, f *fleet.Fleet) []string {
+// kubectlCmd returns a runner of bin/kubectl against the hub, with its own
+// discovery cache, each call bounded by 30 seconds.
+func kubectlCmd(t *testing.T, f *fleet.Fleet) func(ctx context.Context, args ...string) ([]byte, error) {
 	t.Helper()
 	dir, err := testcluster.FindBinDir()
 	if err != nil {
 		t.Fatalf("finding bin dir: %v", err)
 	}
-	return []string{filepath.Join(dir, "kubectl"), "--kubeconfig", f.Hub.Kubeconfig()}
+	cache := t.TempDir()
+	return func(ctx context.Context, args ...string) ([]byte, error) {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(dir, "kubectl"), append([]string{"--kubeconfig", f.Hub.Kubeconfig()}, args...)...)
+		cmd.Env = append(os.Environ(), "KUBECACHEDIR="+cache)
+		return cmd.CombinedOutput()
+	}
 }
