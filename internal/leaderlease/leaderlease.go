@@ -6,8 +6,8 @@
 // written it lately.
 //
 // Only the raft leader writes it, while it may write to members (quorum
-// contact, gate open), at most once per renew interval, plus once at once
-// when it gains leadership.
+// contact, gate open): when it gains leadership and then on every tick of
+// the renew interval, never twice within half an interval of one term.
 package leaderlease
 
 import (
@@ -99,9 +99,9 @@ func (w *Writer) Start(ctx context.Context) error {
 	}
 }
 
-// Sync writes the Lease if this replica may and a write is due: the Lease
-// names another holder, another term, or was renewed by this replica at
-// least Interval ago. It reports whether it wrote.
+// Sync writes the Lease if this replica may and a write is due: a new term,
+// or this replica's last renewal is at least half an Interval old. It
+// reports whether it wrote.
 func (w *Writer) Sync(ctx context.Context) (bool, error) {
 	lctx, term, ok := w.Leader.Leading()
 	if !ok {
@@ -111,7 +111,9 @@ func (w *Writer) Sync(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	now := w.Clock.Now()
-	if term == w.term && !w.lastWrite.IsZero() && now.Sub(w.lastWrite) < w.Interval {
+	// Half an interval: a tick that comes a little early (the write after
+	// gaining leadership was between ticks) still renews.
+	if term == w.term && !w.lastWrite.IsZero() && now.Sub(w.lastWrite) < w.Interval/2 {
 		return false, nil
 	}
 	// The write ends with this term's leadership.
