@@ -72,7 +72,7 @@ func getLease(t *testing.T, c client.Client) *coordinationv1.Lease {
 }
 
 // TestSync walks a Lease through a leader's life: nothing while following
-// or fenced, created on leading, renewed at most twice per interval (never within half of one),
+// or fenced, created on leading, never renewed within half an interval,
 // taken over by the next leader with a transition counted.
 func TestSync(t *testing.T) {
 	ctx := context.Background()
