@@ -168,6 +168,9 @@ func TestMetrics(t *testing.T) {
 		}
 		return string(b)
 	}
+	if b, err := kubectl(context.Background(), "get", "lease", leaseName, "-n", fleet.Namespace, "-o", "yaml"); err == nil {
+		t.Logf("$ kubectl get lease %s -n %s -o yaml\n%s", leaseName, fleet.Namespace, b)
+	}
 	first := renewed(context.Background())
 	e.poll("the leader to renew the Lease", func(ctx context.Context) (bool, error) {
 		r := renewed(ctx)
