@@ -369,6 +369,14 @@ func logExcerpt(t *testing.T, id string, fams map[string]*dto.MetricFamily, ns s
 		}
 	}
 	t.Logf("scrape of the leader %s (excerpt):\n%s", id, b.String())
+	var raft []string
+	for name := range fams {
+		if strings.HasPrefix(name, "raft_") {
+			raft = append(raft, name)
+		}
+	}
+	slices.Sort(raft)
+	t.Logf("raft families on the leader %s: %s", id, strings.Join(raft, " "))
 }
 
 // kubectlCmd returns a runner of bin/kubectl against the hub, with its own
