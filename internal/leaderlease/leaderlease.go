@@ -116,8 +116,9 @@ func (w *Writer) Sync(ctx context.Context) (bool, error) {
 	if term == w.term && !w.lastWrite.IsZero() && now.Sub(w.lastWrite) < w.Interval/2 {
 		return false, nil
 	}
-	// The write ends with this term's leadership.
-	ctx, cancel := context.WithCancel(ctx)
+	// The write ends with this term's leadership, and within an interval:
+	// a hung hub call must not hold up the next renewal.
+	ctx, cancel := context.WithTimeout(ctx, w.Interval)
 	defer cancel()
 	stop := context.AfterFunc(lctx, cancel)
 	defer stop()
