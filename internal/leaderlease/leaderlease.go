@@ -166,7 +166,7 @@ func (w *Writer) fill(lease *coordinationv1.Lease, term uint64, now time.Time) {
 	id := w.Identity
 	s.HolderIdentity = &id
 	s.RenewTime = &at
-	d := int32(max(1, (3 * w.Interval).Round(time.Second)/time.Second))
+	d := int32(max(1, (3*w.Interval).Round(time.Second)/time.Second))
 	s.LeaseDurationSeconds = &d
 	if lease.Annotations == nil {
 		lease.Annotations = map[string]string{}
