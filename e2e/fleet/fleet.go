@@ -62,10 +62,6 @@ type Options struct {
 	// Proxied members are reached by replicafed through a fault proxy on
 	// loopback (see Proxy); tests and the fleet's own clients go direct.
 	Proxied []string
-	// Metrics serves each replica's Prometheus metrics over plain HTTP on a
-	// loopback port of its own (Replica.MetricsAddress), for benchmarks;
-	// off by default, as in the chart's tests.
-	Metrics bool
 }
 
 // Fleet is a running installation.
@@ -229,13 +225,8 @@ func (f *Fleet) startReplicas(o Options, binary string) error {
 	ps := make([]ports, o.Replicas)
 	var peers []map[string]any
 	for i := range ps {
-		for _, p := range []*int{&ps[i].raft, &ps[i].admin, &ps[i].health} {
+		for _, p := range []*int{&ps[i].raft, &ps[i].admin, &ps[i].health, &ps[i].metrics} {
 			if *p, err = testcluster.FreePort(); err != nil {
-				return err
-			}
-		}
-		if o.Metrics {
-			if ps[i].metrics, err = testcluster.FreePort(); err != nil {
 				return err
 			}
 		}
@@ -278,11 +269,10 @@ func (f *Fleet) startReplicas(o Options, binary string) error {
 			"failover": map[string]any{
 				"healthProbe": map[string]any{"interval": "1s", "timeout": "1s", "failureThreshold": 2, "successThreshold": 1},
 			},
-			"metrics": map[string]any{"bindAddress": "0"},
+			// As installed: HTTPS with the raft certificate, each scrape
+			// authenticated and authorized by the hub API server.
+			"metrics": map[string]any{"bindAddress": loopback(ps[i].metrics), "secure": true, "perFRS": "members"},
 			"health":  map[string]any{"probeAddress": loopback(ps[i].health)},
-		}
-		if o.Metrics {
-			cfg["metrics"] = map[string]any{"bindAddress": loopback(ps[i].metrics), "secure": false}
 		}
 		merge(cfg, o.Config)
 		raw, err := yaml.Marshal(cfg)
@@ -290,11 +280,9 @@ func (f *Fleet) startReplicas(o Options, binary string) error {
 			return fmt.Errorf("encoding replica config: %w", err)
 		}
 		r, err := newReplica(id, loopback(ps[i].admin), token, binary, dir, certs)
+		r.MetricsAddress = loopback(ps[i].metrics)
 		if err != nil {
 			return err
-		}
-		if o.Metrics {
-			r.MetricsAddress = loopback(ps[i].metrics)
 		}
 		if err := os.WriteFile(r.ConfigPath, raw, 0o600); err != nil {
 			return fmt.Errorf("writing replica config: %w", err)
