@@ -217,7 +217,8 @@ func (b *bench) timeout(pods int) time.Duration {
 	return 4*ideal + 3*time.Minute
 }
 
-var labelKey = "bench-app"
+// labelKey labels every benchmark pod with its workload's name.
+const labelKey = "bench-app"
 
 func template(app string) corev1.PodTemplateSpec {
 	lbl := map[string]string{labelKey: app}
