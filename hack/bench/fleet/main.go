@@ -58,6 +58,9 @@ func loadSettings() (settings, error) {
 			*dst = n
 		}
 	}
+	if s.Members > 26 {
+		return s, fmt.Errorf("BENCH_MEMBERS=%d: at most 26 (members are named member-a to member-z)", s.Members)
+	}
 	if v := os.Getenv("BENCH_MEMBER_QPS"); v != "" {
 		q, err := strconv.ParseFloat(v, 64)
 		if err != nil || q <= 0 {
