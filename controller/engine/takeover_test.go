@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 // termGate is an open gate whose term the test moves.
@@ -44,7 +45,7 @@ type termStore struct {
 	terms      []uint64
 }
 
-func (s *termStore) ExpectCreations(ctx context.Context, k expectations.Key, in expectations.CreateIntent) ([]string, error) {
+func (s *termStore) ExpectCreations(ctx context.Context, k fedref.MemberObject, in expectations.CreateIntent) ([]string, error) {
 	names, err := s.Memory.ExpectCreations(ctx, k, in)
 	for i := range names {
 		names[i] = fmt.Sprintf("%s%d", in.Prefix, i)
@@ -52,21 +53,21 @@ func (s *termStore) ExpectCreations(ctx context.Context, k expectations.Key, in 
 	return names, err
 }
 
-func (s *termStore) CreationFailed(k expectations.Key, name string) {
+func (s *termStore) CreationFailed(k fedref.MemberObject, name string) {
 	s.mu.Lock()
 	s.failed = append(s.failed, name)
 	s.mu.Unlock()
 	s.Memory.CreationFailed(k, name)
 }
 
-func (s *termStore) CreationUnknown(k expectations.Key, name string) {
+func (s *termStore) CreationUnknown(k fedref.MemberObject, name string) {
 	s.mu.Lock()
 	s.unknown = append(s.unknown, name)
 	s.mu.Unlock()
 	s.Memory.CreationUnknown(k, name)
 }
 
-func (s *termStore) ReconcileReservations(ctx context.Context, _ expectations.Key, live map[string]types.UID) ([]string, []string, error) {
+func (s *termStore) ReconcileReservations(ctx context.Context, _ fedref.MemberObject, live map[string]types.UID) ([]string, []string, error) {
 	term, _ := expectations.TermFrom(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()

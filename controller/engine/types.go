@@ -8,13 +8,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
-	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 // Workload is what the hub wants of one FederatedReplicaSet in one member.
 type Workload struct {
 	// Key names the member and the FederatedReplicaSet.
-	Key expectations.Key
+	Key fedref.MemberObject
 	// Target is the member's replica count.
 	Target int32
 	// Selector is the FederatedReplicaSet's pod selector.
@@ -43,7 +43,7 @@ type Workload struct {
 // provide it. A key it does not know means "hands off": the engine neither
 // creates the MemberReplicaSet nor touches pods.
 type WorkloadSource interface {
-	Workload(key expectations.Key) (*Workload, bool)
+	Workload(key fedref.MemberObject) (*Workload, bool)
 }
 
 // MemberStatus is one member's view of one FederatedReplicaSet after a sync.
@@ -75,7 +75,7 @@ type MemberStatus struct {
 // StatusSink receives every sync's status; the hub aggregator consumes it.
 // Report must not block for long: it runs on the sync path.
 type StatusSink interface {
-	Report(ctx context.Context, key expectations.Key, st MemberStatus)
+	Report(ctx context.Context, key fedref.MemberObject, st MemberStatus)
 }
 
 // Gate says whether this process may write to members now. Enter returns
@@ -98,9 +98,9 @@ func (OpenGate) Enter() (context.Context, uint64, func(), bool) {
 }
 
 // StatusSinkFunc adapts a function to StatusSink.
-type StatusSinkFunc func(ctx context.Context, key expectations.Key, st MemberStatus)
+type StatusSinkFunc func(ctx context.Context, key fedref.MemberObject, st MemberStatus)
 
 // Report implements StatusSink.
-func (f StatusSinkFunc) Report(ctx context.Context, key expectations.Key, st MemberStatus) {
+func (f StatusSinkFunc) Report(ctx context.Context, key fedref.MemberObject, st MemberStatus) {
 	f(ctx, key, st)
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/replicastatus"
 	"github.com/replicafed/replicafed/controller/worker"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/testcluster"
 )
@@ -36,10 +37,10 @@ const member = "m1"
 // source is a WorkloadSource a test edits.
 type source struct {
 	mu sync.Mutex
-	m  map[expectations.Key]*engine.Workload
+	m  map[fedref.MemberObject]*engine.Workload
 }
 
-func (s *source) Workload(k expectations.Key) (*engine.Workload, bool) {
+func (s *source) Workload(k fedref.MemberObject) (*engine.Workload, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w, ok := s.m[k]
@@ -56,7 +57,7 @@ type countingStore struct {
 	maxCount atomic.Int64
 }
 
-func (c *countingStore) ExpectCreations(ctx context.Context, k expectations.Key, in expectations.CreateIntent) ([]string, error) {
+func (c *countingStore) ExpectCreations(ctx context.Context, k fedref.MemberObject, in expectations.CreateIntent) ([]string, error) {
 	for {
 		cur := c.maxCount.Load()
 		if int64(in.Count) <= cur || c.maxCount.CompareAndSwap(cur, int64(in.Count)) {
@@ -141,7 +142,7 @@ func startEnv(t testing.TB, o envOpts) *env {
 		}
 		c = testcluster.Start(t, opts)
 	}
-	e := &env{t: t, c: c, src: &source{m: map[expectations.Key]*engine.Workload{}}, writes: &atomic.Int64{}, podCreates: &atomic.Int64{}, nodeGets: &atomic.Int64{}}
+	e := &env{t: t, c: c, src: &source{m: map[fedref.MemberObject]*engine.Workload{}}, writes: &atomic.Int64{}, podCreates: &atomic.Int64{}, nodeGets: &atomic.Int64{}}
 	e.store = &countingStore{Memory: expectations.NewMemory(0, nil)}
 	var err2 error
 	if e.cl, err2 = client.New(c.Config, client.Options{Scheme: scheme()}); err2 != nil {
@@ -175,8 +176,8 @@ func startEnv(t testing.TB, o envOpts) *env {
 
 func member0() string { return member }
 
-func (e *env) key(name string) expectations.Key {
-	return expectations.Key{Cluster: member, Namespace: "default", Name: name}
+func (e *env) key(name string) fedref.MemberObject {
+	return fedref.MemberObject{Cluster: member, Namespace: "default", Name: name}
 }
 
 func (e *env) set(name string, target int32, mutate ...func(*engine.Workload)) {

@@ -17,8 +17,8 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/engine"
-	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/ranking"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/testcluster"
 )
 
@@ -243,7 +243,7 @@ func TestIntegrationNamespacePodSecurityLabels(t *testing.T) {
 	e := startEnv(t, envOpts{createNamespaces: true})
 	ctx := context.Background()
 	const ns, name = "psa-team", "psa"
-	k := expectations.Key{Cluster: member, Namespace: ns, Name: name}
+	k := fedref.MemberObject{Cluster: member, Namespace: ns, Name: name}
 	lbls := map[string]string{"app": name}
 	w := &engine.Workload{
 		Key: k, Target: 1, Selector: &metav1.LabelSelector{MatchLabels: lbls},

@@ -19,12 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
-	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/federation/aggregate"
 	"github.com/replicafed/replicafed/federation/capacity"
 	"github.com/replicafed/replicafed/federation/planner"
 	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/internal/ctxjoin"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/metrics"
 )
 
@@ -172,7 +172,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 					"cluster %s: target %d -> %d (%s)", ch.Cluster, ch.From, ch.To, ch.Reason)
 			}
 			for name := range targets {
-				r.Poker.Enqueue(expectations.Key{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
+				r.Poker.Enqueue(fedref.MemberObject{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
 			}
 		}
 	} else if !changed {
@@ -275,7 +275,7 @@ func (r *Reconciler) withDeparted(frs *v1alpha1.FederatedReplicaSet, prev, targe
 		}
 		rep, ok := f.reports[name]
 		if !ok {
-			rep, ok = r.Reports.Get(expectations.Key{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
+			rep, ok = r.Reports.Get(fedref.MemberObject{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
 		}
 		if !ok || rep.Replicas > 0 || rep.TerminatingReplicas > 0 {
 			targets[name] = 0
@@ -374,7 +374,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, frs *v1alpha1.FederatedRep
 		}
 		rep, ok := f.reports[name]
 		if !ok {
-			rep, ok = r.Reports.Get(expectations.Key{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
+			rep, ok = r.Reports.Get(fedref.MemberObject{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
 		}
 		if ok {
 			ar := &aggregate.Report{

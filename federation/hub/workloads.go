@@ -10,7 +10,7 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/engine"
-	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 // Workloads answers the member engine's question "what does the hub want of
@@ -34,7 +34,7 @@ var _ engine.WorkloadSource = &Workloads{}
 const workloadReadTimeout = 10 * time.Second
 
 // Workload implements engine.WorkloadSource.
-func (w *Workloads) Workload(key expectations.Key) (*engine.Workload, bool) {
+func (w *Workloads) Workload(key fedref.MemberObject) (*engine.Workload, bool) {
 	// A cached read of a kind not cached yet waits for its informer to
 	// sync: bound it, so a member worker never hangs here.
 	ctx, cancel := context.WithTimeout(context.Background(), workloadReadTimeout)
@@ -75,6 +75,6 @@ func (w *Workloads) Workload(key expectations.Key) (*engine.Workload, bool) {
 	}, true
 }
 
-func refOf(frs *v1alpha1.FederatedReplicaSet) FRSRef {
-	return FRSRef{Namespace: frs.Namespace, Name: frs.Name, UID: string(frs.UID)}
+func refOf(frs *v1alpha1.FederatedReplicaSet) fedref.FRS {
+	return fedref.FRS{Namespace: frs.Namespace, Name: frs.Name, UID: string(frs.UID)}
 }

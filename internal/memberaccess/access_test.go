@@ -35,6 +35,7 @@ import (
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/worker"
 	"github.com/replicafed/replicafed/federation/membersetup"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/memberaccess"
 	"github.com/replicafed/replicafed/internal/testcluster"
@@ -85,10 +86,10 @@ func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool,
 // source is a WorkloadSource the test edits.
 type source struct {
 	mu sync.Mutex
-	m  map[expectations.Key]*engine.Workload
+	m  map[fedref.MemberObject]*engine.Workload
 }
 
-func (s *source) Workload(k expectations.Key) (*engine.Workload, bool) {
+func (s *source) Workload(k fedref.MemberObject) (*engine.Workload, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w, ok := s.m[k]
@@ -99,7 +100,7 @@ func (s *source) Workload(k expectations.Key) (*engine.Workload, bool) {
 	return &cp, true
 }
 
-func (s *source) set(k expectations.Key, w *engine.Workload) {
+func (s *source) set(k fedref.MemberObject, w *engine.Workload) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if w == nil {
@@ -162,7 +163,7 @@ func roleSuffices(t *testing.T, member *testcluster.Cluster) {
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	go func() { _ = mc.Start(runCtx) }()
-	src := &source{m: map[expectations.Key]*engine.Workload{}}
+	src := &source{m: map[fedref.MemberObject]*engine.Workload{}}
 	mgr := worker.NewManager(worker.Options{CreateNamespaces: true, Store: expectations.NewMemory(0, nil), Source: src})
 	if err := mgr.Engage(runCtx, "member", mc); err != nil {
 		t.Fatal(err)
@@ -180,7 +181,7 @@ func roleSuffices(t *testing.T, member *testcluster.Cluster) {
 
 	// A namespace the member lacks: the engine creates it.
 	const ns, name = "shop", "web"
-	key := expectations.Key{Cluster: "member", Namespace: ns, Name: name}
+	key := fedref.MemberObject{Cluster: "member", Namespace: ns, Name: name}
 	lbls := map[string]string{"app": name}
 	workload := func(target int32) *engine.Workload {
 		return &engine.Workload{

@@ -24,8 +24,8 @@ import (
 	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/engine"
-	ctrlexp "github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/worker"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/testcluster"
 	"github.com/replicafed/replicafed/raftstore/expectations"
@@ -36,7 +36,7 @@ import (
 // staticSource wants one FederatedReplicaSet in member m1.
 type staticSource struct{ w *engine.Workload }
 
-func (s staticSource) Workload(k ctrlexp.Key) (*engine.Workload, bool) {
+func (s staticSource) Workload(k fedref.MemberObject) (*engine.Workload, bool) {
 	if k != s.w.Key {
 		return nil, false
 	}
@@ -157,7 +157,7 @@ func failover(t *testing.T, mc *testcluster.Cluster, name, disruption string) {
 		defer uidMu.Unlock()
 		return len(uids)
 	}
-	key := ctrlexp.Key{Cluster: "m1", Namespace: "default", Name: name}
+	key := fedref.MemberObject{Cluster: "m1", Namespace: "default", Name: name}
 	src := staticSource{w: &engine.Workload{
 		Key: key, Target: target, Selector: &metav1.LabelSelector{MatchLabels: lbls},
 		Template: corev1.PodTemplateSpec{

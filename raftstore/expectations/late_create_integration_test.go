@@ -24,8 +24,8 @@ import (
 	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/engine"
-	ctrlexp "github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/worker"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/testcluster"
 	"github.com/replicafed/replicafed/raftstore/expectations"
@@ -111,7 +111,7 @@ func TestLateCreateOfTimedOutNameCollides(t *testing.T) {
 		t.Fatal(err)
 	}
 	lbls := map[string]string{"app": name}
-	key := ctrlexp.Key{Cluster: "m1", Namespace: "default", Name: name}
+	key := fedref.MemberObject{Cluster: "m1", Namespace: "default", Name: name}
 	src := staticSource{w: &engine.Workload{
 		Key: key, Target: target, Selector: &metav1.LabelSelector{MatchLabels: lbls},
 		Template: corev1.PodTemplateSpec{

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	ctrlexp "github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/raftstore/expectations"
 	"github.com/replicafed/replicafed/raftstore/fsm"
 	tu "github.com/replicafed/replicafed/raftstore/internal/testutil"
@@ -26,20 +27,20 @@ var errAlreadyExists = errors.New("already exists")
 // (this is a test double of the member, not of the Kubernetes API server).
 type memberAPI struct {
 	mu         sync.Mutex
-	pods       map[ctrlexp.Key]map[string]types.UID
-	limit      map[ctrlexp.Key]int32 // highest target ever submitted
+	pods       map[fedref.MemberObject]map[string]types.UID
+	limit      map[fedref.MemberObject]int32 // highest target ever submitted
 	creates    int
 	dupRetries int
 	violations []string
 }
 
 func newMemberAPI() *memberAPI {
-	return &memberAPI{pods: map[ctrlexp.Key]map[string]types.UID{}, limit: map[ctrlexp.Key]int32{}}
+	return &memberAPI{pods: map[fedref.MemberObject]map[string]types.UID{}, limit: map[fedref.MemberObject]int32{}}
 }
 
 // create is the write; fence is checked under the lock, right before the
 // write lands, as a client would check it right before sending.
-func (m *memberAPI) create(ctx context.Context, fence func() bool, k ctrlexp.Key, name string) error {
+func (m *memberAPI) create(ctx context.Context, fence func() bool, k fedref.MemberObject, name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if ctx.Err() != nil || !fence() {
@@ -60,7 +61,7 @@ func (m *memberAPI) create(ctx context.Context, fence func() bool, k ctrlexp.Key
 	return nil
 }
 
-func (m *memberAPI) list(k ctrlexp.Key) map[string]types.UID {
+func (m *memberAPI) list(k fedref.MemberObject) map[string]types.UID {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := map[string]types.UID{}
@@ -70,7 +71,7 @@ func (m *memberAPI) list(k ctrlexp.Key) map[string]types.UID {
 	return out
 }
 
-func (m *memberAPI) raise(k ctrlexp.Key, t int32) {
+func (m *memberAPI) raise(k fedref.MemberObject, t int32) {
 	m.mu.Lock()
 	m.limit[k] = max(m.limit[k], t)
 	m.mu.Unlock()
@@ -85,7 +86,7 @@ type replica struct {
 
 // fakeEngine is a minimal member worker: reconcile on a new term, then the
 // standard sync (satisfied? count, reserve, create, observe).
-func fakeEngine(ctx context.Context, r *replica, api *memberAPI, keys []ctrlexp.Key, rng *rand.Rand) {
+func fakeEngine(ctx context.Context, r *replica, api *memberAPI, keys []fedref.MemberObject, rng *rand.Rand) {
 	defer close(r.done)
 	var term uint64
 	for ctx.Err() == nil {
@@ -159,10 +160,10 @@ func TestInvariantUnderLeaderChaos(t *testing.T) {
 	c.StartAll()
 	c.WaitVoters(3, 20*time.Second)
 	api := newMemberAPI()
-	var keys []ctrlexp.Key
+	var keys []fedref.MemberObject
 	for _, m := range []string{"m1", "m2"} {
 		for _, f := range []string{"web", "api"} {
-			keys = append(keys, ctrlexp.Key{Cluster: m, Namespace: "ns", Name: f})
+			keys = append(keys, fedref.MemberObject{Cluster: m, Namespace: "ns", Name: f})
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -199,7 +200,7 @@ func TestInvariantUnderLeaderChaos(t *testing.T) {
 		for frs, tm := range targets {
 			for m := range tm {
 				tm[m] += int32(rand.IntN(12))
-				api.raise(ctrlexp.Key{Cluster: m, Namespace: "ns", Name: frs}, tm[m])
+				api.raise(fedref.MemberObject{Cluster: m, Namespace: "ns", Name: frs}, tm[m])
 			}
 			for _, n := range c.Live() {
 				sctx, scancel := context.WithTimeout(ctx, 3*time.Second)
@@ -246,7 +247,7 @@ func TestInvariantUnderLeaderChaos(t *testing.T) {
 	tu.Eventually(t, 30*time.Second, func() error {
 		for frs, tm := range targets {
 			for m, want := range tm {
-				k := ctrlexp.Key{Cluster: m, Namespace: "ns", Name: frs}
+				k := fedref.MemberObject{Cluster: m, Namespace: "ns", Name: frs}
 				if got := len(api.list(k)); got != int(want) {
 					return fmt.Errorf("%s has %d pods, want %d", k, got, want)
 				}
@@ -275,7 +276,7 @@ func TestStoreProtocol(t *testing.T) {
 	n := c.WaitLeader(10 * time.Second)
 	s := expectations.New(n, logr.Discard())
 	ctx := tu.Ctx(t, 10*time.Second)
-	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "web"}
 	if err := n.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: "web"}, 1, map[string]int32{"m1": 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +333,7 @@ func TestStoreProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(n.FSM().Keys()) != 0 {
-		t.Fatalf("keys left: %v %+v", n.FSM().Keys(), n.FSM().View(fsm.Key{Cluster: k.Cluster, Namespace: k.Namespace, Name: k.Name}))
+		t.Fatalf("keys left: %v %+v", n.FSM().Keys(), n.FSM().View(fsm.KeyOf(k)))
 	}
 }
 
@@ -344,7 +345,7 @@ func TestReconcileAfterFailover(t *testing.T) {
 	c.StartAll()
 	old := c.WaitVoters(3, 20*time.Second)
 	ctx := tu.Ctx(t, 30*time.Second)
-	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "web"}
 	if err := old.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: "web"}, 1, map[string]int32{"m1": 4}); err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +389,7 @@ func TestOnlyTheLeaderForgets(t *testing.T) {
 	c.StartAll()
 	leader := c.WaitVoters(3, 20*time.Second)
 	ctx := tu.Ctx(t, 60*time.Second)
-	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "web"}
 	fk := fsm.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
 	if err := leader.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: "web"}, 1, map[string]int32{"m1": 10}); err != nil {
 		t.Fatal(err)
@@ -399,7 +400,7 @@ func TestOnlyTheLeaderForgets(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A sync of another key owns the pending deletes.
-	k2 := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "api"}
+	k2 := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "api"}
 	if err := ls.ExpectDeletions(ctx, k2, []ctrlexp.PodRef{{Name: "api-1", UID: "u1"}, {Name: "api-2", UID: "u2"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -505,7 +506,7 @@ func createPods(tb testing.TB, n int) uint64 {
 	s := expectations.New(l, logr.Discard())
 	ctx := tu.Ctx(tb, 60*time.Second)
 	go s.Run(ctx)
-	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "web"}
 	if err := l.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: "web"}, 1, map[string]int32{"m1": int32(n)}); err != nil {
 		tb.Fatal(err)
 	}
@@ -540,7 +541,7 @@ func TestPendingObservationsBounded(t *testing.T) {
 	c.StartAll()
 	n := c.WaitLeader(10 * time.Second)
 	s := expectations.New(n, logr.Discard())
-	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "web"}
 	if s.Epoch() != 0 {
 		t.Fatalf("fresh store at epoch %d", s.Epoch())
 	}
@@ -574,7 +575,7 @@ func TestFollowerRecordsNothing(t *testing.T) {
 		}
 	}
 	s := expectations.New(follower, logr.Discard())
-	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "web"}
 	before := leader.Raft().LastIndex()
 	s.CreationFailed(k, "web-1")
 	s.CreationUnknown(k, "web-2")
