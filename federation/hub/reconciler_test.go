@@ -567,3 +567,30 @@ func TestWorkloadsHandsOff(t *testing.T) {
 		}
 	}
 }
+
+// An object deleted while its plan waits for member facts leaves no wait
+// behind: a later object of the same name must wait for its own facts.
+func TestDeletedObjectForgetsItsWait(t *testing.T) {
+	e := newEnv(t, true, frs(6), healthy("a", "b"), nil, nil)
+	_ = e.targets.SetTargets(context.Background(), fedref.FRS{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 4, "b": 2})
+	if res, err := e.r.Reconcile(context.Background(), req()); err != nil || res.RequeueAfter <= 0 {
+		t.Fatalf("expected a wait for reports: %+v, %v", res, err)
+	}
+	if _, ok := e.r.awaiting.Load("default/web"); !ok {
+		t.Fatal("the wait was not recorded")
+	}
+	obj := get(t, e.hub)
+	obj.Finalizers = nil
+	if err := e.hub.Update(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.hub.Delete(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+		t.Fatal(err)
+	}
+	if since, ok := e.r.awaiting.Load("default/web"); ok {
+		t.Fatalf("deleted object still waits since %v", since)
+	}
+}
