@@ -125,7 +125,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	ref := refOf(frs)
 	prev, prevGen, _ := r.Targets.Targets(ref)
 	f := r.gather(ctx, frs, prev, termStart, now)
-	if wait := r.awaitFacts(frs, f, now); wait > 0 {
+	if wait := r.awaitFacts(frs, f, termStart, now); wait > 0 {
 		log.V(2).Info("Waiting for member facts before planning", "frs", klog.KObj(frs), "missing", f.missingText())
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
@@ -246,15 +246,16 @@ func (r *Reconciler) warn(frs *v1alpha1.FederatedReplicaSet, key, reason, format
 }
 
 // awaitFacts returns how long to wait before planning because some member's
-// facts are missing (bounded by reportGrace from the first wait).
-func (r *Reconciler) awaitFacts(frs *v1alpha1.FederatedReplicaSet, f facts, now time.Time) time.Duration {
+// facts are missing (bounded by reportGrace from the first wait in this
+// term: a wait left from an earlier term of this replica does not count).
+func (r *Reconciler) awaitFacts(frs *v1alpha1.FederatedReplicaSet, f facts, termStart, now time.Time) time.Duration {
 	key := frs.Namespace + "/" + frs.Name
 	if len(f.missing) == 0 {
 		r.awaiting.Delete(key)
 		return 0
 	}
 	since, ok := r.awaiting.Load(key)
-	if !ok {
+	if !ok || since.Before(termStart) {
 		r.awaiting.Store(key, now)
 		since = now
 	}

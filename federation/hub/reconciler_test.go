@@ -594,3 +594,32 @@ func TestDeletedObjectForgetsItsWait(t *testing.T) {
 		t.Fatalf("deleted object still waits since %v", since)
 	}
 }
+
+// termGate is an open gate whose leader context is replaced to model a new
+// term of this replica.
+type termGate struct{ ctx context.Context }
+
+func (g *termGate) Allowed() (context.Context, bool) { return g.ctx, true }
+
+// A wait begun in an earlier term of this replica does not count in a later
+// one: the new term lacks the facts again and waits its own grace.
+func TestWaitForFactsStartsAgainInANewTerm(t *testing.T) {
+	e := newEnv(t, true, frs(6), healthy("a", "b"), nil, nil)
+	clk := clocktesting.NewFakePassiveClock(now)
+	e.r.Clock = clk
+	g := &termGate{ctx: context.Background()}
+	e.r.Gate = g
+	_ = e.targets.SetTargets(context.Background(), fedref.FRS{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 4, "b": 2})
+	if res, err := e.r.Reconcile(context.Background(), req()); err != nil || res.RequeueAfter <= 0 {
+		t.Fatalf("expected a wait for reports: %+v, %v", res, err)
+	}
+	// Leadership lost before the reports came, and won again later.
+	g.ctx = context.WithValue(context.Background(), termGate{}, "next term")
+	clk.SetTime(now.Add(reportGrace + time.Minute))
+	if res, err := e.r.Reconcile(context.Background(), req()); err != nil || res.RequeueAfter <= 0 {
+		t.Fatalf("the new term planned without waiting for reports: %+v, %v", res, err)
+	}
+	if tg, _, _ := e.targets.Targets(fedref.FRS{Namespace: "default", Name: "web"}); tg["a"] != 4 || tg["b"] != 2 {
+		t.Fatalf("targets changed before the new term's reports arrived: %v", tg)
+	}
+}
