@@ -1,0 +1,142 @@
+package expectations_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+
+	"github.com/replicafed/replicafed/api/crds"
+	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/engine"
+	"github.com/replicafed/replicafed/controller/worker"
+	"github.com/replicafed/replicafed/internal/fedref"
+	"github.com/replicafed/replicafed/internal/kubescheme"
+	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/raftstore/expectations"
+	tu "github.com/replicafed/replicafed/raftstore/internal/testutil"
+	"github.com/replicafed/replicafed/raftstore/node"
+)
+
+// The integration tests' shared fixture: one real member control plane, the
+// FederatedReplicaSet they run in it, and the member engine of a raft
+// replica working there.
+
+// staticSource wants one FederatedReplicaSet in member m1.
+type staticSource struct{ w *engine.Workload }
+
+func (s staticSource) Workload(k fedref.MemberObject) (*engine.Workload, bool) {
+	if k != s.w.Key {
+		return nil, false
+	}
+	c := *s.w
+	return &c, true
+}
+
+// workload wants target pause pods labelled app=name in member m1's
+// namespace default.
+func workload(name string, target int32) staticSource {
+	lbls := map[string]string{"app": name}
+	return staticSource{w: &engine.Workload{
+		Key:    fedref.MemberObject{Cluster: "m1", Namespace: "default", Name: name},
+		Target: target, Selector: &metav1.LabelSelector{MatchLabels: lbls},
+		Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: lbls},
+			Spec: corev1.PodSpec{
+				Containers:                    []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}},
+				TerminationGracePeriodSeconds: ptr.To[int64](0),
+			},
+		},
+		Hub: v1alpha1.HubReference{Namespace: "hub", Name: name, UID: types.UID("hub-" + name)},
+	}}
+}
+
+// member is a real member control plane (cluster m1) with the member CRDs.
+type member struct {
+	*testcluster.Cluster
+	// direct reads and watches the member without a cache.
+	direct client.WithWatch
+}
+
+// startMember starts the member, or skips the test under -short.
+func startMember(t *testing.T) *member {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a real control plane")
+	}
+	bin, err := testcluster.FindBinDir()
+	if err != nil {
+		t.Fatalf("finding the control plane binaries (run `make tools`): %v", err)
+	}
+	memberCRDs, err := crds.Member()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := testcluster.Start(t, testcluster.Options{Name: "m1", CRDs: memberCRDs, BinDir: bin})
+	direct, err := client.NewWithWatch(mc.Config, client.Options{Scheme: kubescheme.Must()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &member{Cluster: mc, direct: direct}
+}
+
+// pods lists the pods of src's workload.
+func (m *member) pods(t *testing.T, ctx context.Context, src staticSource) []corev1.Pod {
+	t.Helper()
+	var l corev1.PodList
+	if err := m.direct.List(ctx, &l, client.InNamespace("default"), client.MatchingLabels(src.w.Selector.MatchLabels)); err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
+}
+
+// waitPods waits until src's workload has exactly its target of pods.
+func (m *member) waitPods(t *testing.T, ctx context.Context, src staticSource, timeout time.Duration, why string) {
+	t.Helper()
+	tu.Eventually(t, timeout, func() error {
+		if got := len(m.pods(t, ctx, src)); got != int(src.w.Target) {
+			return fmt.Errorf("%d pods, want %d%s", got, src.w.Target, why)
+		}
+		return nil
+	})
+}
+
+// engage runs the member engine of raft node n with the replicated
+// expectations store, its member client's transport wrapped by wrap, until
+// the returned stop is called or ctx ends. RAFTSTORE_TEST_LOG=1 logs it
+// with logValues.
+func (m *member) engage(t *testing.T, ctx context.Context, n *node.Node, src staticSource, wrap func(http.RoundTripper) http.RoundTripper, logValues ...any) (*worker.Manager, func()) {
+	t.Helper()
+	cfg := rest.CopyConfig(m.Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.WrapTransport = wrap
+	cl, err := cluster.New(cfg, func(o *cluster.Options) { o.Scheme = kubescheme.Must() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithCancel(ctx)
+	if os.Getenv("RAFTSTORE_TEST_LOG") != "" {
+		rctx = logr.NewContext(rctx, testr.NewWithOptions(t, testr.Options{Verbosity: 2}).WithValues(logValues...))
+	}
+	go func() { _ = cl.Start(rctx) }()
+	store := expectations.New(n, logr.Discard())
+	go store.Run(rctx)
+	mgr := worker.NewManager(worker.Options{Store: store, Source: src, Gate: n})
+	if err := mgr.Engage(rctx, "m1", cl); err != nil {
+		rcancel()
+		t.Fatal(err)
+	}
+	return mgr, func() { rcancel(); mgr.Stop() }
+}
