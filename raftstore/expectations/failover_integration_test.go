@@ -91,13 +91,13 @@ func TestFailoverCreatesEachSlotOnce(t *testing.T) {
 
 func failover(t *testing.T, mc *member, name, disruption string) {
 	const target = 20
-	src := workload(name, target)
-	key := src.w.Key
+	src, w := workload(name, target)
+	key := w.Key
 	// Every pod ever created, by UID: a create that failed on the client
 	// side may still have made a pod, so responses alone do not tell.
 	wctx, wcancel := context.WithCancel(context.Background())
 	defer wcancel()
-	watcher, err := mc.direct.Watch(wctx, &corev1.PodList{}, client.InNamespace("default"), client.MatchingLabels(src.w.Selector.MatchLabels))
+	watcher, err := mc.direct.Watch(wctx, &corev1.PodList{}, client.InNamespace("default"), client.MatchingLabels(w.Selector.MatchLabels))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,8 +190,8 @@ func failover(t *testing.T, mc *member, name, disruption string) {
 	next := c.WaitLeader(30*time.Second, leader)
 	t.Logf("%s: leader %s with %d creates hanging; new leader %s", disruption, leader.ServerID(), heldBefore, next.ServerID())
 
-	pods := func() []corev1.Pod { return mc.pods(t, ctx, src) }
-	mc.waitPods(t, ctx, src, 90*time.Second, "")
+	pods := func() []corev1.Pod { return mc.pods(t, ctx, w) }
+	mc.waitPods(t, ctx, w, 90*time.Second, "")
 	// The paused process resumes: its creates go out now.
 	close(old.release)
 	tu.Eventually(t, 30*time.Second, func() error {
@@ -228,9 +228,9 @@ func failover(t *testing.T, mc *member, name, disruption string) {
 	if err := mc.direct.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, &mrs); err != nil {
 		t.Fatal(err)
 	}
-	stray := engine.NewPod(&mrs, &src.w.Template, name+"-stray")
+	stray := engine.NewPod(&mrs, &w.Template, name+"-stray")
 	if err := mc.direct.Create(ctx, stray); err != nil {
 		t.Fatal(err)
 	}
-	mc.waitPods(t, ctx, src, 60*time.Second, " after the stray one")
+	mc.waitPods(t, ctx, w, 60*time.Second, " after the stray one")
 }

@@ -74,7 +74,7 @@ func (l *lateTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 func TestLateCreateOfTimedOutNameCollides(t *testing.T) {
 	mc := startMember(t)
 	const target = 20
-	src := workload("late", target)
+	src, w := workload("late", target)
 	c := tu.NewCluster(t, 1, tu.StableTimers)
 	c.StartAll()
 	n := c.WaitLeader(30 * time.Second)
@@ -98,16 +98,16 @@ func TestLateCreateOfTimedOutNameCollides(t *testing.T) {
 		lt.wg.Wait()
 		stop()
 	})
-	mgr.Enqueue(src.w.Key)
+	mgr.Enqueue(w.Key)
 
-	mc.waitPods(t, ctx, src, 90*time.Second, "")
+	mc.waitPods(t, ctx, w, 90*time.Second, "")
 	close(lt.release)
 	lt.wg.Wait()
 	lt.mu.Lock()
 	late := append([]int(nil), lt.late...)
 	lt.mu.Unlock()
 	t.Logf("late creates answered %v", late)
-	if got := len(mc.pods(t, ctx, src)); got != target {
+	if got := len(mc.pods(t, ctx, w)); got != target {
 		t.Fatalf("%d pods after the late creates, want %d (late status codes %v)", got, target, late)
 	}
 }

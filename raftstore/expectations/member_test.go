@@ -11,20 +11,17 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	"github.com/replicafed/replicafed/api/crds"
-	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/controller/worker"
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/internal/testworkload"
 	"github.com/replicafed/replicafed/raftstore/expectations"
 	tu "github.com/replicafed/replicafed/raftstore/internal/testutil"
 	"github.com/replicafed/replicafed/raftstore/node"
@@ -34,33 +31,13 @@ import (
 // FederatedReplicaSet they run in it, and the member engine of a raft
 // replica working there.
 
-// staticSource wants one FederatedReplicaSet in member m1.
-type staticSource struct{ w *engine.Workload }
-
-func (s staticSource) Workload(k fedref.MemberObject) (*engine.Workload, bool) {
-	if k != s.w.Key {
-		return nil, false
-	}
-	c := *s.w
-	return &c, true
-}
-
-// workload wants target pause pods labelled app=name in member m1's
-// namespace default.
-func workload(name string, target int32) staticSource {
-	lbls := map[string]string{"app": name}
-	return staticSource{w: &engine.Workload{
-		Key:    fedref.MemberObject{Cluster: "m1", Namespace: "default", Name: name},
-		Target: target, Selector: &metav1.LabelSelector{MatchLabels: lbls},
-		Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: lbls},
-			Spec: corev1.PodSpec{
-				Containers:                    []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}},
-				TerminationGracePeriodSeconds: ptr.To[int64](0),
-			},
-		},
-		Hub: v1alpha1.HubReference{Namespace: "hub", Name: name, UID: types.UID("hub-" + name)},
-	}}
+// workload is a Source that wants target pods of app=name in member m1's
+// namespace default, and what it wants.
+func workload(name string, target int32) (*testworkload.Source, *engine.Workload) {
+	w := testworkload.Workload(fedref.MemberObject{Cluster: "m1", Namespace: "default", Name: name}, target)
+	src := testworkload.NewSource()
+	src.Set(w.Key, w)
+	return src, w
 }
 
 // member is a real member control plane (cluster m1) with the member CRDs.
@@ -92,22 +69,22 @@ func startMember(t *testing.T) *member {
 	return &member{Cluster: mc, direct: direct}
 }
 
-// pods lists the pods of src's workload.
-func (m *member) pods(t *testing.T, ctx context.Context, src staticSource) []corev1.Pod {
+// pods lists the pods of w.
+func (m *member) pods(t *testing.T, ctx context.Context, w *engine.Workload) []corev1.Pod {
 	t.Helper()
 	var l corev1.PodList
-	if err := m.direct.List(ctx, &l, client.InNamespace("default"), client.MatchingLabels(src.w.Selector.MatchLabels)); err != nil {
+	if err := m.direct.List(ctx, &l, client.InNamespace("default"), client.MatchingLabels(w.Selector.MatchLabels)); err != nil {
 		t.Fatal(err)
 	}
 	return l.Items
 }
 
-// waitPods waits until src's workload has exactly its target of pods.
-func (m *member) waitPods(t *testing.T, ctx context.Context, src staticSource, timeout time.Duration, why string) {
+// waitPods waits until w has exactly its target of pods.
+func (m *member) waitPods(t *testing.T, ctx context.Context, w *engine.Workload, timeout time.Duration, why string) {
 	t.Helper()
 	tu.Eventually(t, timeout, func() error {
-		if got := len(m.pods(t, ctx, src)); got != int(src.w.Target) {
-			return fmt.Errorf("%d pods, want %d%s", got, src.w.Target, why)
+		if got := len(m.pods(t, ctx, w)); got != int(w.Target) {
+			return fmt.Errorf("%d pods, want %d%s", got, w.Target, why)
 		}
 		return nil
 	})
@@ -117,7 +94,7 @@ func (m *member) waitPods(t *testing.T, ctx context.Context, src staticSource, t
 // expectations store, its member client's transport wrapped by wrap, until
 // the returned stop is called or ctx ends. RAFTSTORE_TEST_LOG=1 logs it
 // with logValues.
-func (m *member) engage(t *testing.T, ctx context.Context, n *node.Node, src staticSource, wrap func(http.RoundTripper) http.RoundTripper, logValues ...any) (*worker.Manager, func()) {
+func (m *member) engage(t *testing.T, ctx context.Context, n *node.Node, src engine.WorkloadSource, wrap func(http.RoundTripper) http.RoundTripper, logValues ...any) (*worker.Manager, func()) {
 	t.Helper()
 	cfg := rest.CopyConfig(m.Config)
 	cfg.QPS, cfg.Burst = -1, 0
