@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -240,36 +241,48 @@ func (s *Store) Epoch() uint64 {
 	return s.epoch
 }
 
-// ReconcileReservations implements ctrlexp.TermReconciler. live is a fresh
-// quorum list of the member's pods (name -> UID), taken after the caller
-// gained write permission for the term. In one raft entry, fenced by that
-// term: reservations whose pod exists are complete; earlier-term
-// reservations without their pod are held for this term (their names are
-// handed out again by the next reservation, never replaced by new names);
-// pending deletes whose pod is gone are settled and earlier-term ones
-// dropped. Current-term reservations without a pod are left alone: this
-// leader's own creates may be in flight. Nothing is applied when the key
-// has no expectations.
-func (s *Store) ReconcileReservations(ctx context.Context, key fedref.MemberObject, live map[string]types.UID) (completed, held []string, err error) {
+// ReconcileReservations implements ctrlexp.TermReconciler. listed is a
+// fresh quorum list of the member's pods, taken after the caller gained
+// write permission for the term. In one raft entry, fenced by that term:
+// reservations whose pod exists are complete; earlier-term reservations
+// without their pod are held for this term (their names are handed out
+// again by the next reservation, never replaced by new names); pending
+// deletes whose pod is gone, replaced or already terminating are settled;
+// earlier-term deletes of pods that still run are held for this term and
+// returned, for the caller to delete those pods itself. Current-term
+// reservations without a pod are left alone: this leader's own creates may
+// be in flight. Nothing is applied when the key has no expectations.
+func (s *Store) ReconcileReservations(ctx context.Context, key fedref.MemberObject, listed map[string]ctrlexp.ListedPod) (ctrlexp.Settlement, error) {
+	var out ctrlexp.Settlement
 	term := s.term(ctx)
 	if term == 0 {
-		return nil, nil, fmt.Errorf("reconciling reservations of %s: %w", key, node.ErrNotLeader)
+		return out, fmt.Errorf("reconciling reservations of %s: %w", key, node.ErrNotLeader)
 	}
 	k := fsm.KeyOf(key)
 	if v := s.fsm.View(k); len(v.Reservations) == 0 && len(v.Deletes) == 0 {
-		return nil, nil, nil
+		return out, nil
 	}
-	l := make(map[string]string, len(live))
-	for n, u := range live {
-		l[n] = string(u)
+	live := make(map[string]string, len(listed))
+	var deleting []string
+	for n, p := range listed {
+		live[n] = string(p.UID)
+		if p.Deleting {
+			deleting = append(deleting, n)
+		}
 	}
+	slices.Sort(deleting)
 	s.flushMu.RLock()
 	defer s.flushMu.RUnlock()
-	res, err := s.node.Apply(ctx, &fsm.Reconcile{Meta: s.meta(term), Key: k, Live: l, TTL: int64(s.ttl)})
+	res, err := s.node.Apply(ctx, &fsm.Reconcile{Meta: s.meta(term), Key: k, Live: live, Deleting: deleting,
+		HoldDeletes: true, TTL: int64(s.ttl)})
 	if err != nil {
-		return nil, nil, fmt.Errorf("reconciling reservations of %s: %w", key, err)
+		return out, fmt.Errorf("reconciling reservations of %s: %w", key, err)
 	}
-	return res.Completed, res.Held, nil
+	out.Completed, out.Held = res.Completed, res.Held
+	for _, d := range res.HeldDeletes {
+		out.HeldDeletes = append(out.HeldDeletes, ctrlexp.PodRef{Name: d.Name, UID: types.UID(d.UID)})
+	}
+	return out, nil
 }
 
 // KeysToReconcile lists the keys of cluster ("" for all) holding unexpired

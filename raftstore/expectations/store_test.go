@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -61,12 +62,12 @@ func (m *memberAPI) create(ctx context.Context, fence func() bool, k fedref.Memb
 	return nil
 }
 
-func (m *memberAPI) list(k fedref.MemberObject) map[string]types.UID {
+func (m *memberAPI) list(k fedref.MemberObject) map[string]ctrlexp.ListedPod {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := map[string]types.UID{}
+	out := map[string]ctrlexp.ListedPod{}
 	for n, u := range m.pods[k] {
-		out[n] = u
+		out[n] = ctrlexp.ListedPod{UID: u}
 	}
 	return out
 }
@@ -98,7 +99,7 @@ func fakeEngine(ctx context.Context, r *replica, api *memberAPI, keys []fedref.M
 		if _, t, ok := r.node.Leading(); ok && t != term {
 			failed := false
 			for _, k := range r.store.KeysToReconcile("") {
-				if _, _, err := r.store.ReconcileReservations(lctx, k, api.list(k)); err != nil {
+				if _, err := r.store.ReconcileReservations(lctx, k, api.list(k)); err != nil {
 					failed = true
 				}
 			}
@@ -360,9 +361,9 @@ func TestReconcileAfterFailover(t *testing.T) {
 	if len(keys) != 1 || keys[0] != k || s.Satisfied(k) {
 		t.Fatalf("keys to reconcile %v", keys)
 	}
-	done, held, err := s.ReconcileReservations(ctx, k, map[string]types.UID{names[0]: "a", names[1]: "b"})
-	if err != nil || len(done) != 2 || len(held) != 2 {
-		t.Fatalf("reconcile: %v %v %v", done, held, err)
+	st, err := s.ReconcileReservations(ctx, k, map[string]ctrlexp.ListedPod{names[0]: {UID: "a"}, names[1]: {UID: "b"}})
+	if err != nil || len(st.Completed) != 2 || len(st.Held) != 2 {
+		t.Fatalf("reconcile: %+v %v", st, err)
 	}
 	if !s.Satisfied(k) {
 		t.Fatal("held names hold up the key")
@@ -378,6 +379,60 @@ func TestReconcileAfterFailover(t *testing.T) {
 	}
 	if len(s.KeysToReconcile("m1")) != 0 {
 		t.Fatal("key still has earlier-term entries")
+	}
+}
+
+// TestDeletesTakenOverAfterFailover: a new leader keeps the deposed
+// leader's deletes of pods that still run, for itself to delete, instead of
+// forgetting them and choosing other victims (which removed both sets on a
+// scale-down interrupted by a SIGKILL); deletes that landed or whose pod was
+// replaced are settled.
+func TestDeletesTakenOverAfterFailover(t *testing.T) {
+	c := tu.NewCluster(t, 3, tu.StableTimers)
+	c.StartAll()
+	old := c.WaitVoters(3, 20*time.Second)
+	ctx := tu.Ctx(t, 30*time.Second)
+	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "web"}
+	victims := []ctrlexp.PodRef{{Name: "web-a", UID: "ua"}, {Name: "web-b", UID: "ub"}, {Name: "web-c", UID: "uc"}, {Name: "web-d", UID: "ud"}}
+	if err := expectations.New(old, logr.Discard()).ExpectDeletions(ctx, k, victims); err != nil {
+		t.Fatal(err)
+	}
+	c.Kill(c.Index(old)) // before sending any of the deletes
+	next := c.WaitLeader(10*time.Second, old)
+	s := expectations.New(next, logr.Discard())
+	if keys := s.KeysToReconcile("m1"); len(keys) != 1 || keys[0] != k {
+		t.Fatalf("keys to reconcile %v", keys)
+	}
+	// web-a runs, web-b is terminating (its delete landed), web-c was
+	// replaced by a pod of the same name, web-d is gone; web-x is another pod.
+	st, err := s.ReconcileReservations(ctx, k, map[string]ctrlexp.ListedPod{
+		"web-a": {UID: "ua"}, "web-b": {UID: "ub", Deleting: true}, "web-c": {UID: "other"}, "web-x": {UID: "ux"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []ctrlexp.PodRef{{Name: "web-a", UID: "ua"}}; !reflect.DeepEqual(st.HeldDeletes, want) {
+		t.Fatalf("deletes taken over %+v, want %+v", st.HeldDeletes, want)
+	}
+	if s.Satisfied(k) {
+		t.Fatal("a taken-over delete does not hold up the key")
+	}
+	if len(s.KeysToReconcile("m1")) != 0 {
+		t.Fatal("the taken-over delete still counts as an earlier term's")
+	}
+	// Every replica agrees on the taken-over delete.
+	fk := fsm.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	for _, n := range c.Live() {
+		tu.Eventually(t, 20*time.Second, func() error {
+			if d := n.FSM().View(fk).Deletes; len(d) != 1 || d["web-a"].UID != "ua" {
+				return fmt.Errorf("replica %s holds deletes %+v, want only web-a's", n.ServerID(), d)
+			}
+			return nil
+		})
+	}
+	s.DeletionObserved(k, "web-a")
+	if !s.Satisfied(k) {
+		t.Fatal("key unsatisfied after the taken-over delete was observed")
 	}
 }
 
