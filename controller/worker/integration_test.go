@@ -103,20 +103,13 @@ func scheme() *runtime.Scheme { return kubescheme.Must() }
 
 func startEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("needs a real control plane")
-	}
-	bin, err := testcluster.FindBinDir()
-	if err != nil {
-		t.Fatalf("finding the control plane binaries (run `make tools`): %v", err)
-	}
 	c := o.reuseClust
 	if c == nil {
 		member, err := crds.Member()
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts := testcluster.Options{Name: member0(), CRDs: member, BinDir: bin}
+		opts := testcluster.Options{Name: member0(), CRDs: member}
 		if o.nodes > 0 {
 			opts.Scheduler, opts.Nodes, opts.NodePods = true, o.nodes, 1100
 		}

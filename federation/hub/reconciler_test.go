@@ -18,16 +18,15 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/federation/health"
 	"github.com/replicafed/replicafed/federation/registry"
+	"github.com/replicafed/replicafed/internal/fakecluster"
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 )
@@ -41,29 +40,6 @@ func testScheme(t *testing.T) *runtime.Scheme {
 		t.Fatal(err)
 	}
 	return s
-}
-
-// fakeCluster is a member whose client and cache are one fake client.
-type fakeCluster struct {
-	cluster.Cluster
-	c client.Client
-}
-
-func (f fakeCluster) GetClient() client.Client    { return f.c }
-func (f fakeCluster) GetAPIReader() client.Reader { return f.c }
-func (f fakeCluster) GetCache() cache.Cache       { return fakeCache{c: f.c} }
-
-type fakeCache struct {
-	cache.Cache
-	c client.Client
-}
-
-func (f fakeCache) List(ctx context.Context, l client.ObjectList, o ...client.ListOption) error {
-	return f.c.List(ctx, l, o...)
-}
-
-func (f fakeCache) Get(ctx context.Context, k client.ObjectKey, obj client.Object, o ...client.GetOption) error {
-	return f.c.Get(ctx, k, obj, o...)
 }
 
 type fakeMembers map[string]*registry.Member
@@ -190,7 +166,7 @@ func newEnv(t *testing.T, open bool, hubObj *v1alpha1.FederatedReplicaSet, healt
 		}
 		c := b.Build()
 		e.members[name] = c
-		ms[name] = &registry.Member{Name: name, Cluster: fakeCluster{c: c}}
+		ms[name] = &registry.Member{Name: name, Cluster: fakecluster.New(c)}
 	}
 	e.r = &Reconciler{
 		Hub: e.hub, Registry: ms, Health: health, Targets: e.targets, Reports: NewReports(nil),

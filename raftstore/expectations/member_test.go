@@ -50,18 +50,11 @@ type member struct {
 // startMember starts the member, or skips the test under -short.
 func startMember(t *testing.T) *member {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("needs a real control plane")
-	}
-	bin, err := testcluster.FindBinDir()
-	if err != nil {
-		t.Fatalf("finding the control plane binaries (run `make tools`): %v", err)
-	}
 	memberCRDs, err := crds.Member()
 	if err != nil {
 		t.Fatal(err)
 	}
-	mc := testcluster.Start(t, testcluster.Options{Name: "m1", CRDs: memberCRDs, BinDir: bin})
+	mc := testcluster.Start(t, testcluster.Options{Name: "m1", CRDs: memberCRDs})
 	direct, err := client.NewWithWatch(mc.Config, client.Options{Scheme: kubescheme.Must()})
 	if err != nil {
 		t.Fatal(err)
