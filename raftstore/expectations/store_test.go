@@ -277,10 +277,8 @@ func TestStoreProtocol(t *testing.T) {
 	n := c.WaitLeader(10 * time.Second)
 	s := expectations.New(n, logr.Discard())
 	ctx := tu.Ctx(t, 10*time.Second)
-	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "web"}
-	if err := n.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: "web"}, 1, map[string]int32{"m1": 3}); err != nil {
-		t.Fatal(err)
-	}
+	k := web
+	setTarget(t, ctx, n, 3)
 	if !s.Satisfied(k) {
 		t.Fatal("fresh key not satisfied")
 	}
@@ -342,14 +340,10 @@ func TestStoreProtocol(t *testing.T) {
 // unfulfilled reservations and creates exactly those names, so a late create
 // of the old leader collides with its own.
 func TestReconcileAfterFailover(t *testing.T) {
-	c := tu.NewCluster(t, 3, tu.StableTimers)
-	c.StartAll()
-	old := c.WaitVoters(3, 20*time.Second)
+	c, old := threeVoters(t)
 	ctx := tu.Ctx(t, 30*time.Second)
-	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "web"}
-	if err := old.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: "web"}, 1, map[string]int32{"m1": 4}); err != nil {
-		t.Fatal(err)
-	}
+	k := web
+	setTarget(t, ctx, old, 4)
 	names, err := expectations.New(old, logr.Discard()).ExpectCreations(ctx, k, ctrlexp.CreateIntent{Target: 4, Count: 4, Prefix: "web-"})
 	if err != nil {
 		t.Fatal(err)
@@ -388,11 +382,9 @@ func TestReconcileAfterFailover(t *testing.T) {
 // scale-down interrupted by a SIGKILL); deletes that landed or whose pod was
 // replaced are settled.
 func TestDeletesTakenOverAfterFailover(t *testing.T) {
-	c := tu.NewCluster(t, 3, tu.StableTimers)
-	c.StartAll()
-	old := c.WaitVoters(3, 20*time.Second)
+	c, old := threeVoters(t)
 	ctx := tu.Ctx(t, 30*time.Second)
-	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "web"}
+	k := web
 	victims := []ctrlexp.PodRef{{Name: "web-a", UID: "ua"}, {Name: "web-b", UID: "ub"}, {Name: "web-c", UID: "uc"}, {Name: "web-d", UID: "ud"}}
 	if err := expectations.New(old, logr.Discard()).ExpectDeletions(ctx, k, victims); err != nil {
 		t.Fatal(err)
@@ -440,15 +432,11 @@ func TestDeletesTakenOverAfterFailover(t *testing.T) {
 // leader's, and a deposed leader's late release all leave the leader's
 // reservations and pending deletes intact.
 func TestOnlyTheLeaderForgets(t *testing.T) {
-	c := tu.NewCluster(t, 3, tu.StableTimers)
-	c.StartAll()
-	leader := c.WaitVoters(3, 20*time.Second)
+	c, leader := threeVoters(t)
 	ctx := tu.Ctx(t, 60*time.Second)
-	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "web"}
+	k := web
 	fk := fsm.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
-	if err := leader.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: "web"}, 1, map[string]int32{"m1": 10}); err != nil {
-		t.Fatal(err)
-	}
+	setTarget(t, ctx, leader, 10)
 	ls := expectations.New(leader, logr.Discard())
 	names, err := ls.ExpectCreations(ctx, k, ctrlexp.CreateIntent{Target: 10, Count: 4, Prefix: "web-"})
 	if err != nil {
@@ -561,10 +549,8 @@ func createPods(tb testing.TB, n int) uint64 {
 	s := expectations.New(l, logr.Discard())
 	ctx := tu.Ctx(tb, 60*time.Second)
 	go s.Run(ctx)
-	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "web"}
-	if err := l.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: "web"}, 1, map[string]int32{"m1": int32(n)}); err != nil {
-		tb.Fatal(err)
-	}
+	k := web
+	setTarget(tb, ctx, l, int32(n))
 	before := l.Raft().LastIndex()
 	active, batch := 0, 1
 	var observed atomic.Int64
@@ -596,7 +582,7 @@ func TestPendingObservationsBounded(t *testing.T) {
 	c.StartAll()
 	n := c.WaitLeader(10 * time.Second)
 	s := expectations.New(n, logr.Discard())
-	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "web"}
+	k := web
 	if s.Epoch() != 0 {
 		t.Fatalf("fresh store at epoch %d", s.Epoch())
 	}
@@ -620,9 +606,7 @@ func TestPendingObservationsBounded(t *testing.T) {
 // TestFollowerRecordsNothing: a follower neither keeps nor commits
 // observations; a new leader settles from a quorum list instead.
 func TestFollowerRecordsNothing(t *testing.T) {
-	c := tu.NewCluster(t, 3, tu.StableTimers)
-	c.StartAll()
-	leader := c.WaitVoters(3, 20*time.Second)
+	c, leader := threeVoters(t)
 	var follower *node.Node
 	for _, n := range c.Live() {
 		if n != leader {
@@ -630,7 +614,7 @@ func TestFollowerRecordsNothing(t *testing.T) {
 		}
 	}
 	s := expectations.New(follower, logr.Discard())
-	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "web"}
+	k := web
 	before := leader.Raft().LastIndex()
 	s.CreationFailed(k, "web-1")
 	s.CreationUnknown(k, "web-2")
@@ -640,5 +624,25 @@ func TestFollowerRecordsNothing(t *testing.T) {
 	}
 	if after := leader.Raft().LastIndex(); after != before {
 		t.Fatalf("a follower's observations reached the log: index %d -> %d", before, after)
+	}
+}
+
+// web is the key most tests work on: FederatedReplicaSet ns/web in member m1.
+var web = fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "web"}
+
+// threeVoters starts three raft replicas with stable timers and returns them
+// and their leader once all three vote.
+func threeVoters(tb testing.TB) (*tu.Cluster, *node.Node) {
+	tb.Helper()
+	c := tu.NewCluster(tb, 3, tu.StableTimers)
+	c.StartAll()
+	return c, c.WaitVoters(3, 20*time.Second)
+}
+
+// setTarget commits target as web's target in m1.
+func setTarget(tb testing.TB, ctx context.Context, n *node.Node, target int32) {
+	tb.Helper()
+	if err := n.SetTargets(ctx, fsm.FRSRef{Namespace: web.Namespace, Name: web.Name}, 1, map[string]int32{web.Cluster: target}); err != nil {
+		tb.Fatal(err)
 	}
 }
