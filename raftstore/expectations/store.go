@@ -177,11 +177,21 @@ func (s *Store) CreationObserved(key fedref.MemberObject, podName string) {
 	s.add(fsm.Settlement{Kind: fsm.SettleCreated, Key: fsm.KeyOf(key), Name: podName})
 }
 
-// CreationFailed implements Store: the name is released, but only if this
-// node still leads in the term it leads in now when the batch commits.
+// CreationFailed implements Store: the name is released, but only in the
+// term its reservation belongs to, and only if this node led in that term
+// (the release commits only in an entry of that term). The term is the
+// reservation's, not the one this node leads in right now: a create
+// cancelled because the write lease lapsed for a moment (the leader
+// context is revoked, Leading reports no term) must still free its name
+// when the lease comes back in the same term, or the key stays unsatisfied
+// until the expectations TTL.
 func (s *Store) CreationFailed(key fedref.MemberObject, podName string) {
-	_, term, _ := s.node.Leading()
-	s.add(fsm.Settlement{Kind: fsm.SettleFailed, Key: fsm.KeyOf(key), Name: podName, Term: term})
+	k := fsm.KeyOf(key)
+	var term uint64 // 0 never applies
+	if t, ok := s.fsm.ReservationTerm(k, podName); ok && t == s.node.LastLeaderTerm() {
+		term = t
+	}
+	s.add(fsm.Settlement{Kind: fsm.SettleFailed, Key: k, Name: podName, Term: term})
 }
 
 // CreationUnknown implements Store: the name stays reserved, held for the
@@ -250,8 +260,10 @@ func (s *Store) Epoch() uint64 {
 // deletes whose pod is gone, replaced or already terminating are settled;
 // earlier-term deletes of pods that still run are held for this term and
 // returned, for the caller to delete those pods itself. Current-term
-// reservations without a pod are left alone: this leader's own creates may
-// be in flight. Nothing is applied when the key has no expectations.
+// reservations without a pod are held too: the engine reconciles at the
+// start of a sync, when none of its creates for the key is in flight (each
+// sync waits for its calls), so such a reservation lost its settlement.
+// Nothing is applied when the key has no expectations.
 func (s *Store) ReconcileReservations(ctx context.Context, key fedref.MemberObject, listed map[string]ctrlexp.ListedPod) (ctrlexp.Settlement, error) {
 	var out ctrlexp.Settlement
 	term := s.term(ctx)
@@ -274,7 +286,7 @@ func (s *Store) ReconcileReservations(ctx context.Context, key fedref.MemberObje
 	s.flushMu.RLock()
 	defer s.flushMu.RUnlock()
 	res, err := s.node.Apply(ctx, &fsm.Reconcile{Meta: s.meta(term), Key: k, Live: live, Deleting: deleting,
-		HoldDeletes: true, TTL: int64(s.ttl)})
+		HoldDeletes: true, HoldOwn: true, TTL: int64(s.ttl)})
 	if err != nil {
 		return out, fmt.Errorf("reconciling reservations of %s: %w", key, err)
 	}

@@ -196,7 +196,8 @@ type ExpectDeletes struct {
 // Reconcile settles the expectations of Key against a fresh quorum list of
 // the member's pods: a reservation whose pod exists is complete; one of an
 // earlier term without its pod is held for the current term (its name is
-// handed out again, never a new one); a pending delete whose pod is gone,
+// handed out again, never a new one), and with HoldOwn one of the current
+// term too; a pending delete whose pod is gone,
 // replaced or already terminating is settled. With HoldDeletes, a pending
 // delete of an earlier term whose pod still runs is held for the current
 // term (the new leader deletes exactly that pod, since the deposed leader's
@@ -210,6 +211,9 @@ type Reconcile struct {
 	Deleting []string `json:"deleting,omitempty"`
 	// HoldDeletes keeps earlier-term deletes of running pods for this term.
 	HoldDeletes bool `json:"holdDel,omitempty"`
+	// HoldOwn also holds this term's reservations without a pod (the
+	// proposer has no create of the key in flight).
+	HoldOwn bool `json:"holdOwn,omitempty"`
 	// TTL renews held reservations and deletes, in nanoseconds; 0 keeps
 	// their expiry.
 	TTL int64 `json:"ttl,omitempty"`

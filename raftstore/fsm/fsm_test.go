@@ -234,6 +234,7 @@ func TestReconcileHoldsDeletes(t *testing.T) {
 		live     map[string]string
 		deleting []string
 		hold     bool
+		holdOwn  bool
 		wantHeld bool // kept for term 2 and returned
 		wantKept bool // still pending after the reconcile
 	}{
@@ -244,13 +245,14 @@ func TestReconcileHoldsDeletes(t *testing.T) {
 		{name: "earlier term, pod gone", delTerm: 1, uid: "u", live: map[string]string{}, hold: true},
 		{name: "earlier term, no UID recorded", delTerm: 1, uid: "", live: map[string]string{"p": "u"}, hold: true},
 		{name: "this term, pod runs", delTerm: 2, uid: "u", live: map[string]string{"p": "u"}, hold: true, wantKept: true},
+		{name: "this term, pod runs, HoldOwn", delTerm: 2, uid: "u", live: map[string]string{"p": "u"}, hold: true, holdOwn: true, wantHeld: true, wantKept: true},
 		{name: "this term, pod terminating", delTerm: 2, uid: "u", live: map[string]string{"p": "u"}, deleting: []string{"p"}, hold: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := New("s")
 			mustApply(t, f, &ExpectDeletes{Meta: Meta{Term: tc.delTerm, Now: 1}, Key: k1, Pods: []PodRef{{Name: "p", UID: tc.uid}}, TTL: ttl})
-			r := mustApply(t, f, &Reconcile{Meta: Meta{Term: 2, Now: 7}, Key: k1, TTL: ttl, Live: tc.live, Deleting: tc.deleting, HoldDeletes: tc.hold})
+			r := mustApply(t, f, &Reconcile{Meta: Meta{Term: 2, Now: 7}, Key: k1, TTL: ttl, Live: tc.live, Deleting: tc.deleting, HoldDeletes: tc.hold, HoldOwn: tc.holdOwn})
 			if r.Code != CodeOK {
 				t.Fatalf("reconcile refused: %+v", r)
 			}
@@ -265,6 +267,28 @@ func TestReconcileHoldsDeletes(t *testing.T) {
 				t.Fatalf("held delete %+v: want term 2, expiry renewed", d)
 			}
 		})
+	}
+}
+
+// TestReconcileHoldOwn: with HoldOwn, the current term's reservations
+// without a pod are held (not outstanding, reissued first); already held
+// ones and those with a pod are handled as without it.
+func TestReconcileHoldOwn(t *testing.T) {
+	for _, holdOwn := range []bool{false, true} {
+		f := New("s")
+		got := mustApply(t, f, reserve("", 0, 2, 10, 0, 3))
+		r := mustApply(t, f, &Reconcile{Meta: Meta{Term: 2, Now: 1}, Key: k1, TTL: ttl, HoldOwn: holdOwn,
+			Live: map[string]string{got.Names[0]: "u"}})
+		wantHeld := 0
+		if holdOwn {
+			wantHeld = 2
+		}
+		if len(r.Held) != wantHeld || !reflect.DeepEqual(r.Completed, []string{got.Names[0]}) {
+			t.Fatalf("holdOwn=%t: result %+v", holdOwn, r)
+		}
+		if c, _ := f.View(k1).Outstanding(1); c != 2-wantHeld {
+			t.Fatalf("holdOwn=%t: %d outstanding, want %d", holdOwn, c, 2-wantHeld)
+		}
 	}
 }
 
