@@ -73,7 +73,8 @@ func TestJoinUnjoin(t *testing.T) {
 	e.checkMemberClustersTable(member)
 	e.checkFRSTable(name, map[string]string{
 		"NAME": name, "DESIRED": "4", "CURRENT": "4", "READY": "4", "CLUSTERS": "1",
-		"SPREAD": joinedMember + "=4", "AVAILABLE": "4", "UNSCHEDULABLE": "0",
+		// unschedulableReplicas is omitted when 0, so the cell is empty.
+		"SPREAD": joinedMember + "=4", "AVAILABLE": "4", "UNSCHEDULABLE": "",
 	})
 	lctx, lcancel := context.WithTimeout(ctx, time.Minute)
 	found, err := f.SecretsInLogs(lctx)
@@ -248,10 +249,11 @@ func (e *env) checkMemberClustersTable(member fleet.Cluster) {
 	}
 	want := map[string]string{"NAME": joinedMember, "HEALTH": "Healthy", "VERSION": v.GitVersion, "NODES": "2", "FRS": "1", "PODS": "4"}
 	var last string
-	e.poll("kubectl get memberclusters to show "+joinedMember, func(context.Context) (bool, error) {
+	ok := tryPoll(waitTimeout, func(context.Context) (bool, error) {
 		out, err := e.kubectl("get", "memberclusters")
 		if err != nil {
-			return false, err
+			last = err.Error()
+			return false, nil
 		}
 		last = out
 		byName := map[string]map[string]string{}
@@ -278,6 +280,9 @@ func (e *env) checkMemberClustersTable(member fleet.Cluster) {
 		}
 		return true, nil
 	})
+	if !ok {
+		e.t.Fatalf("kubectl get memberclusters did not show %v for %s and the shared members Healthy within %s; last:\n%s", want, joinedMember, waitTimeout, last)
+	}
 	logf(e.t, "$ kubectl get memberclusters\n%s", last)
 }
 
@@ -285,10 +290,11 @@ func (e *env) checkMemberClustersTable(member fleet.Cluster) {
 func (e *env) checkFRSTable(name string, want map[string]string) {
 	e.t.Helper()
 	var last string
-	e.poll("kubectl get frs -o wide to show "+name, func(context.Context) (bool, error) {
+	ok := tryPoll(waitTimeout, func(context.Context) (bool, error) {
 		out, err := e.kubectl("get", "frs", "-n", e.ns, "-o", "wide")
 		if err != nil {
-			return false, err
+			last = err.Error()
+			return false, nil
 		}
 		last = out
 		rows := table(out)
@@ -302,6 +308,9 @@ func (e *env) checkFRSTable(name string, want map[string]string) {
 		}
 		return rows[0]["AGE"] != "", nil
 	})
+	if !ok {
+		e.t.Fatalf("kubectl get frs -o wide did not show %v within %s; last:\n%s", want, waitTimeout, last)
+	}
 	logf(e.t, "$ kubectl get frs -n %s -o wide\n%s", e.ns, last)
 }
 
