@@ -63,8 +63,7 @@ type Static struct {
 	Name       string
 	Kubeconfig string
 	Labels     map[string]string
-	// Taints of the member (the configuration file has no field for them
-	// yet).
+	// Taints of the member (clusters.static[].taints).
 	Taints []v1alpha1.ClusterTaint
 }
 

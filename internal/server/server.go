@@ -95,7 +95,7 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		Health:          monitor,
 	}
 	for _, s := range cfg.Clusters.Static {
-		regOpts.Static = append(regOpts.Static, registry.Static{Name: s.Name, Kubeconfig: s.Kubeconfig, Labels: s.Labels})
+		regOpts.Static = append(regOpts.Static, registry.Static{Name: s.Name, Kubeconfig: s.Kubeconfig, Labels: s.Labels, Taints: s.ClusterTaints()})
 	}
 	provider, err := registry.NewProvider(regOpts)
 	if err != nil {
