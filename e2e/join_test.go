@@ -94,7 +94,7 @@ func TestJoinUnjoin(t *testing.T) {
 
 	// Relabelling the registration Secrets moves the replicas: member-c
 	// joins the selector, member-d leaves it. Nothing restarts.
-	e.relabel(memberC, "tier", "edge")
+	e.kubectlOK("label", "secret", "-n", fleet.Namespace, memberC, "tier=edge")
 	t.Cleanup(func() { e.dumpIfFailed(); e.relabel(memberC, "tier", "") })
 	e.kubectlOK("label", "secret", "-n", fleet.Namespace, joinedMember, "tier=retired", "--overwrite")
 	relabelled := time.Now()
