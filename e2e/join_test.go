@@ -95,7 +95,11 @@ func TestJoinUnjoin(t *testing.T) {
 	// Relabelling the registration Secrets moves the replicas: member-c
 	// joins the selector, member-d leaves it. Nothing restarts.
 	e.kubectlOK("label", "secret", "-n", fleet.Namespace, memberC, "tier=edge")
-	t.Cleanup(func() { e.dumpIfFailed(); e.relabel(memberC, "tier", "") })
+	t.Cleanup(func() {
+		e.dumpIfFailed()
+		e.relabel(memberC, "tier", "")
+		e.waitMemberLabels("tier", map[string]string{memberC: ""})
+	})
 	e.kubectlOK("label", "secret", "-n", fleet.Namespace, joinedMember, "tier=retired", "--overwrite")
 	relabelled := time.Now()
 	e.waitSplit(name, split{memberC: 4})

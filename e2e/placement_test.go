@@ -31,6 +31,9 @@ import (
 // has maxReplicas 3, member-c (100) takes the rest.
 func TestCostOrdered(t *testing.T) {
 	e := newEnv(t, "e2e-costordered")
+	for _, m := range allMembers {
+		e.waitNoPods(m)
+	}
 	const name = "tiers"
 	b := pref(memberB, 1, 200)
 	b.MaxReplicas = ptr.To[int32](3)
@@ -75,6 +78,8 @@ func TestSpreadConstraints(t *testing.T) {
 		for m := range regions {
 			e.relabel(m, "region", "")
 		}
+		// The next test starts from members without the label.
+		e.waitMemberLabels("region", map[string]string{memberA: "", memberB: "", memberC: ""})
 	})
 	e.waitMemberLabels("region", regions)
 
@@ -125,7 +130,15 @@ func TestTaintNoExecute(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.annotate(memberC, registry.AnnotationTaints, string(taints))
-	t.Cleanup(func() { e.dumpIfFailed(); e.annotate(memberC, registry.AnnotationTaints, "") })
+	t.Cleanup(func() {
+		e.dumpIfFailed()
+		e.annotate(memberC, registry.AnnotationTaints, "")
+		// The next test starts from an untainted member-c.
+		e.poll("the taint of "+memberC+" to be gone", func(ctx context.Context) (bool, error) {
+			mc := &v1alpha1.MemberCluster{}
+			return e.f.HubClient.Get(ctx, client.ObjectKey{Name: memberC}, mc) == nil && len(mc.Status.Taints) == 0, nil
+		})
+	})
 	logf(t, "tainted %s: %s", memberC, taints)
 
 	// Each leaves member-c; record when it was first seen gone from there.
@@ -196,18 +209,43 @@ func (e *env) annotate(member, key, value string) {
 }
 
 // waitMemberLabels waits until the MemberClusters show each member's value
-// of a label: the leader has read the relabelled Secrets.
+// of a label ("": no such label): the leader has read the relabelled
+// Secrets.
 func (e *env) waitMemberLabels(key string, want map[string]string) {
 	e.t.Helper()
 	e.poll("MemberClusters to show label "+key, func(ctx context.Context) (bool, error) {
 		for m, v := range want {
 			mc := &v1alpha1.MemberCluster{}
-			if err := e.f.HubClient.Get(ctx, client.ObjectKey{Name: m}, mc); err != nil || mc.Status.Labels[key] != v {
+			if err := e.f.HubClient.Get(ctx, client.ObjectKey{Name: m}, mc); err != nil {
+				return false, nil
+			}
+			if got, ok := mc.Status.Labels[key]; got != v || ok != (v != "") {
 				return false, nil
 			}
 		}
 		return true, nil
 	})
+}
+
+// waitNoPods waits until no pod of any namespace is left in a member, so
+// its whole capacity is free.
+func (e *env) waitNoPods(member string) {
+	e.t.Helper()
+	var left []string
+	ok := tryPoll(waitTimeout, func(ctx context.Context) (bool, error) {
+		l := &corev1.PodList{}
+		if err := e.memberClient(member).List(ctx, l); err != nil {
+			return false, nil
+		}
+		left = left[:0]
+		for _, p := range l.Items {
+			left = append(left, p.Namespace+"/"+p.Name)
+		}
+		return len(left) == 0, nil
+	})
+	if !ok {
+		e.t.Fatalf("%s still runs pods after %s, its capacity is not free: %v", member, waitTimeout, left)
+	}
 }
 
 // setSpread replaces a FederatedReplicaSet's spread constraints.
