@@ -301,6 +301,27 @@ func (c *chaos) replicaStatuses(ctx context.Context) map[string]fleet.Status {
 	return out
 }
 
+// describeStatuses renders every running replica's admin status (or why it
+// did not answer), for a failure message.
+func (c *chaos) describeStatuses(ctx context.Context) string {
+	var parts []string
+	for _, r := range c.e.f.Replicas {
+		if !r.Running() {
+			parts = append(parts, r.ID+" stopped")
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		st, err := r.Status(sctx)
+		cancel()
+		if err != nil {
+			parts = append(parts, fmt.Sprintf("%s no answer (%v)", r.ID, err))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s leading=%t term=%d leader=%s ready=%t", r.ID, st.Leading, st.Term, st.LeaderID, st.Ready))
+	}
+	return strings.Join(parts, "; ")
+}
+
 // leader returns the leading replica and its term, or nil.
 func (c *chaos) leader(ctx context.Context) (*fleet.Replica, uint64) {
 	for id, st := range c.replicaStatuses(ctx) {
@@ -532,7 +553,15 @@ func (c *chaos) disrupt(ctx context.Context, kind disruption, r *roundResult, ev
 			return
 		}
 		event("leadership transfer returned")
-		c.waitNewLeader(ctx, old, oldTerm, r, event)
+		// Raft moves leadership to a later term; it does not promise the
+		// old leader cannot win a later election again (a target slow to
+		// send heartbeats on a loaded machine loses it), so any leader of
+		// a later term counts, and the old one winning is noted.
+		if c.waitNewLeader(ctx, nil, oldTerm, r, event) {
+			if l, t := c.leader(ctx); l != nil && l.ID == old.ID {
+				r.notes = append(r.notes, fmt.Sprintf("%s leads again in term %d after the transfer", l.ID, t))
+			}
+		}
 	case leaderStop:
 		if err := old.Pause(); err != nil {
 			fail("SIGSTOP: %v", err)
@@ -615,7 +644,8 @@ func (c *chaos) waitNewLeader(ctx context.Context, not *fleet.Replica, term uint
 			id = got.ID
 		}
 		if r != nil {
-			r.failures = append(r.failures, fmt.Sprintf("no new leader within 1m (last seen %s term %d)", id, gotTerm))
+			r.failures = append(r.failures, fmt.Sprintf("no new leader within 1m (last seen %s term %d; replicas now: %s)",
+				id, gotTerm, c.describeStatuses(ctx)))
 		}
 		return false
 	}

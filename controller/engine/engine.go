@@ -512,13 +512,19 @@ func (e *Engine) deletePods(ctx context.Context, key expectations.Key, mrs *v1al
 		return fmt.Errorf("recording %d pod deletions: %w", len(refs), err)
 	}
 	log.V(1).Info("Too many replicas", "need", mrs.Spec.Replicas, "active", len(active), "deleting", len(victims), "nodeCost", tierOf != nil)
+	return e.deleteExact(ctx, key, mrs, refs)
+}
 
-	errs := make(chan error, len(victims))
+// deleteExact deletes the given pods of mrs's namespace in parallel, each
+// only if its UID still matches. Their deletions must already be expected
+// in the store; a delete that fails settles its expectation at once.
+func (e *Engine) deleteExact(ctx context.Context, key expectations.Key, mrs *v1alpha1.MemberReplicaSet, pods []expectations.PodRef) error {
+	errs := make(chan error, len(pods))
 	var wg sync.WaitGroup
-	for _, p := range victims {
+	for _, p := range pods {
 		wg.Go(func() {
+			target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: mrs.Namespace, Name: p.Name}}
 			uid := p.UID
-			target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}
 			err := e.o.Client.Delete(ctx, target, client.Preconditions{UID: &uid})
 			if err == nil {
 				e.event(mrs, corev1.EventTypeNormal, ReasonSuccessfulDelete, "Delete", "Deleted pod: %v", p.Name)
