@@ -116,11 +116,12 @@
 //     example a release sent while the write lease had lapsed for a moment;
 //     left alone it held the key up until the TTL); pending deletes whose
 //     pod is gone, replaced or
-//     already terminating are settled; an earlier term's delete of a pod
-//     that still runs is kept for this term and the engine deletes exactly
-//     that pod (by UID) before anything else: the deposed leader's call may
-//     still land, and choosing other victims would remove both sets (seen
-//     as 8 pods below target after a SIGKILL during a scale-down). Then it
+//     already terminating are settled; a delete of a pod that still runs,
+//     of an earlier term or of this one (a call whose outcome was unknown),
+//     is kept for this term and the engine deletes exactly that pod (by UID)
+//     before anything else: the deposed leader's call may still land, and
+//     choosing other victims would remove both sets (seen as 8 pods below
+//     target after a SIGKILL, and 2 after a SIGTERM, during a scale-down). Then it
 //     writes nothing until its informer
 //     cache has caught up with that list: the pod store's resource version
 //     is at least the list's, or every listed pod that counts is cached

@@ -275,10 +275,12 @@ func (f *FSM) reconcile(c *Reconcile) Result {
 		case !live || (d.UID != "" && uid != d.UID) || deleting[n]:
 			// Done: gone, replaced by another pod, or its deletion landed.
 			delete(ks.Deletes, n)
-		case d.Term < c.Term && c.HoldDeletes && d.UID != "":
+		case (d.Term < c.Term || c.HoldOwn) && c.HoldDeletes && d.UID != "":
 			// The deposed leader chose this pod and its call may still be
 			// on its way: this term deletes the same pod rather than
-			// choosing another one (which would remove both).
+			// choosing another one (which would remove both). With HoldOwn
+			// the same goes for this term's own delete whose outcome was
+			// unknown (nothing of the key is in flight at a reconcile).
 			d.Term = c.Term
 			if c.TTL > 0 {
 				d.Expiry = c.Now + c.TTL

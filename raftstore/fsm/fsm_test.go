@@ -234,6 +234,7 @@ func TestReconcileHoldsDeletes(t *testing.T) {
 		live     map[string]string
 		deleting []string
 		hold     bool
+		holdOwn  bool
 		wantHeld bool // kept for term 2 and returned
 		wantKept bool // still pending after the reconcile
 	}{
@@ -244,13 +245,14 @@ func TestReconcileHoldsDeletes(t *testing.T) {
 		{name: "earlier term, pod gone", delTerm: 1, uid: "u", live: map[string]string{}, hold: true},
 		{name: "earlier term, no UID recorded", delTerm: 1, uid: "", live: map[string]string{"p": "u"}, hold: true},
 		{name: "this term, pod runs", delTerm: 2, uid: "u", live: map[string]string{"p": "u"}, hold: true, wantKept: true},
+		{name: "this term, pod runs, HoldOwn", delTerm: 2, uid: "u", live: map[string]string{"p": "u"}, hold: true, holdOwn: true, wantHeld: true, wantKept: true},
 		{name: "this term, pod terminating", delTerm: 2, uid: "u", live: map[string]string{"p": "u"}, deleting: []string{"p"}, hold: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := New("s")
 			mustApply(t, f, &ExpectDeletes{Meta: Meta{Term: tc.delTerm, Now: 1}, Key: k1, Pods: []PodRef{{Name: "p", UID: tc.uid}}, TTL: ttl})
-			r := mustApply(t, f, &Reconcile{Meta: Meta{Term: 2, Now: 7}, Key: k1, TTL: ttl, Live: tc.live, Deleting: tc.deleting, HoldDeletes: tc.hold})
+			r := mustApply(t, f, &Reconcile{Meta: Meta{Term: 2, Now: 7}, Key: k1, TTL: ttl, Live: tc.live, Deleting: tc.deleting, HoldDeletes: tc.hold, HoldOwn: tc.holdOwn})
 			if r.Code != CodeOK {
 				t.Fatalf("reconcile refused: %+v", r)
 			}
