@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -101,16 +100,26 @@ func (e *Engine) verify(ctx context.Context, key expectations.Key, mrs *v1alpha1
 		return false, fmt.Errorf("listing pods with a quorum read: %w", err)
 	}
 	if r, isTerm := e.o.Store.(expectations.TermReconciler); isTerm {
-		live := make(map[string]types.UID, len(quorum.Items))
+		listed := make(map[string]expectations.ListedPod, len(quorum.Items))
 		for i := range quorum.Items {
-			live[quorum.Items[i].Name] = quorum.Items[i].UID
+			q := &quorum.Items[i]
+			listed[q.Name] = expectations.ListedPod{UID: q.UID, Deleting: q.DeletionTimestamp != nil}
 		}
-		completed, held, err := r.ReconcileReservations(ctx, key, live)
+		st, err := r.ReconcileReservations(ctx, key, listed)
 		if err != nil {
 			return false, fmt.Errorf("settling earlier terms' reservations: %w", err)
 		}
-		if len(completed)+len(held) > 0 {
-			log.V(1).Info("Settled expectations from a quorum list", "completed", len(completed), "heldForThisTerm", len(held))
+		if len(st.Completed)+len(st.Held)+len(st.HeldDeletes) > 0 {
+			log.V(1).Info("Settled expectations from a quorum list", "completed", len(st.Completed),
+				"heldForThisTerm", len(st.Held), "deletesTakenOver", len(st.HeldDeletes))
+		}
+		if len(st.HeldDeletes) > 0 {
+			// A deposed leader chose these pods; its calls may still land.
+			// Deleting the same pods (by UID) makes both leaders' deletes
+			// one, where choosing other victims would remove both sets.
+			if err := e.deleteExact(ctx, key, mrs, st.HeldDeletes); err != nil {
+				return false, err
+			}
 		}
 	}
 	if rv := e.o.PodStoreRV; rv != nil {
