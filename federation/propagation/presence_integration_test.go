@@ -84,7 +84,9 @@ func TestEngineWaitsForDependencies(t *testing.T) {
 		Dependencies: dependencies.Required(dependencies.Of(&tmpl.Spec)),
 	}}
 	mgr := worker.NewManager(worker.Options{Store: expectations.NewMemory(0, nil), Source: src,
-		Dependencies: func(cl cluster.Cluster) engine.DependencyChecker { return propagation.Presence{Reader: cl.GetAPIReader()} }})
+		Dependencies: func(cl cluster.Cluster) engine.DependencyChecker {
+			return propagation.Presence{Reader: cl.GetAPIReader()}
+		}})
 	if err := mgr.Engage(ctx, member, mc); err != nil {
 		t.Fatal(err)
 	}
