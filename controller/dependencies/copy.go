@@ -150,7 +150,7 @@ func Copy(hub Object, owners []string) (Object, error) {
 			Immutable: cloneBool(h.Immutable)}, nil
 	case *corev1.Secret:
 		if h.Type == corev1.SecretTypeServiceAccountToken {
-			return nil, fmt.Errorf("Secret %s is a service account token of the hub: %w", h.Name, ErrNotCopyable)
+			return nil, fmt.Errorf("a service account token of the hub (secret %s): %w", h.Name, ErrNotCopyable)
 		}
 		return &corev1.Secret{ObjectMeta: meta, Type: h.Type, Data: cloneBytes(h.Data), Immutable: cloneBool(h.Immutable)}, nil
 	case *corev1.ServiceAccount:
