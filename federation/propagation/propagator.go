@@ -153,12 +153,15 @@ func (p *Propagator) SetupWithManager(mgr manager.Manager) error {
 	return nil
 }
 
+// namespaceRequest is the request for a pass over namespace ns: the
+// namespace alone, with an empty name, so the controller's request logger
+// names it as the namespace.
 func namespaceRequest(ns string) reconcile.Request {
-	return reconcile.Request{NamespacedName: types.NamespacedName{Name: ns}}
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns}}
 }
 
 // Trigger asks for a pass over namespace.
-func (p *Propagator) Trigger(namespace string) { p.triggers.Trigger("", namespace) }
+func (p *Propagator) Trigger(namespace string) { p.triggers.Trigger(namespace, "") }
 
 // Resync asks for a sweep of every namespace soon (a member joined or left).
 func (p *Propagator) Resync() {
@@ -258,7 +261,7 @@ type pass struct {
 }
 
 // Reconcile brings one hub namespace's copies in every member in line.
-// The request's Name is the namespace.
+// The request's Namespace is the namespace; its Name is empty.
 func (p *Propagator) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	gctx, ok := p.o.Gate.Allowed()
 	if !ok {
@@ -266,9 +269,7 @@ func (p *Propagator) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	ctx, cancel := ctxjoin.Join(ctx, gctx)
 	defer cancel()
-	ns := req.Name
-	log := ctrl.LoggerFrom(ctx).WithValues("namespace", ns)
-	ctx = ctrl.LoggerInto(ctx, log)
+	ns := req.Namespace
 
 	var list v1alpha1.FederatedReplicaSetList
 	if err := p.o.Hub.List(ctx, &list, client.InNamespace(ns)); err != nil {
@@ -314,18 +315,23 @@ func (p *Propagator) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 
 	var errs []error
+	conflict := false
 	for name, frs := range ps.frs {
 		if frs.DeletionTimestamp != nil || ps.pending[name] {
 			continue
 		}
 		c := condition(ps.problems[name], p.copiedFor(ps, name), len(ps.wants[name].Members), frs.Generation)
-		if err := p.writeCondition(ctx, frs, &c); err != nil {
+		if err := p.writeCondition(ctx, frs, &c); apierrors.IsConflict(err) {
+			conflict = true
+		} else if err != nil {
 			errs = append(errs, err)
 		}
 	}
 	for _, frs := range stopped {
 		if frs.DeletionTimestamp == nil {
-			if err := p.writeCondition(ctx, frs, nil); err != nil {
+			if err := p.writeCondition(ctx, frs, nil); apierrors.IsConflict(err) {
+				conflict = true
+			} else if err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -334,6 +340,11 @@ func (p *Propagator) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	switch {
+	case conflict:
+		// The hub reconciler wrote the status meanwhile (the cache had an
+		// older copy): try again once the cache has the new one.
+		ctrl.LoggerFrom(ctx).V(2).Info("Status changed meanwhile, writing the condition again")
+		return reconcile.Result{RequeueAfter: pendingRequeue}, nil
 	case len(ps.pending) > 0:
 		return reconcile.Result{RequeueAfter: pendingRequeue}, nil
 	case ps.failed || anyProblem(ps.problems):
