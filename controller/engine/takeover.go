@@ -17,6 +17,9 @@ import (
 	"github.com/replicafed/replicafed/controller/expectations"
 )
 
+// quorumListTimeout bounds verify's quorum list of a member's pods.
+const quorumListTimeout = 30 * time.Second
+
 // freshness is the (term, store epoch) a key was last verified in.
 type freshness struct {
 	term, epoch uint64
@@ -96,7 +99,11 @@ func (e *Engine) verify(ctx context.Context, key expectations.Key, mrs *v1alpha1
 	// Pods that take part in the sync match the selector (a pod created
 	// from the template always does), so the list is narrowed to those.
 	var quorum corev1.PodList
-	if err := e.o.APIReader.List(ctx, &quorum, client.InNamespace(mrs.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+	// Bounded: the sync holds a write permit, and a read stuck on a broken
+	// connection would hold the key (and a handover draining permits).
+	lctx, cancel := context.WithTimeout(ctx, quorumListTimeout)
+	defer cancel()
+	if err := e.o.APIReader.List(lctx, &quorum, client.InNamespace(mrs.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
 		return false, fmt.Errorf("listing pods with a quorum read: %w", err)
 	}
 	if r, isTerm := e.o.Store.(expectations.TermReconciler); isTerm {
