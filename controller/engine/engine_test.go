@@ -96,6 +96,7 @@ type hopts struct {
 	gate    Gate
 	store   expectations.Store
 	noOwner bool
+	deps    DependencyChecker
 }
 
 func newHarness(t *testing.T, w *Workload, o hopts) *harness {
@@ -166,6 +167,7 @@ func newHarness(t *testing.T, w *Workload, o hopts) *harness {
 			h.mu.Unlock()
 		}),
 		Gate: o.gate, Recorder: h.rec, BurstReplicas: o.burst, Clock: clocktesting.NewFakePassiveClock(now),
+		Dependencies: o.deps,
 	})
 	return h
 }

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/dependencies"
 	"github.com/replicafed/replicafed/controller/expectations"
 )
 
@@ -37,6 +38,17 @@ type Workload struct {
 	// copies the pod-security.kubernetes.io/* ones (see PodSecurityLabels),
 	// so pods there meet the same Pod Security Standard as in the hub.
 	NamespaceLabels map[string]string
+	// Dependencies are the objects pods must find in the member before
+	// they are created (spec.propagateDependencies: the template's
+	// required references); empty means pods are created at once.
+	Dependencies []dependencies.Ref
+}
+
+// DependencyChecker says which of a template's dependencies are missing in
+// the member. The engine asks it only when it is about to create pods.
+type DependencyChecker interface {
+	// Missing returns those of refs that do not exist in namespace.
+	Missing(ctx context.Context, namespace string, refs []dependencies.Ref) ([]dependencies.Ref, error)
 }
 
 // WorkloadSource tells the engine what the hub wants; federation and raft

@@ -62,6 +62,9 @@ type Options struct {
 	RateLimiter workqueue.TypedRateLimiter[types.NamespacedName]
 	// UnsatisfiedRequeue is engine.Options.UnsatisfiedRequeue.
 	UnsatisfiedRequeue time.Duration
+	// Dependencies builds the member's engine.Options.Dependencies from
+	// its cluster; nil leaves pod creation unchecked.
+	Dependencies func(cl cluster.Cluster) engine.DependencyChecker
 }
 
 // Worker runs the engine for one member cluster.
@@ -91,6 +94,10 @@ func New(name string, cl cluster.Cluster, o Options) (*Worker, error) {
 	}
 	w := &Worker{name: name, cl: cl, o: o, reader: cl.GetCache()}
 	w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "replicafed-" + name})
+	var deps engine.DependencyChecker
+	if o.Dependencies != nil {
+		deps = o.Dependencies(cl)
+	}
 	w.eng = engine.New(engine.Options{
 		Cluster: name, Client: cl.GetClient(), APIReader: cl.GetAPIReader(), Store: o.Store,
 		Source: o.Source, Sink: o.Sink, Gate: o.Gate, Recorder: cl.GetEventRecorder(Component),
@@ -99,6 +106,8 @@ func New(name string, cl cluster.Cluster, o Options) (*Worker, error) {
 		// Node cost tiers read node labels from the cache's node informer
 		// (shared with the hub's capacity estimate), never live.
 		Nodes: cl.GetCache(),
+		// Pods wait for their dependencies (spec.propagateDependencies).
+		Dependencies: deps,
 	})
 	return w, nil
 }

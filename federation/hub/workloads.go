@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/dependencies"
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/controller/expectations"
 )
@@ -61,7 +62,14 @@ func (w *Workloads) Workload(key expectations.Key) (*engine.Workload, bool) {
 	if err := w.Hub.Get(ctx, types.NamespacedName{Name: key.Namespace}, ns); err != nil {
 		return nil, false
 	}
+	var deps []dependencies.Ref
+	if frs.Spec.PropagateDependencies {
+		// Only what the hub copies is waited for; without propagation the
+		// template's references are the member's business, as upstream.
+		deps = dependencies.Required(dependencies.Of(&frs.Spec.Template.Spec))
+	}
 	return &engine.Workload{
+		Dependencies:    deps,
 		NodeCost:        engine.NodeCostFor(frs, w.DefaultNodeCost),
 		NamespaceLabels: ns.Labels,
 		Key:             key,

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/worker"
 	"github.com/replicafed/replicafed/federation/hub"
 	"github.com/replicafed/replicafed/internal/metrics"
@@ -45,6 +46,15 @@ func (t *targetStore) DeleteTargets(ctx context.Context, frs hub.FRSRef) error {
 
 func observe(op string, start time.Time) {
 	metrics.RaftApplyDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}
+
+// pokers passes every poke to each of its Pokers.
+type pokers []hub.Poker
+
+func (ps pokers) Enqueue(key expectations.Key) {
+	for _, p := range ps {
+		p.Enqueue(key)
+	}
 }
 
 // awareRunnable lets a multicluster.Aware join the manager: it is engaged with
