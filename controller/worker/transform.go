@@ -1,11 +1,8 @@
 package worker
 
 import (
-	"unique"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -47,7 +44,9 @@ func CacheOptions(o *cluster.Options) {
 // restart, other conditions and condition messages, IPs, QoS class. Strings
 // repeated across pods (namespace, owner, node, label keys and values) are
 // interned. Objects other than pods pass unchanged; the result of TrimPod is
-// unchanged by TrimPod, as informers require.
+// unchanged by TrimPod, as informers require. Labels, owner references and
+// container requests are shared between pods that have equal ones (see
+// sharedValues): a cached pod must never be modified in place.
 func TrimPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -58,12 +57,12 @@ func TrimPod(obj any) (any, error) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: p.Name, Namespace: intern(p.Namespace), UID: p.UID, ResourceVersion: p.ResourceVersion,
 			CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
-			Labels: internMap(p.Labels), OwnerReferences: trimRefs(p.OwnerReferences),
+			Labels: labelsOf(p.Labels), OwnerReferences: refsOf(p.OwnerReferences),
 		},
 		Spec: corev1.PodSpec{
 			NodeName:       intern(p.Spec.NodeName),
-			InitContainers: trimContainers(p.Spec.InitContainers, true),
-			Containers:     trimContainers(p.Spec.Containers, false),
+			InitContainers: containersOf(p.Spec.InitContainers, true),
+			Containers:     containersOf(p.Spec.Containers, false),
 			Overhead:       p.Spec.Overhead,
 		},
 		Status: corev1.PodStatus{
@@ -95,7 +94,7 @@ func TrimNode(obj any) (any, error) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion,
 			CreationTimestamp: n.CreationTimestamp, DeletionTimestamp: n.DeletionTimestamp,
-			Labels: internMap(n.Labels),
+			Labels: labelsOf(n.Labels),
 		},
 		Spec:   corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable, Taints: n.Spec.Taints},
 		Status: corev1.NodeStatus{Allocatable: n.Status.Allocatable},
@@ -107,78 +106,6 @@ func TrimNode(obj any) (any, error) {
 		}
 	}
 	return out, nil
-}
-
-// intern returns s backed by memory shared with every other interned copy
-// of it that is still in use.
-func intern(s string) string {
-	if s == "" {
-		return ""
-	}
-	return unique.Make(s).Value()
-}
-
-func internMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[intern(k)] = intern(v)
-	}
-	return out
-}
-
-// Shared targets of the owner references' bool pointers: cached objects
-// are never written to.
-var (
-	sharedTrue  = true
-	sharedFalse = false
-)
-
-func sharedBool(b *bool) *bool {
-	switch {
-	case b == nil:
-		return nil
-	case *b:
-		return &sharedTrue
-	}
-	return &sharedFalse
-}
-
-func trimRefs(refs []metav1.OwnerReference) []metav1.OwnerReference {
-	if len(refs) == 0 {
-		return nil
-	}
-	out := make([]metav1.OwnerReference, len(refs))
-	for i, r := range refs {
-		out[i] = metav1.OwnerReference{
-			APIVersion: intern(r.APIVersion), Kind: intern(r.Kind), Name: intern(r.Name),
-			// Every pod of an owner carries the same UID.
-			UID:        types.UID(intern(string(r.UID))),
-			Controller: sharedBool(r.Controller), BlockOwnerDeletion: sharedBool(r.BlockOwnerDeletion),
-		}
-	}
-	return out
-}
-
-// trimContainers keeps what the capacity estimate and the sidecar restart
-// ranking read: requests, and for init containers the name and restart
-// policy. Regular containers without requests add nothing and are dropped.
-func trimContainers(cs []corev1.Container, init bool) []corev1.Container {
-	var out []corev1.Container
-	for i := range cs {
-		c := &cs[i]
-		if !init && len(c.Resources.Requests) == 0 {
-			continue
-		}
-		t := corev1.Container{Resources: corev1.ResourceRequirements{Requests: c.Resources.Requests}}
-		if init {
-			t.Name, t.RestartPolicy = intern(c.Name), c.RestartPolicy
-		}
-		out = append(out, t)
-	}
-	return out
 }
 
 // trimPodConditions keeps Ready (readiness and its transition time) and

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -106,9 +107,9 @@ func TestTrimPod(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{
 				Name: "web-abc", Namespace: "shop", UID: "pod-uid", ResourceVersion: "42",
 				CreationTimestamp: metav1.NewTime(t0), DeletionTimestamp: ptr.To(metav1.NewTime(t0.Add(time.Hour))),
-				Labels:            map[string]string{"app": "web", "tier": "front"},
-				Annotations:       map[string]string{ranking.DeletionCostAnnotation: "-5"},
-				OwnerReferences:   []metav1.OwnerReference{owner, {APIVersion: "v1", Kind: "ConfigMap", Name: "other", UID: "cm-uid"}},
+				Labels:          map[string]string{"app": "web", "tier": "front"},
+				Annotations:     map[string]string{ranking.DeletionCostAnnotation: "-5"},
+				OwnerReferences: []metav1.OwnerReference{owner, {APIVersion: "v1", Kind: "ConfigMap", Name: "other", UID: "cm-uid"}},
 			},
 			Spec: corev1.PodSpec{
 				NodeName: "node-1",
@@ -361,5 +362,58 @@ func TestTrimPodKeepsWhatTheEngineReads(t *testing.T) {
 	}
 	if got, want := capacity.Summarize(nodesTr, podsTr), capacity.Summarize(nodes, pods); !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("capacity.Summarize on trimmed objects differs:\n%s", diff.Diff(want, got))
+	}
+}
+
+// TestTrimPodShares checks that pods with equal labels, owners and requests
+// share one copy in the cache, and that unequal ones do not.
+func TestTrimPodShares(t *testing.T) {
+	trim := func(mut func(*corev1.Pod)) *corev1.Pod {
+		p := fullPod()
+		mut(p)
+		got, err := worker.TrimPod(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.(*corev1.Pod)
+	}
+	a := trim(func(*corev1.Pod) {})
+	b := trim(func(p *corev1.Pod) {
+		p.Name, p.UID = "web-other", "other-uid"
+		// Equal quantities written differently are equal requests.
+		p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("0.25")
+	})
+	c := trim(func(p *corev1.Pod) {
+		p.Labels = map[string]string{"app": "web", "tier": "back"}
+		p.OwnerReferences[0].UID = "other-owner"
+		p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("300m")
+	})
+	same := func(x, y any) bool { return fmt.Sprintf("%p", x) == fmt.Sprintf("%p", y) }
+	if !same(a.Labels, b.Labels) || !same(a.OwnerReferences, b.OwnerReferences) || !same(a.Spec.Containers, b.Spec.Containers) {
+		t.Error("pods with equal labels, owners and requests do not share them")
+	}
+	if same(a.Labels, c.Labels) || same(a.OwnerReferences, c.OwnerReferences) || same(a.Spec.Containers, c.Spec.Containers) {
+		t.Error("pods with different labels, owners or requests share them")
+	}
+	if got := c.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; got.MilliValue() != 300 {
+		t.Errorf("requests of the third pod: cpu %v, want 300m", got.String())
+	}
+}
+
+// TestTrimPodManyDistinctLabels passes more distinct label sets than the
+// sharing tables keep, twice: every pod must still get its own labels.
+func TestTrimPodManyDistinctLabels(t *testing.T) {
+	for round := range 2 {
+		for i := range 5000 {
+			p := fullPod()
+			p.Labels = map[string]string{"app": "web", "statefulset.kubernetes.io/pod-name": fmt.Sprintf("web-%d", i)}
+			got, err := worker.TrimPod(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(got.(*corev1.Pod).Labels, p.Labels) {
+				t.Fatalf("round %d pod %d: labels %v, want %v", round, i, got.(*corev1.Pod).Labels, p.Labels)
+			}
+		}
 	}
 }
