@@ -71,10 +71,19 @@ type benchOptions struct {
 	burstReplicas int
 	out, binDir   string
 	runTimeout    time.Duration
+	profile       bool
+	writeTimeout  time.Duration
 }
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
 		return v
 	}
 	return def
@@ -97,6 +106,8 @@ func parseOptions(args []string) (benchOptions, error) {
 	fs.StringVar(&o.out, "out", envString("SIDEBYSIDE_OUT", "hack/bench/out"), "directory for the table, raw results and child logs (env SIDEBYSIDE_OUT)")
 	fs.StringVar(&o.binDir, "bin-dir", os.Getenv("REPLICAFED_BIN_DIR"), "control-plane binaries (default: testcluster.FindBinDir)")
 	fs.DurationVar(&o.runTimeout, "run-timeout", 15*time.Minute, "longest a single run may take")
+	fs.DurationVar(&o.writeTimeout, "write-timeout", envDuration("SIDEBYSIDE_WRITE_TIMEOUT", -1), "replicafed controller.memberWriteTimeout; negative keeps the default, 0 turns the deadline off (env SIDEBYSIDE_WRITE_TIMEOUT)")
+	fs.BoolVar(&o.profile, "profile", os.Getenv("SIDEBYSIDE_PROFILE") != "", "write each replicafed run's CPU profile (scale-up to exit) next to its log (env SIDEBYSIDE_PROFILE)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -186,7 +197,15 @@ func runBench(args []string) error {
 			}
 		}
 	}
-	rep := report{Pods: o.pods, Pairs: o.pairs, Nodes: nodes, BurstReplicas: o.burstReplicas, Settings: o.settings, Results: results,
+	def, err := productConfig(os.TempDir())
+	if err != nil {
+		return err
+	}
+	wt := def.Controller.MemberWriteTimeout.String() + " (default)"
+	if o.writeTimeout >= 0 {
+		wt = o.writeTimeout.String()
+	}
+	rep := report{Pods: o.pods, Pairs: o.pairs, Nodes: nodes, BurstReplicas: o.burstReplicas, WriteTimeout: wt, Settings: o.settings, Results: results,
 		Machine: machine(), LoadBefore: loadBefore, LoadAfter: loadAverage(), Started: started, Took: time.Since(started)}
 	md := rep.markdown()
 	fmt.Println()
@@ -251,6 +270,26 @@ type child struct {
 	stdin interface{ Close() error }
 	ready chan struct{}
 	send  func(string) error
+	// stats receives the engine's answers to statsCommand.
+	stats chan string
+}
+
+// raftEntries asks the engine child how many raft entries it wrote since
+// the scale-up.
+func (ch *child) raftEntries(ctx context.Context) (int, error) {
+	if err := ch.send(statsCommand); err != nil {
+		return 0, err
+	}
+	select {
+	case v := <-ch.stats:
+		return strconv.Atoi(v)
+	case <-ch.done:
+		return 0, errors.New("engine exited")
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(30 * time.Second):
+		return 0, errors.New("no answer to " + statsCommand)
+	}
 }
 
 func (ch *child) pid() int { return ch.cmd.Process.Pid }
@@ -306,6 +345,10 @@ func (b *bench) startEngine(st setting, run, name, logPath string) (*child, erro
 		"-kubeconfig=" + b.kubeconfig, "-namespace=" + benchNamespace, "-name=" + name, "-run=" + run,
 		"-qps=" + strconv.FormatFloat(float64(st.QPS), 'f', -1, 32), "-burst=" + strconv.Itoa(st.Burst),
 		"-burst-replicas=" + strconv.Itoa(b.o.burstReplicas), "-raft-dir=" + dir,
+		"-write-timeout=" + b.o.writeTimeout.String(),
+	}
+	if b.o.profile {
+		args = append(args, "-cpuprofile="+strings.TrimSuffix(logPath, ".log")+".cpu.pprof")
 	}
 	ch, err := startChild(b.self, args, logPath, true)
 	if err != nil {
@@ -345,15 +388,23 @@ func startChild(path string, args []string, logPath string, control bool) (*chil
 			_, err := fmt.Fprintln(in, line)
 			return err
 		}
+		ch.stats = make(chan string, 1)
 		go func() {
 			sc := bufio.NewScanner(out)
 			closed := false
 			for sc.Scan() {
-				if sc.Text() == engineReady && !closed {
+				line := sc.Text()
+				switch {
+				case line == engineReady && !closed:
 					close(ch.ready)
 					closed = true
+				case strings.HasPrefix(line, statsReply+" "):
+					select {
+					case ch.stats <- strings.TrimPrefix(line, statsReply+" "):
+					default:
+					}
 				}
-				fmt.Fprintln(logf, sc.Text())
+				fmt.Fprintln(logf, line)
 			}
 		}()
 	} else {
@@ -505,6 +556,12 @@ func (b *bench) run(ctx context.Context, st setting, ctrlName string, pair int) 
 	}
 	r.Window = b.proxy.reset()
 	r.CPU = after.CPU - before.CPU
+	r.RaftEntries = -1
+	if ctrlName == replicafed {
+		if r.RaftEntries, err = ch.raftEntries(ctx); err != nil {
+			return r, fmt.Errorf("reading raft entries: %w", err)
+		}
+	}
 	r.PeakRSS = after.PeakRSS
 	r.RSSBefore = before.RSS
 	ch.stop(30 * time.Second)

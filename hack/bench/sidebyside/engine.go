@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,8 +40,14 @@ import (
 // memberName is the member the engine child serves.
 const memberName = "member"
 
-// engineReady is the line the engine child prints once it may write.
-const engineReady = "READY"
+// The engine child's protocol: it prints engineReady once it may write;
+// "SCALE <n>" on its stdin sets the target; statsCommand makes it print
+// statsReply and the number of raft entries since the first SCALE.
+const (
+	engineReady  = "READY"
+	statsCommand = "STATS"
+	statsReply   = "RAFT_ENTRIES"
+)
 
 // runEngine is the child process that runs replicafed's member engine the
 // way a replicafed replica does (worker.Manager with its informers and
@@ -60,6 +67,8 @@ func runEngine(args []string) error {
 	burst := fs.Int("burst", 0, "member client burst")
 	burstReplicas := fs.Int("burst-replicas", 0, "controller.burstReplicas; 0 keeps the product default")
 	dataDir := fs.String("raft-dir", "", "raft data directory")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile from the first SCALE until exit to this file")
+	writeTimeout := fs.Duration("write-timeout", -1, "controller.memberWriteTimeout; negative keeps the product default, 0 turns the deadline off")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -82,6 +91,9 @@ func runEngine(args []string) error {
 	}
 	if *burstReplicas > 0 {
 		cfg.Controller.BurstReplicas = *burstReplicas
+	}
+	if *writeTimeout >= 0 {
+		cfg.Controller.MemberWriteTimeout = *writeTimeout
 	}
 	cfg.Controller.MemberRateLimit = *qps > 0
 	cfg.Controller.MemberQPS, cfg.Controller.MemberBurst = float32(*qps), *burst
@@ -141,6 +153,8 @@ func runEngine(args []string) error {
 			lines <- sc.Text()
 		}
 	}()
+	profiling := false
+	var scaledAt uint64
 	for {
 		select {
 		case <-ctx.Done():
@@ -149,15 +163,45 @@ func runEngine(args []string) error {
 			if !ok {
 				return nil
 			}
+			if line == statsCommand {
+				// Raft entries since the scale-up (including its own
+				// leadership and configuration entries: none after start).
+				fmt.Printf("%s %d\n", statsReply, n.Raft().LastIndex()-scaledAt)
+				continue
+			}
 			target, err := parseScale(line)
 			if err != nil {
 				log.Error(err, "Ignoring command")
 				continue
 			}
+			if *cpuProfile != "" && !profiling {
+				stopProfile, err := startCPUProfile(*cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stopProfile()
+				profiling = true
+			}
+			if scaledAt == 0 {
+				scaledAt = n.Raft().LastIndex()
+			}
 			src.setTarget(target)
 			mgr.Enqueue(key)
 		}
 	}
+}
+
+// startCPUProfile starts a CPU profile written to path when stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("creating CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("starting CPU profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }
 
 // parseScale reads "SCALE <n>".
