@@ -78,7 +78,8 @@ func runEngine(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	log, err := logging.New(config.Logging{Level: "info", Format: config.FormatJSON})
+	// SIDEBYSIDE_ENGINE_LOG_LEVEL (e.g. 2) shows the engine's decisions.
+	log, err := logging.New(config.Logging{Level: envString("SIDEBYSIDE_ENGINE_LOG_LEVEL", "info"), Format: config.FormatJSON})
 	if err != nil {
 		return err
 	}
