@@ -50,7 +50,7 @@ func fullPod() *corev1.Pod {
 			},
 			OwnerReferences: []metav1.OwnerReference{owner, {APIVersion: "v1", Kind: "ConfigMap", Name: "other", UID: "cm-uid"}},
 			Finalizers:      []string{"example.com/keep"},
-			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{}}`)}}},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: metav1.NewFieldsV1(`{"f:status":{}}`)}},
 		},
 		Spec: corev1.PodSpec{
 			NodeName: "node-1",
