@@ -120,6 +120,12 @@
 //   - Deletes carry a UID precondition (the raft fence: a deposed leader cannot
 //     delete a replacement pod of the same name); a precondition conflict is
 //     treated like NotFound.
+//   - A failed delete settles its expectation only when it provably did not
+//     happen (a 4xx other than a timeout, or never sent); one whose outcome
+//     is unknown (timeout, 5xx, a call cancelled by a handover) keeps it, and
+//     the reconcile at the start of a later sync, or of the next leader's,
+//     returns it so the engine deletes that same pod again rather than
+//     choosing another victim. Upstream settles every failed delete at once.
 //   - A template without labels or with labels the selector does not match is
 //     refused before any call, with a FailedCreate event and the ReplicaFailure
 //     condition (upstream's API validation would refuse such a ReplicaSet).

@@ -110,8 +110,19 @@
 //     pods with a quorum read and calls Store.ReconcileReservations in that
 //     term: reserved names whose pod exists are complete; earlier-term
 //     reservations without their pod are held for the current term (step
-//     6), never released; pending deletes whose pod is gone are settled and
-//     earlier-term ones dropped. Then it writes nothing until its informer
+//     6), never released, and so are this term's own reservations without
+//     a pod (the reconcile runs at the start of a sync, when none of the
+//     key's creates is in flight, so such a name lost its settlement, for
+//     example a release sent while the write lease had lapsed for a moment;
+//     left alone it held the key up until the TTL); pending deletes whose
+//     pod is gone, replaced or
+//     already terminating are settled; a delete of a pod that still runs,
+//     of an earlier term or of this one (a call whose outcome was unknown),
+//     is kept for this term and the engine deletes exactly that pod (by UID)
+//     before anything else: the deposed leader's call may still land, and
+//     choosing other victims would remove both sets (seen as 8 pods below
+//     target after a SIGKILL, and 2 after a SIGTERM, during a scale-down). Then it
+//     writes nothing until its informer
 //     cache has caught up with that list: the pod store's resource version
 //     is at least the list's, or every listed pod that counts is cached
 //     (with its deletion) and every cached one is listed or newer than the

@@ -442,7 +442,7 @@ func (e *Engine) createPods(ctx context.Context, key expectations.Key, mrs *v1al
 	for i, ok := range done {
 		switch {
 		case ok:
-		case sent[i] && names[i] != "" && !createRefused(createErrs[i]):
+		case sent[i] && names[i] != "" && !writeRefused(createErrs[i]):
 			// The pod may exist or still appear (a timeout, a cancelled
 			// call): keep the name for the slot, never a new one.
 			e.o.Store.CreationUnknown(key, names[i])
@@ -458,12 +458,12 @@ func (e *Engine) createPods(ctx context.Context, key expectations.Key, mrs *v1al
 // known, nothing was created or deleted.
 var ErrNotSent = errors.New("member write not sent")
 
-// createRefused reports whether a create failed in a way that proves the
-// pod was not created: it never left (ErrNotSent), or the API server
+// writeRefused reports whether a pod create or delete failed in a way that
+// proves it did not happen: it never left (ErrNotSent), or the API server
 // answered with a client error other than a timeout. Anything else (5xx,
 // timeouts, transport errors, a cancelled context) leaves the outcome
 // unknown.
-func createRefused(err error) bool {
+func writeRefused(err error) bool {
 	if errors.Is(err, ErrNotSent) {
 		return true
 	}
@@ -512,23 +512,37 @@ func (e *Engine) deletePods(ctx context.Context, key expectations.Key, mrs *v1al
 		return fmt.Errorf("recording %d pod deletions: %w", len(refs), err)
 	}
 	log.V(1).Info("Too many replicas", "need", mrs.Spec.Replicas, "active", len(active), "deleting", len(victims), "nodeCost", tierOf != nil)
+	return e.deleteExact(ctx, key, mrs, refs)
+}
 
-	errs := make(chan error, len(victims))
+// deleteExact deletes the given pods of mrs's namespace in parallel, each
+// only if its UID still matches. Their deletions must already be expected
+// in the store; a delete that fails settles its expectation at once.
+func (e *Engine) deleteExact(ctx context.Context, key expectations.Key, mrs *v1alpha1.MemberReplicaSet, pods []expectations.PodRef) error {
+	errs := make(chan error, len(pods))
 	var wg sync.WaitGroup
-	for _, p := range victims {
+	for _, p := range pods {
 		wg.Go(func() {
+			target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: mrs.Namespace, Name: p.Name}}
 			uid := p.UID
-			target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}
 			err := e.o.Client.Delete(ctx, target, client.Preconditions{UID: &uid})
-			if err == nil {
+			switch {
+			case err == nil:
 				e.event(mrs, corev1.EventTypeNormal, ReasonSuccessfulDelete, "Delete", "Deleted pod: %v", p.Name)
 				return
-			}
-			// The informer will not report this deletion, settle it now.
-			e.o.Store.DeletionObserved(key, p.Name)
-			// NotFound and a UID precondition conflict both mean our pod is gone.
-			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+				// Our pod is gone (or replaced): nothing to wait for.
+				e.o.Store.DeletionObserved(key, p.Name)
 				return
+			case writeRefused(err):
+				// It did not happen and the informer will not report it.
+				e.o.Store.DeletionObserved(key, p.Name)
+			default:
+				// It may still land (a timeout, a call cancelled by a
+				// handover): the expectation stays, so neither this leader
+				// nor the next chooses another victim while this one may
+				// still go; the next reconcile sends it again (upstream
+				// settles every failed delete at once).
 			}
 			e.event(mrs, corev1.EventTypeWarning, ReasonFailedDelete, "Delete", "Error deleting: %v", err)
 			errs <- fmt.Errorf("unable to delete pods: %w", err)

@@ -725,6 +725,39 @@ func TestSyncDeleteGonePodsAreQuiet(t *testing.T) {
 	}
 }
 
+// TestDeleteOutcomes: a delete refused by the API server (or never sent)
+// settles its expectation; one whose outcome is unknown (a timeout, a 5xx,
+// a call cancelled by a handover) keeps it, so no other victim is chosen
+// while this one may still go.
+func TestDeleteOutcomes(t *testing.T) {
+	tests := []struct {
+		name      string
+		err       error
+		satisfied bool
+	}{
+		{name: "forbidden", err: apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "a", errors.New("no")), satisfied: true},
+		{name: "not sent", err: fmt.Errorf("fenced: %w", ErrNotSent), satisfied: true},
+		{name: "server timeout", err: apierrors.NewServerTimeout(schema.GroupResource{Resource: "pods"}, "delete", 1)},
+		{name: "internal error", err: apierrors.NewInternalError(errors.New("etcd"))},
+		{name: "cancelled", err: context.Canceled},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := workload(0)
+			m := mrsFor(w)
+			h := newHarness(t, w, hopts{objs: []client.Object{ownedPod(m, "a")}, funcs: interceptor.Funcs{Delete: func(context.Context, client.WithWatch, client.Object, ...client.DeleteOption) error {
+				return tc.err
+			}}})
+			if _, err := h.sync(); err == nil {
+				t.Fatal("want the delete error")
+			}
+			if got := h.store.Satisfied(h.key()); got != tc.satisfied {
+				t.Fatalf("satisfied after a %s delete = %t, want %t", tc.name, got, tc.satisfied)
+			}
+		})
+	}
+}
+
 // TestSyncStatusUpdateFailure mirrors TestControllerUpdateStatusWithFailure.
 func TestSyncStatusUpdateFailure(t *testing.T) {
 	w := workload(0)

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +16,9 @@ import (
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/expectations"
 )
+
+// quorumListTimeout bounds verify's quorum list of a member's pods.
+const quorumListTimeout = 30 * time.Second
 
 // freshness is the (term, store epoch) a key was last verified in.
 type freshness struct {
@@ -97,20 +99,34 @@ func (e *Engine) verify(ctx context.Context, key expectations.Key, mrs *v1alpha1
 	// Pods that take part in the sync match the selector (a pod created
 	// from the template always does), so the list is narrowed to those.
 	var quorum corev1.PodList
-	if err := e.o.APIReader.List(ctx, &quorum, client.InNamespace(mrs.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+	// Bounded: the sync holds a write permit, and a read stuck on a broken
+	// connection would hold the key (and a handover draining permits).
+	lctx, cancel := context.WithTimeout(ctx, quorumListTimeout)
+	defer cancel()
+	if err := e.o.APIReader.List(lctx, &quorum, client.InNamespace(mrs.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
 		return false, fmt.Errorf("listing pods with a quorum read: %w", err)
 	}
 	if r, isTerm := e.o.Store.(expectations.TermReconciler); isTerm {
-		live := make(map[string]types.UID, len(quorum.Items))
+		listed := make(map[string]expectations.ListedPod, len(quorum.Items))
 		for i := range quorum.Items {
-			live[quorum.Items[i].Name] = quorum.Items[i].UID
+			q := &quorum.Items[i]
+			listed[q.Name] = expectations.ListedPod{UID: q.UID, Deleting: q.DeletionTimestamp != nil}
 		}
-		completed, held, err := r.ReconcileReservations(ctx, key, live)
+		st, err := r.ReconcileReservations(ctx, key, listed)
 		if err != nil {
 			return false, fmt.Errorf("settling earlier terms' reservations: %w", err)
 		}
-		if len(completed)+len(held) > 0 {
-			log.V(1).Info("Settled expectations from a quorum list", "completed", len(completed), "heldForThisTerm", len(held))
+		if len(st.Completed)+len(st.Held)+len(st.HeldDeletes) > 0 {
+			log.V(1).Info("Settled expectations from a quorum list", "completed", len(st.Completed),
+				"heldForThisTerm", len(st.Held), "deletesTakenOver", len(st.HeldDeletes))
+		}
+		if len(st.HeldDeletes) > 0 {
+			// A deposed leader chose these pods; its calls may still land.
+			// Deleting the same pods (by UID) makes both leaders' deletes
+			// one, where choosing other victims would remove both sets.
+			if err := e.deleteExact(ctx, key, mrs, st.HeldDeletes); err != nil {
+				return false, err
+			}
 		}
 	}
 	if rv := e.o.PodStoreRV; rv != nil {

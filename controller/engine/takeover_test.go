@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"testing"
 
@@ -13,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -40,8 +40,10 @@ type termStore struct {
 	mu         sync.Mutex
 	failed     []string
 	unknown    []string
-	reconciled []map[string]types.UID
+	reconciled []map[string]expectations.ListedPod
 	terms      []uint64
+	// heldDeletes is returned (and expected) by the next reconcile.
+	heldDeletes []expectations.PodRef
 }
 
 func (s *termStore) ExpectCreations(ctx context.Context, k expectations.Key, in expectations.CreateIntent) ([]string, error) {
@@ -66,13 +68,56 @@ func (s *termStore) CreationUnknown(k expectations.Key, name string) {
 	s.Memory.CreationUnknown(k, name)
 }
 
-func (s *termStore) ReconcileReservations(ctx context.Context, _ expectations.Key, live map[string]types.UID) ([]string, []string, error) {
+func (s *termStore) ReconcileReservations(ctx context.Context, k expectations.Key, listed map[string]expectations.ListedPod) (expectations.Settlement, error) {
 	term, _ := expectations.TermFrom(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.reconciled = append(s.reconciled, live)
+	s.reconciled = append(s.reconciled, listed)
 	s.terms = append(s.terms, term)
-	return nil, nil, nil
+	held := s.heldDeletes
+	s.heldDeletes = nil
+	if len(held) > 0 {
+		if err := s.Memory.ExpectDeletions(ctx, k, held); err != nil {
+			return expectations.Settlement{}, err
+		}
+	}
+	return expectations.Settlement{HeldDeletes: held}, nil
+}
+
+// TestTakeoverDeletesTheDeposedLeadersVictims: a scale-down 3 -> 2 was
+// interrupted; the deposed leader had chosen the ready pod b. The new
+// leader deletes exactly b, not the pod its own ranking prefers (a or c,
+// not ready), so a late delete of b from the deposed leader removes nothing
+// more.
+func TestTakeoverDeletesTheDeposedLeadersVictims(t *testing.T) {
+	w := workload(2)
+	m := mrsFor(w)
+	a, b, c := ownedPod(m, "a"), ownedPod(m, "b"), ownedPod(m, "c")
+	b.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	st := &termStore{Memory: expectations.NewMemory(0, nil), heldDeletes: []expectations.PodRef{{Name: "b", UID: b.UID}}}
+	h := newHarness(t, w, hopts{objs: []client.Object{a, b, c}, store: st, gate: &termGate{term: 3}})
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, p := range h.pods() {
+		left = append(left, p.Name)
+	}
+	if h.n.deletes.Load() != 1 || !slices.Equal(left, []string{"a", "c"}) {
+		t.Fatalf("%d deletes, pods left %v; want exactly b deleted", h.n.deletes.Load(), left)
+	}
+	if st.reconciled[0]["b"].UID != b.UID {
+		t.Fatalf("quorum list passed to the store: %+v", st.reconciled[0])
+	}
+	// The delete is observed: nothing more to do at 2 pods.
+	h.observeAll()
+	st.DeletionObserved(h.key(), "b")
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if h.n.deletes.Load() != 1 || h.n.creates.Load() != 0 {
+		t.Fatalf("after the observed delete: %d deletes, %d creates", h.n.deletes.Load(), h.n.creates.Load())
+	}
 }
 
 // TestCreateOutcomes: only a create the API server refused releases its

@@ -112,9 +112,29 @@ type Relister interface {
 
 // TermReconciler is implemented by stores whose expectations outlive a
 // leader term. Before its first write for a key in a term, the engine lists
-// the member's pods with a quorum read and passes them (name -> UID) here;
-// the store settles what the list proves and keeps the names of earlier
-// terms' unfulfilled reservations for the current term.
+// the member's pods with a quorum read and passes them (by name) here; the
+// store settles what the list proves, keeps the names of earlier terms'
+// unfulfilled reservations for the current term, and keeps earlier terms'
+// deletes of pods that still run, which the engine then deletes itself.
 type TermReconciler interface {
-	ReconcileReservations(ctx context.Context, key Key, live map[string]types.UID) (completed, held []string, err error)
+	ReconcileReservations(ctx context.Context, key Key, listed map[string]ListedPod) (Settlement, error)
+}
+
+// ListedPod is one pod of a quorum list, as a TermReconciler reads it.
+type ListedPod struct {
+	UID types.UID
+	// Deleting is true when the pod already carries a deletion timestamp.
+	Deleting bool
+}
+
+// Settlement is what a TermReconciler decided for one key.
+type Settlement struct {
+	// Completed are reserved names whose pod exists.
+	Completed []string
+	// Held are earlier-term reserved names without a pod, kept for this term.
+	Held []string
+	// HeldDeletes are earlier-term deletes whose pod still runs: the deposed
+	// leader's call may still land, so this term deletes exactly these pods
+	// (by UID) instead of choosing other victims.
+	HeldDeletes []PodRef
 }

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -92,7 +93,15 @@ func (m *Manager) Enqueue(key expectations.Key) {
 	}
 }
 
+// enqueueAllTimeout bounds each worker's list in EnqueueAll: a cache that
+// is being replaced (a member re-engaged after a health flap or a kubeconfig
+// rotation) may never sync, and a list on it waits for its context; that
+// must not hold up the other members (a leader's periodic resync once
+// stalled for three minutes behind one).
+var enqueueAllTimeout = 10 * time.Second
+
 // EnqueueAll asks every engaged worker to sync all its MemberReplicaSets.
+// Workers are listed in parallel, each within enqueueAllTimeout.
 func (m *Manager) EnqueueAll(ctx context.Context) {
 	m.mu.Lock()
 	ws := make([]*Worker, 0, len(m.members))
@@ -100,11 +109,17 @@ func (m *Manager) EnqueueAll(ctx context.Context) {
 		ws = append(ws, mem.w)
 	}
 	m.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, w := range ws {
-		if err := w.EnqueueAll(ctx); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Enqueueing all MemberReplicaSets", "cluster", w.Name())
-		}
+		wg.Go(func() {
+			lctx, cancel := context.WithTimeout(ctx, enqueueAllTimeout)
+			defer cancel()
+			if err := w.EnqueueAll(lctx); err != nil && ctx.Err() == nil {
+				ctrl.LoggerFrom(ctx).Error(err, "Enqueueing all MemberReplicaSets", "cluster", w.Name())
+			}
+		})
 	}
+	wg.Wait()
 }
 
 // Members returns the names of engaged members.

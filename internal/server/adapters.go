@@ -133,9 +133,12 @@ func (t *takeover) Start(ctx context.Context) error {
 func (t *takeover) resync(ctx context.Context) {
 	tick := time.NewTicker(resyncInterval)
 	defer tick.Stop()
+	log := logr.FromContextOrDiscard(ctx)
 	for {
+		start := time.Now()
 		t.trigger()
 		t.workers.EnqueueAll(ctx)
+		log.V(2).Info("Resync enqueued every FederatedReplicaSet and MemberReplicaSet", "took", time.Since(start))
 		select {
 		case <-ctx.Done():
 			return

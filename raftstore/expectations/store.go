@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -179,11 +180,21 @@ func (s *Store) CreationObserved(key ctrlexp.Key, podName string) {
 	s.add(fsm.Settlement{Kind: fsm.SettleCreated, Key: toKey(key), Name: podName})
 }
 
-// CreationFailed implements Store: the name is released, but only if this
-// node still leads in the term it leads in now when the batch commits.
+// CreationFailed implements Store: the name is released, but only in the
+// term its reservation belongs to, and only if this node led in that term
+// (the release commits only in an entry of that term). The term is the
+// reservation's, not the one this node leads in right now: a create
+// cancelled because the write lease lapsed for a moment (the leader
+// context is revoked, Leading reports no term) must still free its name
+// when the lease comes back in the same term, or the key stays unsatisfied
+// until the expectations TTL.
 func (s *Store) CreationFailed(key ctrlexp.Key, podName string) {
-	_, term, _ := s.node.Leading()
-	s.add(fsm.Settlement{Kind: fsm.SettleFailed, Key: toKey(key), Name: podName, Term: term})
+	k := toKey(key)
+	var term uint64 // 0 never applies
+	if t, ok := s.fsm.ReservationTerm(k, podName); ok && t == s.node.LastLeaderTerm() {
+		term = t
+	}
+	s.add(fsm.Settlement{Kind: fsm.SettleFailed, Key: k, Name: podName, Term: term})
 }
 
 // CreationUnknown implements Store: the name stays reserved, held for the
@@ -243,36 +254,50 @@ func (s *Store) Epoch() uint64 {
 	return s.epoch
 }
 
-// ReconcileReservations implements ctrlexp.TermReconciler. live is a fresh
-// quorum list of the member's pods (name -> UID), taken after the caller
-// gained write permission for the term. In one raft entry, fenced by that
-// term: reservations whose pod exists are complete; earlier-term
-// reservations without their pod are held for this term (their names are
-// handed out again by the next reservation, never replaced by new names);
-// pending deletes whose pod is gone are settled and earlier-term ones
-// dropped. Current-term reservations without a pod are left alone: this
-// leader's own creates may be in flight. Nothing is applied when the key
-// has no expectations.
-func (s *Store) ReconcileReservations(ctx context.Context, key ctrlexp.Key, live map[string]types.UID) (completed, held []string, err error) {
+// ReconcileReservations implements ctrlexp.TermReconciler. listed is a
+// fresh quorum list of the member's pods, taken after the caller gained
+// write permission for the term. In one raft entry, fenced by that term:
+// reservations whose pod exists are complete; earlier-term reservations
+// without their pod are held for this term (their names are handed out
+// again by the next reservation, never replaced by new names); pending
+// deletes whose pod is gone, replaced or already terminating are settled;
+// earlier-term deletes of pods that still run are held for this term and
+// returned, for the caller to delete those pods itself. Current-term
+// reservations without a pod are held too: the engine reconciles at the
+// start of a sync, when none of its creates for the key is in flight (each
+// sync waits for its calls), so such a reservation lost its settlement.
+// Nothing is applied when the key has no expectations.
+func (s *Store) ReconcileReservations(ctx context.Context, key ctrlexp.Key, listed map[string]ctrlexp.ListedPod) (ctrlexp.Settlement, error) {
+	var out ctrlexp.Settlement
 	term := s.term(ctx)
 	if term == 0 {
-		return nil, nil, fmt.Errorf("reconciling reservations of %s: %w", key, node.ErrNotLeader)
+		return out, fmt.Errorf("reconciling reservations of %s: %w", key, node.ErrNotLeader)
 	}
 	k := toKey(key)
 	if v := s.fsm.View(k); len(v.Reservations) == 0 && len(v.Deletes) == 0 {
-		return nil, nil, nil
+		return out, nil
 	}
-	l := make(map[string]string, len(live))
-	for n, u := range live {
-		l[n] = string(u)
+	live := make(map[string]string, len(listed))
+	var deleting []string
+	for n, p := range listed {
+		live[n] = string(p.UID)
+		if p.Deleting {
+			deleting = append(deleting, n)
+		}
 	}
+	slices.Sort(deleting)
 	s.flushMu.RLock()
 	defer s.flushMu.RUnlock()
-	res, err := s.node.Apply(ctx, &fsm.Reconcile{Meta: s.meta(term), Key: k, Live: l, TTL: int64(s.ttl)})
+	res, err := s.node.Apply(ctx, &fsm.Reconcile{Meta: s.meta(term), Key: k, Live: live, Deleting: deleting,
+		HoldDeletes: true, HoldOwn: true, TTL: int64(s.ttl)})
 	if err != nil {
-		return nil, nil, fmt.Errorf("reconciling reservations of %s: %w", key, err)
+		return out, fmt.Errorf("reconciling reservations of %s: %w", key, err)
 	}
-	return res.Completed, res.Held, nil
+	out.Completed, out.Held = res.Completed, res.Held
+	for _, d := range res.HeldDeletes {
+		out.HeldDeletes = append(out.HeldDeletes, ctrlexp.PodRef{Name: d.Name, UID: types.UID(d.UID)})
+	}
+	return out, nil
 }
 
 // KeysToReconcile lists the keys of cluster ("" for all) holding unexpired

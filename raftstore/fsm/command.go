@@ -196,14 +196,26 @@ type ExpectDeletes struct {
 // Reconcile settles the expectations of Key against a fresh quorum list of
 // the member's pods: a reservation whose pod exists is complete; one of an
 // earlier term without its pod is held for the current term (its name is
-// handed out again, never a new one); a pending delete whose pod is gone is
-// settled, and one of an earlier term is dropped.
+// handed out again, never a new one), and with HoldOwn one of the current
+// term too; a pending delete whose pod is gone,
+// replaced or already terminating is settled. With HoldDeletes, a pending
+// delete of an earlier term whose pod still runs is held for the current
+// term (the new leader deletes exactly that pod, since the deposed leader's
+// call may still land); without it (entries of older versions) it is dropped.
 type Reconcile struct {
 	Meta
 	Key Key `json:"key"`
 	// Live maps the names of the pods that exist to their UIDs.
 	Live map[string]string `json:"live"`
-	// TTL renews held reservations, in nanoseconds; 0 keeps their expiry.
+	// Deleting names the listed pods that already carry a deletion timestamp.
+	Deleting []string `json:"deleting,omitempty"`
+	// HoldDeletes keeps earlier-term deletes of running pods for this term.
+	HoldDeletes bool `json:"holdDel,omitempty"`
+	// HoldOwn also holds this term's reservations without a pod (the
+	// proposer has no create of the key in flight).
+	HoldOwn bool `json:"holdOwn,omitempty"`
+	// TTL renews held reservations and deletes, in nanoseconds; 0 keeps
+	// their expiry.
 	TTL int64 `json:"ttl,omitempty"`
 }
 
@@ -315,6 +327,9 @@ func (c *Reconcile) validate() error {
 	}
 	if c.Term == 0 {
 		return errors.New("reconcile: term is required")
+	}
+	if len(c.Deleting) > len(c.Live) {
+		return fmt.Errorf("reconcile for %s: more deleting pods than listed ones", c.Key)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"maps"
+	"slices"
 	"sort"
 	"sync"
 
@@ -42,6 +43,9 @@ type Result struct {
 	// Held are the earlier-term reservations Reconcile kept for the current
 	// term; Reserve hands these names out before new ones.
 	Held []string `json:"held,omitempty"`
+	// HeldDeletes are the earlier-term deletes of running pods Reconcile
+	// kept for the current term; its leader deletes exactly these pods.
+	HeldDeletes []PodRef `json:"heldDel,omitempty"`
 }
 
 // Error turns a failed result into an error.
@@ -244,9 +248,13 @@ func (f *FSM) reconcile(c *Reconcile) Result {
 		case live:
 			r.Completed = append(r.Completed, n)
 			delete(ks.Reservations, n)
-		case res.Term < c.Term:
+		case res.Term < c.Term || (c.HoldOwn && !res.Held):
 			// Its create may still be on its way (a paused or deposed
-			// leader): keep the name for the slot.
+			// leader): keep the name for the slot. With HoldOwn the same
+			// goes for this term's own reservations: a reconcile runs at
+			// the start of a sync, when none of this leader's creates for
+			// the key is in flight, so one without its pod lost its
+			// settlement and would otherwise hold the key up until the TTL.
 			// Not live: a pod seen earlier is gone, the name is only held.
 			res.Held, res.Seen, res.Term = true, false, c.Term
 			if c.TTL > 0 {
@@ -256,9 +264,30 @@ func (f *FSM) reconcile(c *Reconcile) Result {
 			r.Held = append(r.Held, n)
 		}
 	}
-	for n, d := range ks.Deletes {
+	deleting := make(map[string]bool, len(c.Deleting))
+	for _, n := range c.Deleting {
+		deleting[n] = true
+	}
+	for _, n := range slices.Sorted(maps.Keys(ks.Deletes)) {
+		d := ks.Deletes[n]
 		uid, live := c.Live[n]
-		if !live || (d.UID != "" && uid != d.UID) || d.Term < c.Term {
+		switch {
+		case !live || (d.UID != "" && uid != d.UID) || deleting[n]:
+			// Done: gone, replaced by another pod, or its deletion landed.
+			delete(ks.Deletes, n)
+		case (d.Term < c.Term || c.HoldOwn) && c.HoldDeletes && d.UID != "":
+			// The deposed leader chose this pod and its call may still be
+			// on its way: this term deletes the same pod rather than
+			// choosing another one (which would remove both). With HoldOwn
+			// the same goes for this term's own delete whose outcome was
+			// unknown (nothing of the key is in flight at a reconcile).
+			d.Term = c.Term
+			if c.TTL > 0 {
+				d.Expiry = c.Now + c.TTL
+			}
+			ks.Deletes[n] = d
+			r.HeldDeletes = append(r.HeldDeletes, PodRef{Name: n, UID: d.UID})
+		case d.Term < c.Term:
 			delete(ks.Deletes, n)
 		}
 	}
@@ -307,6 +336,19 @@ func (f *FSM) View(k Key) KeyView {
 		maps.Copy(v.Deletes, ks.Deletes)
 	}
 	return v
+}
+
+// ReservationTerm returns the term of k's reservation of name (the term it
+// was made or last held for), and whether it exists.
+func (f *FSM) ReservationTerm(k Key, name string) (uint64, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if ks := f.st.key(k, false); ks != nil {
+		if r, ok := ks.Reservations[name]; ok {
+			return r.Term, true
+		}
+	}
+	return 0, false
 }
 
 // Keys lists the keys that have expectations.

@@ -222,6 +222,76 @@ func TestDeletesAndReconcile(t *testing.T) {
 	}
 }
 
+// TestReconcileHoldsDeletes: with HoldDeletes, an earlier term's delete of
+// a pod that still runs (same UID, not terminating) is kept for the new
+// term and returned; every other pending delete is settled or kept as
+// before.
+func TestReconcileHoldsDeletes(t *testing.T) {
+	tests := []struct {
+		name     string
+		delTerm  uint64
+		uid      string
+		live     map[string]string
+		deleting []string
+		hold     bool
+		holdOwn  bool
+		wantHeld bool // kept for term 2 and returned
+		wantKept bool // still pending after the reconcile
+	}{
+		{name: "earlier term, pod runs", delTerm: 1, uid: "u", live: map[string]string{"p": "u"}, hold: true, wantHeld: true, wantKept: true},
+		{name: "earlier term, pod runs, old entry without HoldDeletes", delTerm: 1, uid: "u", live: map[string]string{"p": "u"}},
+		{name: "earlier term, pod terminating", delTerm: 1, uid: "u", live: map[string]string{"p": "u"}, deleting: []string{"p"}, hold: true},
+		{name: "earlier term, pod replaced", delTerm: 1, uid: "u", live: map[string]string{"p": "other"}, hold: true},
+		{name: "earlier term, pod gone", delTerm: 1, uid: "u", live: map[string]string{}, hold: true},
+		{name: "earlier term, no UID recorded", delTerm: 1, uid: "", live: map[string]string{"p": "u"}, hold: true},
+		{name: "this term, pod runs", delTerm: 2, uid: "u", live: map[string]string{"p": "u"}, hold: true, wantKept: true},
+		{name: "this term, pod runs, HoldOwn", delTerm: 2, uid: "u", live: map[string]string{"p": "u"}, hold: true, holdOwn: true, wantHeld: true, wantKept: true},
+		{name: "this term, pod terminating", delTerm: 2, uid: "u", live: map[string]string{"p": "u"}, deleting: []string{"p"}, hold: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New("s")
+			mustApply(t, f, &ExpectDeletes{Meta: Meta{Term: tc.delTerm, Now: 1}, Key: k1, Pods: []PodRef{{Name: "p", UID: tc.uid}}, TTL: ttl})
+			r := mustApply(t, f, &Reconcile{Meta: Meta{Term: 2, Now: 7}, Key: k1, TTL: ttl, Live: tc.live, Deleting: tc.deleting, HoldDeletes: tc.hold, HoldOwn: tc.holdOwn})
+			if r.Code != CodeOK {
+				t.Fatalf("reconcile refused: %+v", r)
+			}
+			if got := len(r.HeldDeletes) == 1 && r.HeldDeletes[0] == (PodRef{Name: "p", UID: tc.uid}); got != tc.wantHeld {
+				t.Fatalf("held deletes %+v, want held %t", r.HeldDeletes, tc.wantHeld)
+			}
+			d, kept := f.View(k1).Deletes["p"]
+			if kept != tc.wantKept {
+				t.Fatalf("pending delete kept %t (%+v), want %t", kept, d, tc.wantKept)
+			}
+			if tc.wantHeld && (d.Term != 2 || d.Expiry != 7+ttl) {
+				t.Fatalf("held delete %+v: want term 2, expiry renewed", d)
+			}
+		})
+	}
+}
+
+// TestReconcileHoldOwn: with HoldOwn, the current term's reservations
+// without a pod are held (not outstanding, reissued first); already held
+// ones and those with a pod are handled as without it.
+func TestReconcileHoldOwn(t *testing.T) {
+	for _, holdOwn := range []bool{false, true} {
+		f := New("s")
+		got := mustApply(t, f, reserve("", 0, 2, 10, 0, 3))
+		r := mustApply(t, f, &Reconcile{Meta: Meta{Term: 2, Now: 1}, Key: k1, TTL: ttl, HoldOwn: holdOwn,
+			Live: map[string]string{got.Names[0]: "u"}})
+		wantHeld := 0
+		if holdOwn {
+			wantHeld = 2
+		}
+		if len(r.Held) != wantHeld || !reflect.DeepEqual(r.Completed, []string{got.Names[0]}) {
+			t.Fatalf("holdOwn=%t: result %+v", holdOwn, r)
+		}
+		if c, _ := f.View(k1).Outstanding(1); c != 2-wantHeld {
+			t.Fatalf("holdOwn=%t: %d outstanding, want %d", holdOwn, c, 2-wantHeld)
+		}
+	}
+}
+
 func TestHeldNamesReissuedFirst(t *testing.T) {
 	f := New("s")
 	old := mustApply(t, f, reserve("", 0, 1, 10, 0, 4))

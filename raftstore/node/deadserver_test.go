@@ -21,7 +21,7 @@ const deadTimeout = 2 * time.Second
 // voterIDs returns the voter IDs in the configuration of the current leader.
 func voterIDs(t *testing.T, c *tu.Cluster) (map[string]bool, *node.Node) {
 	t.Helper()
-	l := c.WaitLeader(10 * time.Second)
+	l := c.WaitLeader(time.Minute)
 	s, err := l.Servers()
 	if err != nil {
 		t.Fatalf("reading configuration: %v", err)
@@ -88,8 +88,8 @@ func killFollowers(t *testing.T, c *tu.Cluster, leader *node.Node, count int) (i
 func commits(t *testing.T, c *tu.Cluster, generation int64) {
 	t.Helper()
 	frs := fsm.FRSRef{Namespace: "ns", Name: "dead", UID: "u1"}
-	l := c.WaitLeader(10 * time.Second)
-	if err := l.SetTargets(tu.Ctx(t, 10*time.Second), frs, generation, map[string]int32{"m1": int32(generation)}); err != nil {
+	l := c.WaitLeader(time.Minute)
+	if err := l.SetTargets(tu.Ctx(t, time.Minute), frs, generation, map[string]int32{"m1": int32(generation)}); err != nil {
 		t.Fatalf("write after losing a voter: %v", err)
 	}
 }
@@ -105,10 +105,10 @@ func TestDeadServerCleanup(t *testing.T) {
 	t.Run("dead follower removed, returns when restarted", func(t *testing.T) {
 		c := tu.NewCluster(t, 5, withCleanup(0)) // MinVoters default 3
 		c.StartAll()
-		leader := c.WaitVoters(5, 20*time.Second)
+		leader := c.WaitVoters(5, time.Minute)
 		idx, dead := killFollowers(t, c, leader, 1)
 		killed := time.Now()
-		tu.Eventually(t, 20*time.Second, func() error {
+		tu.Eventually(t, 2*time.Minute, func() error {
 			ids, _ := voterIDs(t, c)
 			if ids[dead[0]] {
 				return fmt.Errorf("dead voter %s still in the configuration %v", dead[0], ids)
@@ -127,7 +127,7 @@ func TestDeadServerCleanup(t *testing.T) {
 		}
 		// The membership loop of a replica that comes back adds it again.
 		back := c.Start(idx[0])
-		c.WaitVoters(5, 20*time.Second)
+		c.WaitVoters(5, time.Minute)
 		ids, _ := voterIDs(t, c)
 		if !ids[back.ServerID()] {
 			t.Fatalf("restarted %s not a voter again: %v", back.ServerID(), ids)
@@ -149,12 +149,12 @@ func TestDeadServerCleanup(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tu.NewCluster(t, tc.voters, withCleanup(tc.minVoter))
 			c.StartAll()
-			leader := c.WaitVoters(tc.voters, 20*time.Second)
+			leader := c.WaitVoters(tc.voters, time.Minute)
 			_, dead := killFollowers(t, c, leader, tc.kill)
 			want := max(tc.voters-tc.kill, tc.minVoter)
 			// Removals happen up to MinVoters; wait for them (if any), then
 			// long past DeadServerTimeout to see that no more follow.
-			tu.Eventually(t, 20*time.Second, func() error {
+			tu.Eventually(t, 2*time.Minute, func() error {
 				if ids, _ := voterIDs(t, c); len(ids) != want {
 					return fmt.Errorf("configuration has %d voters, want %d: %v", len(ids), want, ids)
 				}
@@ -192,7 +192,7 @@ func TestDeadServerCleanup(t *testing.T) {
 		const timeout = 3 * deadTimeout
 		c := tu.NewCluster(t, 5, func(_ int, cfg *node.NodeConfig) { cfg.DeadServerTimeout = timeout })
 		c.StartAll()
-		leader := c.WaitVoters(5, 20*time.Second)
+		leader := c.WaitVoters(5, time.Minute)
 		idx, dead := killFollowers(t, c, leader, 1)
 		time.Sleep(deadTimeout / 4) // down for a while, far less than the timeout
 		back := c.Start(idx[0])
@@ -220,7 +220,7 @@ func TestDeadServerCleanup(t *testing.T) {
 	t.Run("failure seen in an earlier term does not remove a healthy voter", func(t *testing.T) {
 		c := tu.NewCluster(t, 5, withCleanup(0))
 		c.StartAll()
-		a := c.WaitVoters(5, 20*time.Second)
+		a := c.WaitVoters(5, time.Minute)
 		var b, other *node.Node
 		for _, n := range c.Live() {
 			switch {
@@ -259,7 +259,7 @@ func transferTo(t *testing.T, c *tu.Cluster, target *node.Node) {
 		if _, ok := target.Allowed(); ok {
 			return nil
 		}
-		l := c.WaitLeader(10 * time.Second)
+		l := c.WaitLeader(time.Minute)
 		if l != target {
 			if err := l.Raft().LeadershipTransferToServer(raftID(target), raftAddr(target)).Error(); err != nil {
 				return fmt.Errorf("transferring leadership to %s: %w", target.ServerID(), err)

@@ -30,6 +30,7 @@ type leadership struct {
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	term      uint64
+	lastTerm  uint64               // the last term this node opened a leader context in; never cleared
 	voters    []raft.ServerAddress // other voters, refreshed by the watchdog
 	nVoters   int
 	subs      []chan bool
@@ -132,6 +133,7 @@ func (n *Node) establish() {
 	}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
 	l.term = n.raft.CurrentTerm()
+	l.lastTerm = l.term
 	l.openWritesLocked()
 	term := l.term
 	l.notify(true)
@@ -191,6 +193,16 @@ func (n *Node) Leading() (ctx context.Context, term uint64, ok bool) {
 		return nil, 0, false
 	}
 	return l.ctx, l.term, true
+}
+
+// LastLeaderTerm returns the last term this node led in (0 if never), also
+// while its leader context is revoked: a lease that lapsed and came back
+// within one raft term keeps the term, so the leader can still settle what
+// it decided in it.
+func (n *Node) LastLeaderTerm() uint64 {
+	n.lead.mu.Lock()
+	defer n.lead.mu.Unlock()
+	return n.lead.lastTerm
 }
 
 // Allowed is the member-write fence: it returns the member-write context

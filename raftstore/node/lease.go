@@ -39,7 +39,7 @@ func (n *Node) leaseVerifier() {
 			continue
 		}
 		sent := time.Now()
-		if err := n.raft.VerifyLeader().Error(); err != nil {
+		if err := n.awaitVerify(n.raft.VerifyLeader()); err != nil {
 			continue
 		}
 		l.mu.Lock()
@@ -53,6 +53,23 @@ func (n *Node) leaseVerifier() {
 			}
 		}
 		l.mu.Unlock()
+	}
+}
+
+// awaitVerify returns f's error, or raft.ErrRaftShutdown once the node
+// stops. hashicorp/raft queues VerifyLeader futures in a buffered channel
+// and gives them no shutdown channel: one queued as raft shuts down is
+// never answered, and waiting on it alone hung Kill (seen under load in
+// TestFailoverCreatesEachSlotOnce). The goroutine left behind then is one
+// per node, at its end.
+func (n *Node) awaitVerify(f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-n.stopCh:
+		return raft.ErrRaftShutdown
 	}
 }
 

@@ -167,7 +167,7 @@ func (c *Cluster) Index(n *node.Node) int {
 // leads and permits member writes.
 func (c *Cluster) WaitLeader(timeout time.Duration, exclude ...*node.Node) *node.Node {
 	c.TB.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(loaded(timeout))
 	for time.Now().Before(deadline) {
 	next:
 		for _, n := range c.Live() {
@@ -193,7 +193,7 @@ func (c *Cluster) WaitLeader(timeout time.Duration, exclude ...*node.Node) *node
 // entry reaches it, and then reports an empty configuration.
 func (c *Cluster) WaitVoters(want int, timeout time.Duration) *node.Node {
 	c.TB.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(loaded(timeout))
 	var why string
 	for time.Now().Before(deadline) {
 		l := c.WaitLeader(time.Until(deadline))
@@ -252,7 +252,7 @@ func (c *Cluster) votersAgree(l *node.Node, want int) string {
 // Eventually polls f until it returns nil.
 func Eventually(tb testing.TB, timeout time.Duration, f func() error) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(loaded(timeout))
 	var err error
 	for time.Now().Before(deadline) {
 		if err = f(); err == nil {
@@ -301,3 +301,11 @@ func (c *Cluster) TLSFor(i int) testpki.Files {
 	t := c.Cfgs[i].TLS
 	return testpki.Files{CertFile: t.CertFile, KeyFile: t.KeyFile, CAFile: t.CAFile}
 }
+
+// minWait is the least time any wait in these helpers allows. Elections,
+// joins and cleanups take milliseconds on an idle machine but many seconds
+// on a loaded 2-core one running -race builds beside control planes; a
+// bound only ends a test that is going to fail anyway, so it is generous.
+const minWait = 2 * time.Minute
+
+func loaded(d time.Duration) time.Duration { return max(d, minWait) }
