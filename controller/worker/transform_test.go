@@ -404,7 +404,7 @@ func TestTrimPodShares(t *testing.T) {
 // sharing tables keep, twice: every pod must still get its own labels.
 func TestTrimPodManyDistinctLabels(t *testing.T) {
 	for round := range 2 {
-		for i := range 5000 {
+		for i := range 3000 {
 			p := fullPod()
 			p.Labels = map[string]string{"app": "web", "statefulset.kubernetes.io/pod-name": fmt.Sprintf("web-%d", i)}
 			got, err := worker.TrimPod(p)
