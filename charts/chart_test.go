@@ -125,6 +125,11 @@ type manifests struct {
 	// certManager holds cert-manager objects (Issuer, Certificate) as
 	// rendered; their types are not in this module.
 	certManager []map[string]any
+	// monitoring holds Prometheus Operator objects (ServiceMonitor,
+	// PrometheusRule) as rendered, and dashboards the Grafana dashboard
+	// ConfigMaps.
+	monitoring []map[string]any
+	dashboards []*corev1.ConfigMap
 	// hooks are objects helm creates only at a hook (helm.sh/hook), such as
 	// the pre-delete uninstall guard; `helm template` prints them too.
 	hooks []map[string]any
@@ -174,8 +179,13 @@ func decode(t *testing.T, out string) *manifests {
 		case "Service":
 			obj = &corev1.Service{}
 		case "ConfigMap":
-			m.configMap = &corev1.ConfigMap{}
-			obj = m.configMap
+			cm := &corev1.ConfigMap{}
+			if name, _ := u["metadata"].(map[string]any)["name"].(string); strings.HasSuffix(name, "-dashboard") {
+				m.dashboards = append(m.dashboards, cm)
+			} else {
+				m.configMap = cm
+			}
+			obj = cm
 		case "ServiceAccount":
 			m.serviceAccount = &corev1.ServiceAccount{}
 			obj = m.serviceAccount
@@ -226,6 +236,12 @@ func decode(t *testing.T, out string) *manifests {
 			sec := &corev1.Secret{}
 			m.secrets = append(m.secrets, sec)
 			obj = sec
+		case "ServiceMonitor", "PrometheusRule":
+			if u["apiVersion"] != "monitoring.coreos.com/v1" {
+				t.Fatalf("%s of apiVersion %v", kind, u["apiVersion"])
+			}
+			m.monitoring = append(m.monitoring, u)
+			continue
 		case "Issuer", "Certificate":
 			if u["apiVersion"] != "cert-manager.io/v1" {
 				t.Fatalf("%s of apiVersion %v", kind, u["apiVersion"])
@@ -852,6 +868,9 @@ func TestRBAC(t *testing.T) {
 				t.Errorf("pods run as %q, ServiceAccount is %q", got, sa.Name)
 			}
 			m.clusterRoles = withoutAggregated(m.clusterRoles) // checked in TestAggregatedRoles
+			// The leader Lease role is checked in TestLeaderLeaseRBAC.
+			m.roles = slices.DeleteFunc(m.roles, func(r *rbacv1.Role) bool { return r.Name == fullname+"-leader-lease" })
+			m.roleBindings = slices.DeleteFunc(m.roleBindings, func(r *rbacv1.RoleBinding) bool { return r.Name == fullname+"-leader-lease" })
 			if len(m.clusterRoles) != 1 || len(m.roles) != 1 {
 				t.Fatalf("want 1 ClusterRole and 1 Role, got %d and %d", len(m.clusterRoles), len(m.roles))
 			}

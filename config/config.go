@@ -60,6 +60,19 @@ type Hub struct {
 	QPS float32 `mapstructure:"qps"`
 	// Burst is the client-side burst for hub API calls.
 	Burst int `mapstructure:"burst"`
+	// LeaderLease mirrors the raft leader into a Lease in Namespace.
+	LeaderLease LeaderLease `mapstructure:"leaderLease"`
+}
+
+// LeaderLease configures the coordination.k8s.io/v1 Lease in which the raft
+// leader writes its ID, so `kubectl get lease` shows who leads. It is
+// informational only: raft elects the leader and nothing reads the Lease.
+type LeaderLease struct {
+	// Name of the Lease in hub.namespace; empty disables it.
+	Name string `mapstructure:"name"`
+	// RenewInterval is how often the leader renews it (its duration is
+	// three intervals).
+	RenewInterval time.Duration `mapstructure:"renewInterval"`
 }
 
 // Clusters says where member clusters are registered.
@@ -258,7 +271,21 @@ type Metrics struct {
 	// server authenticates (TokenReview) and authorizes for get on the
 	// /metrics non-resource URL (SubjectAccessReview) read them.
 	Secure bool `mapstructure:"secure"`
+	// PerFRS bounds the per-FederatedReplicaSet gauges: PerFRSOff,
+	// PerFRSSummary (totals per FederatedReplicaSet) or PerFRSMembers (plus
+	// one row per member cluster).
+	PerFRS string `mapstructure:"perFRS"`
 }
+
+// Values of metrics.perFRS.
+const (
+	// PerFRSOff exports no per-FederatedReplicaSet series.
+	PerFRSOff = "off"
+	// PerFRSSummary exports a few series per FederatedReplicaSet.
+	PerFRSSummary = "summary"
+	// PerFRSMembers adds a few series per FederatedReplicaSet and member.
+	PerFRSMembers = "members"
+)
 
 // Health configures the probe endpoint.
 type Health struct {

@@ -95,6 +95,9 @@ func TestDefaultsAreValid(t *testing.T) {
 		{"failover.unreachableGracePeriod", cfg.Failover.UnreachableGracePeriod, 60 * time.Second},
 		{"failover.healthProbe.timeout", cfg.Failover.HealthProbe.Timeout, 3 * time.Second},
 		{"metrics.bindAddress", cfg.Metrics.BindAddress, ":8080"},
+		{"metrics.perFRS", cfg.Metrics.PerFRS, "summary"},
+		{"hub.leaderLease.name", cfg.Hub.LeaderLease.Name, "replicafed-leader"},
+		{"hub.leaderLease.renewInterval", cfg.Hub.LeaderLease.RenewInterval, 5 * time.Second},
 		{"health.probeAddress", cfg.Health.ProbeAddress, ":8081"},
 		{"logging.format", cfg.Logging.Format, "json"},
 	}

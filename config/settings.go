@@ -36,6 +36,8 @@ var settings = []setting{
 	{key: "hub.namespace", def: "replicafed-system", usage: "hub namespace replicafed runs in"},
 	{key: "hub.qps", def: float32(50), usage: "client QPS limit for the hub"},
 	{key: "hub.burst", def: 100, usage: "client burst for the hub"},
+	{key: "hub.leaderLease.name", def: "replicafed-leader", usage: "Lease in hub.namespace the raft leader writes its ID into (informational; empty disables)"},
+	{key: "hub.leaderLease.renewInterval", def: 5 * time.Second, usage: "how often the raft leader renews the leader Lease (>= 1s)"},
 
 	{key: "clusters.secretNamespace", def: "", usage: "namespace of member kubeconfig Secrets; empty means hub.namespace"},
 	{key: "clusters.secretSelector", def: "sigs.k8s.io/multicluster-runtime-kubeconfig=true", usage: "label selector of member kubeconfig Secrets"},
@@ -91,6 +93,7 @@ var settings = []setting{
 
 	{key: "metrics.bindAddress", def: ":8080", usage: `metrics listen host:port; "0" disables`},
 	{key: "metrics.secure", def: true, usage: "serve metrics over HTTPS, each request authenticated (TokenReview) and authorized (SubjectAccessReview, get on /metrics) by the hub API server"},
+	{key: "metrics.perFRS", def: PerFRSSummary, usage: "per-FederatedReplicaSet gauges on the raft leader: off, summary (totals per FRS) or members (plus a row per member)"},
 	{key: "health.probeAddress", def: ":8081", usage: `health probe listen host:port; "0" disables`},
 }
 

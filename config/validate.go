@@ -150,6 +150,9 @@ func (c *Config) Validate() error {
 	c.validateController(&p)
 	c.validateFailover(&p)
 	c.validateListeners(&p)
+	if m := c.Metrics.PerFRS; m != PerFRSOff && m != PerFRSSummary && m != PerFRSMembers {
+		p.add("metrics.perFRS", "must be %s, %s or %s, got %q", PerFRSOff, PerFRSSummary, PerFRSMembers, m)
+	}
 	return errors.Join(p...)
 }
 
@@ -171,6 +174,13 @@ func (c *Config) validateHub(p *problems) {
 		p.add("hub.namespace", "must be a namespace name, got %q: %s", h.Namespace, strings.Join(msgs, "; "))
 	}
 	rateLimit(p, "hub.qps", "hub.burst", h.QPS, h.Burst)
+	if n := h.LeaderLease.Name; n != "" {
+		if msgs := validation.IsDNS1123Subdomain(n); len(msgs) > 0 {
+			p.add("hub.leaderLease.name", "must be an object name or empty, got %q: %s", n, strings.Join(msgs, "; "))
+		}
+		// Renewing more often than every second only loads the hub.
+		p.atLeast("hub.leaderLease.renewInterval", h.LeaderLease.RenewInterval, time.Second)
+	}
 }
 
 // rateLimit checks a client QPS/burst pair: QPS must be > 0 (use the

@@ -39,6 +39,9 @@ func TestValidBaseAccepted(t *testing.T) {
 		{"no peers", func(c *Config) { c.Raft.Peers = nil }},
 		{"IPv6 peer", func(c *Config) { c.Raft.Peers[2].Address = "[fd00::3]:7000" }},
 		{"hub kubeconfig file", func(c *Config) { c.Hub.Kubeconfig = c.Clusters.Static[0].Kubeconfig }},
+		{"leader lease off", func(c *Config) { c.Hub.LeaderLease = LeaderLease{} }},
+		{"per-FRS metrics off", func(c *Config) { c.Metrics.PerFRS = PerFRSOff }},
+		{"per-FRS metrics per member", func(c *Config) { c.Metrics.PerFRS = PerFRSMembers }},
 	} {
 		t.Run(mod.name, func(t *testing.T) {
 			cfg := validBase(t)
@@ -68,6 +71,9 @@ func TestValidateRefuses(t *testing.T) {
 		{"hub qps zero", func(c *Config) { c.Hub.QPS = 0 }, []string{"hub.qps"}, "must be > 0"},
 		{"hub qps negative", func(c *Config) { c.Hub.QPS = -1 }, []string{"hub.qps"}, "got -1"},
 		{"hub burst zero", func(c *Config) { c.Hub.Burst = 0 }, []string{"hub.burst"}, ">= 1"},
+		{"leader lease name invalid", func(c *Config) { c.Hub.LeaderLease.Name = "Leader_Lease" }, []string{"hub.leaderLease.name"}, "Leader_Lease"},
+		{"leader lease renewed too often", func(c *Config) { c.Hub.LeaderLease.RenewInterval = 100 * time.Millisecond }, []string{"hub.leaderLease.renewInterval"}, "at least 1s"},
+		{"leader lease renew zero", func(c *Config) { c.Hub.LeaderLease.RenewInterval = 0 }, []string{"hub.leaderLease.renewInterval"}, "must be > 0"},
 		{"hub burst below qps", func(c *Config) { c.Hub.Burst = 10 }, []string{"hub.burst"}, "must be >= hub.qps (50), got 10"},
 
 		{"secret namespace invalid", func(c *Config) { c.Clusters.SecretNamespace = "-x" }, []string{"clusters.secretNamespace"}, "namespace"},
@@ -159,6 +165,7 @@ func TestValidateRefuses(t *testing.T) {
 		{"success threshold negative", func(c *Config) { c.Failover.HealthProbe.SuccessThreshold = -1 }, []string{"failover.healthProbe.successThreshold"}, ">= 1"},
 
 		{"metrics malformed", func(c *Config) { c.Metrics.BindAddress = "metrics" }, []string{"metrics.bindAddress"}, "host:port"},
+		{"per-FRS metrics unknown", func(c *Config) { c.Metrics.PerFRS = "all" }, []string{"metrics.perFRS"}, `must be off, summary or members, got "all"`},
 		{"health port out of range", func(c *Config) { c.Health.ProbeAddress = ":65536" }, []string{"health.probeAddress"}, "1-65535"},
 		{"health shares metrics port", func(c *Config) { c.Health.ProbeAddress = ":8080" }, []string{"health.probeAddress"}, "port 8080 is also used by metrics.bindAddress"},
 		{"admin shares raft port", func(c *Config) { c.Raft.AdminAddress = "10.0.0.1:7000" }, []string{"raft.adminAddress"}, "also used by raft.bindAddress"},

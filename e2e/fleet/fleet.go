@@ -221,11 +221,11 @@ func (f *Fleet) startReplicas(o Options, binary string) error {
 	if err != nil {
 		return err
 	}
-	type ports struct{ raft, admin, health int }
+	type ports struct{ raft, admin, health, metrics int }
 	ps := make([]ports, o.Replicas)
 	var peers []map[string]any
 	for i := range ps {
-		for _, p := range []*int{&ps[i].raft, &ps[i].admin, &ps[i].health} {
+		for _, p := range []*int{&ps[i].raft, &ps[i].admin, &ps[i].health, &ps[i].metrics} {
 			if *p, err = testcluster.FreePort(); err != nil {
 				return err
 			}
@@ -269,7 +269,9 @@ func (f *Fleet) startReplicas(o Options, binary string) error {
 			"failover": map[string]any{
 				"healthProbe": map[string]any{"interval": "1s", "timeout": "1s", "failureThreshold": 2, "successThreshold": 1},
 			},
-			"metrics": map[string]any{"bindAddress": "0"},
+			// As installed: HTTPS with the raft certificate, each scrape
+			// authenticated and authorized by the hub API server.
+			"metrics": map[string]any{"bindAddress": loopback(ps[i].metrics), "secure": true, "perFRS": "members"},
 			"health":  map[string]any{"probeAddress": loopback(ps[i].health)},
 		}
 		merge(cfg, o.Config)
@@ -278,6 +280,7 @@ func (f *Fleet) startReplicas(o Options, binary string) error {
 			return fmt.Errorf("encoding replica config: %w", err)
 		}
 		r, err := newReplica(id, loopback(ps[i].admin), token, binary, dir, certs)
+		r.MetricsAddress = loopback(ps[i].metrics)
 		if err != nil {
 			return err
 		}

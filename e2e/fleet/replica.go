@@ -23,6 +23,11 @@ type Replica struct {
 	AdminAddress string
 	// ConfigPath and LogPath live in the replica's directory.
 	ConfigPath, LogPath string
+	// MetricsAddress serves /metrics over HTTPS with the replica's raft
+	// certificate (signed by CAFile) to callers the hub authorizes.
+	MetricsAddress string
+	// CAFile is the fleet's raft CA.
+	CAFile string
 
 	proc       *testcluster.Process
 	adminToken string
@@ -39,7 +44,7 @@ func newReplica(id, admin, token, binary, dir string, certs testpki.Files) (*Rep
 	}
 	tlsCfg.ServerName = "127.0.0.1"
 	r := &Replica{
-		ID: id, AdminAddress: admin, adminToken: token, keyFile: certs.KeyFile,
+		ID: id, AdminAddress: admin, adminToken: token, keyFile: certs.KeyFile, CAFile: certs.CAFile,
 		ConfigPath: filepath.Join(dir, "config.yaml"), LogPath: filepath.Join(dir, "replicafed.log"),
 		admin: &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}},
 	}

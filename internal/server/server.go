@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -44,7 +45,9 @@ import (
 	"github.com/replicafed/replicafed/federation/memberstatus"
 	"github.com/replicafed/replicafed/federation/prune"
 	"github.com/replicafed/replicafed/federation/registry"
+	"github.com/replicafed/replicafed/internal/frsmetrics"
 	"github.com/replicafed/replicafed/internal/kubescheme"
+	"github.com/replicafed/replicafed/internal/leaderlease"
 	"github.com/replicafed/replicafed/internal/metrics"
 	raftexp "github.com/replicafed/replicafed/raftstore/expectations"
 	"github.com/replicafed/replicafed/raftstore/node"
@@ -67,6 +70,10 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		return err
 	}
 
+	// Before the node starts, so its first state changes are counted.
+	if err := metrics.RegisterRaft(); err != nil {
+		return err
+	}
 	n, err := node.New(nodeConfig(cfg), log.WithName("raft"))
 	if err != nil {
 		return fmt.Errorf("starting raft node: %w", err)
@@ -188,6 +195,7 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		if !joined {
 			reports.ForgetCluster(cluster)
 			pruner.Trigger()
+			metrics.MemberHealthy.DeleteLabelValues(cluster)
 		}
 		enqueueAll(ctx, local, trigger)
 	})
@@ -260,6 +268,20 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 	}
 	if err := local.Add(&takeover{node: n, store: store, workers: workers, trigger: func() { enqueueAll(ctx, local, trigger) }, log: log}); err != nil {
 		return fmt.Errorf("adding leadership handler: %w", err)
+	}
+	if cfg.Metrics.PerFRS != config.PerFRSOff {
+		c := &frsmetrics.Collector{Reader: local.GetCache(), Targets: targets, Registered: reg.Registered, Leader: n,
+			PerMember: cfg.Metrics.PerFRS == config.PerFRSMembers, Log: log.WithName("frs-metrics")}
+		if err := crmetrics.Registry.Register(c); err != nil {
+			return fmt.Errorf("registering per-FederatedReplicaSet metrics: %w", err)
+		}
+		defer crmetrics.Registry.Unregister(c)
+	}
+	if l := cfg.Hub.LeaderLease; l.Name != "" {
+		if err := local.Add(&leaderlease.Writer{Reader: local.GetAPIReader(), Writer: local.GetClient(), Namespace: cfg.Hub.Namespace, Name: l.Name,
+			Identity: n.ServerID(), Leader: n, Interval: l.RenewInterval, Clock: clock.RealClock{}, Log: log.WithName("leader-lease")}); err != nil {
+			return fmt.Errorf("adding the leader Lease writer: %w", err)
+		}
 	}
 	if cfg.Raft.AdminAddress != "" && cfg.Raft.AdminAddress != "0" {
 		if err := local.Add(adminServer(cfg.Raft.AdminAddress, n)); err != nil {

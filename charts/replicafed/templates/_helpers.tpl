@@ -105,7 +105,8 @@ the binary resolves them from $POD_NAME and this pod's raft.peers entry.
 {{- end }}
 {{- $cfg := dict
   "logging" (dict "level" .Values.logging.level "format" .Values.logging.format)
-  "hub" (dict "namespace" .Release.Namespace "qps" .Values.hub.qps "burst" .Values.hub.burst)
+  "hub" (dict "namespace" .Release.Namespace "qps" .Values.hub.qps "burst" .Values.hub.burst
+    "leaderLease" (dict "name" (include "replicafed.leaderLeaseName" .) "renewInterval" .Values.leaderLease.renewInterval))
   "clusters" (dict
     "secretNamespace" (include "replicafed.secretNamespace" .)
     "secretSelector" .Values.clusters.secretSelector
@@ -124,7 +125,7 @@ the binary resolves them from $POD_NAME and this pod's raft.peers entry.
     "tls" $tls)
   "controller" (deepCopy .Values.controller)
   "failover" (deepCopy .Values.failover)
-  "metrics" (dict "bindAddress" (printf ":%d" (int .Values.metrics.port)) "secure" .Values.metrics.secure)
+  "metrics" (dict "bindAddress" (printf ":%d" (int .Values.metrics.port)) "secure" .Values.metrics.secure "perFRS" .Values.metrics.perFRS)
   "health" (dict "probeAddress" (printf ":%d" (int .Values.health.port)))
 }}
 {{- $merged := mergeOverwrite (deepCopy $cfg) (deepCopy .Values.config) }}
@@ -137,6 +138,12 @@ the binary resolves them from $POD_NAME and this pod's raft.peers entry.
 {{- end }}
 {{- if hasKey (.Values.config.metrics | default dict) "bindAddress" }}
 {{- fail "config.metrics.bindAddress is derived by the chart; set metrics.port instead" }}
+{{- end }}
+{{- if hasKey (.Values.config.metrics | default dict) "perFRS" }}
+{{- fail "config.metrics.perFRS is derived by the chart (the alerts depend on it); set metrics.perFRS instead" }}
+{{- end }}
+{{- if hasKey (.Values.config.hub | default dict) "leaderLease" }}
+{{- fail "config.hub.leaderLease is derived by the chart (its RBAC names the Lease); set leaderLease.* instead" }}
 {{- end }}
 {{- if hasKey (.Values.config.health | default dict) "probeAddress" }}
 {{- fail "config.health.probeAddress is derived by the chart; set health.port instead" }}
@@ -189,4 +196,20 @@ The uninstall guard's name: cluster-scoped, so it carries the namespace too.
 */}}
 {{- define "replicafed.guardName" -}}
 {{- printf "%s-finalizer-guard.%s" (include "replicafed.fullname" .) .Release.Namespace }}
+{{- end }}
+
+{{/*
+The leader Lease's name, or "" when leaderLease is off.
+*/}}
+{{- define "replicafed.leaderLeaseName" -}}
+{{- if .Values.leaderLease.enabled }}
+{{- printf "%s-leader" (include "replicafed.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Label matchers picking this installation's series in alert expressions.
+*/}}
+{{- define "replicafed.alertSelector" -}}
+{{- default (printf "job=%q" (printf "%s-metrics" (include "replicafed.fullname" .))) .Values.metrics.prometheusRule.selector }}
 {{- end }}
