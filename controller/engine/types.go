@@ -58,6 +58,15 @@ type WorkloadSource interface {
 	Workload(key expectations.Key) (*Workload, bool)
 }
 
+// WorkloadLister is implemented by a WorkloadSource that can list the keys
+// it has a workload for in one member. A worker's periodic resync enqueues
+// them as well as the MemberReplicaSets it finds, so a key whose
+// MemberReplicaSet does not exist yet (its first enqueue was lost, for
+// example while the member's worker was being replaced) is not forgotten.
+type WorkloadLister interface {
+	WorkloadKeys(ctx context.Context, cluster string) ([]expectations.Key, error)
+}
+
 // MemberStatus is one member's view of one FederatedReplicaSet after a sync.
 type MemberStatus struct {
 	// Target is the MemberReplicaSet's spec.replicas.

@@ -149,6 +149,15 @@ func (w *Worker) EnqueueAll(ctx context.Context) error {
 	for i := range l.Items {
 		w.queue.Add(client.ObjectKeyFromObject(&l.Items[i]))
 	}
+	if src, ok := w.o.Source.(engine.WorkloadLister); ok {
+		keys, err := src.WorkloadKeys(ctx, w.name)
+		if err != nil {
+			return fmt.Errorf("listing the workloads of %s: %w", w.name, err)
+		}
+		for _, k := range keys {
+			w.queue.Add(types.NamespacedName{Namespace: k.Namespace, Name: k.Name})
+		}
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,7 +30,10 @@ type Workloads struct {
 	DefaultNodeCost *v1alpha1.NodeCost
 }
 
-var _ engine.WorkloadSource = &Workloads{}
+var (
+	_ engine.WorkloadSource = &Workloads{}
+	_ engine.WorkloadLister = &Workloads{}
+)
 
 // workloadReadTimeout bounds the hub cache reads of one Workload call.
 const workloadReadTimeout = 10 * time.Second
@@ -81,6 +85,29 @@ func (w *Workloads) Workload(key expectations.Key) (*engine.Workload, bool) {
 			Namespace: frs.Namespace, Name: frs.Name, UID: frs.UID, Generation: gen,
 		},
 	}, true
+}
+
+// WorkloadKeys implements engine.WorkloadLister: the keys of every
+// FederatedReplicaSet in the hub cache, not being deleted, with a committed
+// target for cluster.
+func (w *Workloads) WorkloadKeys(ctx context.Context, cluster string) ([]expectations.Key, error) {
+	var list v1alpha1.FederatedReplicaSetList
+	if err := w.Hub.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing FederatedReplicaSets for the workloads of %s: %w", cluster, err)
+	}
+	var out []expectations.Key
+	for i := range list.Items {
+		frs := &list.Items[i]
+		if frs.DeletionTimestamp != nil {
+			continue
+		}
+		if targets, _, ok := w.Targets.Targets(refOf(frs)); ok {
+			if _, ok := targets[cluster]; ok {
+				out = append(out, expectations.Key{Cluster: cluster, Namespace: frs.Namespace, Name: frs.Name})
+			}
+		}
+	}
+	return out, nil
 }
 
 func refOf(frs *v1alpha1.FederatedReplicaSet) FRSRef {
