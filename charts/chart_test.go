@@ -865,6 +865,7 @@ func TestRBAC(t *testing.T) {
 	}{
 		{"registry in release namespace", namespace, nil},
 		{"registry elsewhere", "fleet", []string{"--set", "clusters.secretNamespace=fleet"}},
+		{"dependency propagation", namespace, []string{"--set", "rbac.propagateDependencies=true"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := template(t, tc.flags...)
@@ -886,9 +887,17 @@ func TestRBAC(t *testing.T) {
 			for _, r := range m.clusterRoles {
 				all = append(all, r.Rules...)
 				for _, rule := range r.Rules {
-					if contains(rule.Resources, "secrets") {
+					deps := tc.name == "dependency propagation" && reflect.DeepEqual(rule.Resources,
+						[]string{"configmaps", "secrets", "serviceaccounts", "persistentvolumeclaims"})
+					switch {
+					case deps && !reflect.DeepEqual(rule.Verbs, []string{"get"}):
+						t.Errorf("dependency rule may do more than get: %+v", rule)
+					case !deps && contains(rule.Resources, "secrets"):
 						t.Errorf("ClusterRole %s grants Secrets cluster-wide: %+v", r.Name, rule)
 					}
+				}
+				if tc.name == "dependency propagation" && !granted(r.Rules, "", "secrets", []string{"get"}) {
+					t.Errorf("rbac.propagateDependencies=true does not grant get on Secrets")
 				}
 			}
 			for _, r := range m.roles {

@@ -85,6 +85,10 @@ func TestMemberChart(t *testing.T) {
 			t.Errorf("token Secret rendered without tokenSecret.create")
 		}
 	}
+	deps := renderMember(t, "--set", "propagateDependencies=true")
+	if want := memberaccess.Rules(memberaccess.RoleOptions{CreateNamespaces: true, PropagateDependencies: true}); !reflect.DeepEqual(deps.role.Rules, want) {
+		t.Errorf("propagateDependencies=true: chart rules\n%+v\nwant memberaccess.Rules\n%+v\n(run `make generate`)", deps.role.Rules, want)
+	}
 	m := renderMember(t, "--set", "tokenSecret.create=true")
 	if len(m.secrets) != 1 || m.secrets[0].Type != corev1.SecretTypeServiceAccountToken ||
 		m.secrets[0].Annotations[corev1.ServiceAccountNameKey] != m.sa.Name {

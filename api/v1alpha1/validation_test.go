@@ -9,6 +9,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -113,6 +114,32 @@ func TestFederatedReplicaSetValidation(t *testing.T) {
 		}
 		if s.DeletionPolicy != v1alpha1.DeletionPolicyDelete {
 			t.Errorf("deletionPolicy default = %q, want Delete", s.DeletionPolicy)
+		}
+		// Optional and not defaulted: objects that do not set it are stored
+		// and served without it.
+		raw := &unstructured.Unstructured{}
+		raw.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FederatedReplicaSet"))
+		if err := c.Get(ctx, client.ObjectKeyFromObject(frs), raw); err != nil {
+			t.Fatal(err)
+		}
+		if v, found, _ := unstructured.NestedFieldNoCopy(raw.Object, "spec", "propagateDependencies"); found {
+			t.Errorf("propagateDependencies defaulted to %v, want absent", v)
+		}
+	})
+
+	t.Run("propagateDependencies accepted", func(t *testing.T) {
+		frs := validFRS("with-dependencies")
+		frs.Spec.PropagateDependencies = true
+		if err := c.Create(ctx, frs); err != nil {
+			t.Fatalf("refused: %v", err)
+		}
+		got := &v1alpha1.FederatedReplicaSet{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(frs), got); err != nil || !got.Spec.PropagateDependencies {
+			t.Fatalf("propagateDependencies not stored: %v %v", err, got.Spec.PropagateDependencies)
+		}
+		got.Spec.PropagateDependencies = false
+		if err := c.Update(ctx, got); err != nil {
+			t.Fatalf("turning it off refused: %v", err)
 		}
 	})
 

@@ -87,6 +87,12 @@ type Options struct {
 	// Nodes reads the member's nodes for node cost tiers; it must be an
 	// informer cache so a scale-down costs no API call. nil means Client.
 	Nodes client.Reader
+	// Dependencies checks that a workload's dependencies exist before pods
+	// are created; nil creates pods without checking.
+	Dependencies DependencyChecker
+	// DependencyRecheck is how soon a key waiting for dependencies is
+	// synced again without an event; 0 means DefaultDependencyRecheck.
+	DependencyRecheck time.Duration
 }
 
 // DefaultUnsatisfiedRequeue is the default Options.UnsatisfiedRequeue.
@@ -129,6 +135,9 @@ func New(o Options) *Engine {
 	}
 	if o.UnsatisfiedRequeue <= 0 {
 		o.UnsatisfiedRequeue = DefaultUnsatisfiedRequeue
+	}
+	if o.DependencyRecheck <= 0 {
+		o.DependencyRecheck = DefaultDependencyRecheck
 	}
 	return &Engine{o: o}
 }
@@ -248,8 +257,15 @@ func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, err
 	}
 
 	var manageErr error
-	if needsSync && !deleting {
-		manageErr = e.manage(ctx, key, mrs, w, selector, claimed)
+	gate, waiting := gateNotChecked, (*metav1.Condition)(nil)
+	switch {
+	case needsSync && !deleting:
+		// Pods wait for the template's dependencies; deletions never do.
+		if gate, waiting = e.checkDependencies(ctx, mrs, w, len(claimed)); gate == gateOpen {
+			manageErr = e.manage(ctx, key, mrs, w, selector, claimed)
+		}
+	case deleting:
+		gate = gateOpen
 	}
 
 	now := e.o.Clock.Now()
@@ -258,6 +274,7 @@ func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, err
 		MinReadySeconds: mrs.Spec.MinReadySeconds, Active: claimed, Terminating: terminating,
 		ManageErr: manageErr, Now: now,
 	})
+	st.Conditions = withDependencyCondition(st.Conditions, gate, waiting)
 	if replicastatus.Changed(mrs.Status, st, mrs.Generation) {
 		st.ObservedGeneration = mrs.Generation
 		if mrs, err = e.writeStatus(ctx, mrs, st); err != nil {
@@ -271,6 +288,11 @@ func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, err
 	var res Result
 	if d, ok := replicastatus.RequeueAfter(mrs.Status, mrs.Spec.MinReadySeconds, claimed, now, e.o.Clock); ok {
 		res.RequeueAfter = d
+	}
+	if gate == gateClosed && (res.RequeueAfter == 0 || res.RequeueAfter > e.o.DependencyRecheck) {
+		// The hub pokes the worker when it has copied the dependencies;
+		// this covers objects that appear by other hands.
+		res.RequeueAfter = e.o.DependencyRecheck
 	}
 	if !needsSync && !deleting {
 		// Outstanding expectations are settled by informer events; if one

@@ -97,6 +97,7 @@ type hopts struct {
 	gate    Gate
 	store   expectations.Store
 	noOwner bool
+	deps    DependencyChecker
 }
 
 func newHarness(t *testing.T, w *Workload, o hopts) *harness {
@@ -167,6 +168,7 @@ func newHarness(t *testing.T, w *Workload, o hopts) *harness {
 			h.mu.Unlock()
 		}),
 		Gate: o.gate, Recorder: h.rec, BurstReplicas: o.burst, Clock: clocktesting.NewFakePassiveClock(now),
+		Dependencies: o.deps,
 	})
 	return h
 }

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/dependencies"
 	"github.com/replicafed/replicafed/internal/fedref"
 )
 
@@ -37,6 +38,17 @@ type Workload struct {
 	// copies the pod-security.kubernetes.io/* ones (see PodSecurityLabels),
 	// so pods there meet the same Pod Security Standard as in the hub.
 	NamespaceLabels map[string]string
+	// Dependencies are the objects pods must find in the member before
+	// they are created (spec.propagateDependencies: the template's
+	// required references); empty means pods are created at once.
+	Dependencies []dependencies.Ref
+}
+
+// DependencyChecker says which of a template's dependencies are missing in
+// the member. The engine asks it only when it is about to create pods.
+type DependencyChecker interface {
+	// Missing returns those of refs that do not exist in namespace.
+	Missing(ctx context.Context, namespace string, refs []dependencies.Ref) ([]dependencies.Ref, error)
 }
 
 // WorkloadSource tells the engine what the hub wants; federation and raft
@@ -44,6 +56,15 @@ type Workload struct {
 // creates the MemberReplicaSet nor touches pods.
 type WorkloadSource interface {
 	Workload(key fedref.MemberObject) (*Workload, bool)
+}
+
+// WorkloadLister is implemented by a WorkloadSource that can list the keys
+// it has a workload for in one member. A worker's periodic resync enqueues
+// them as well as the MemberReplicaSets it finds, so a key whose
+// MemberReplicaSet does not exist yet (its first enqueue was lost, for
+// example while the member's worker was being replaced) is not forgotten.
+type WorkloadLister interface {
+	WorkloadKeys(ctx context.Context, cluster string) ([]fedref.MemberObject, error)
 }
 
 // MemberStatus is one member's view of one FederatedReplicaSet after a sync.

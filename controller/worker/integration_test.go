@@ -135,7 +135,8 @@ func startEnv(t testing.TB, o envOpts) *env {
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return writeCounter{rt: rt, writes: e.writes, podCreates: e.podCreates, nodeGets: e.nodeGets}
 	}
-	mc, err := cluster.New(cfg, func(co *cluster.Options) { co.Scheme = scheme() })
+	// The product's member cache: slim pods and nodes (worker.CacheOptions).
+	mc, err := cluster.New(cfg, func(co *cluster.Options) { co.Scheme = scheme(); worker.CacheOptions(co) })
 	if err != nil {
 		t.Fatal(err)
 	}

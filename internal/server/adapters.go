@@ -15,6 +15,7 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/worker"
+	"github.com/replicafed/replicafed/federation/hub"
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/metrics"
 	raftexp "github.com/replicafed/replicafed/raftstore/expectations"
@@ -41,6 +42,15 @@ func (t *targetStore) DeleteTargets(ctx context.Context, frs fedref.FRS) error {
 
 func observe(op string, start time.Time) {
 	metrics.RaftApplyDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}
+
+// pokers passes every poke to each of its Pokers.
+type pokers []hub.Poker
+
+func (ps pokers) Enqueue(key fedref.MemberObject) {
+	for _, p := range ps {
+		p.Enqueue(key)
+	}
 }
 
 // awareRunnable lets a multicluster.Aware join the manager: it is engaged with
