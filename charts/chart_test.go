@@ -148,21 +148,29 @@ func template(t *testing.T, flags ...string) *manifests {
 	return decode(t, out)
 }
 
-func decode(t *testing.T, out string) *manifests {
+// yamlDocs decodes the documents of helm's output, leaving out empty ones.
+func yamlDocs(t *testing.T, out string) []map[string]any {
 	t.Helper()
-	m := &manifests{services: map[string]*corev1.Service{}}
+	var docs []map[string]any
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
 	for {
 		var u map[string]any
 		if err := dec.Decode(&u); err != nil {
 			if errors.Is(err, io.EOF) {
-				break
+				return docs
 			}
 			t.Fatalf("decoding rendered YAML: %v", err)
 		}
-		if u == nil {
-			continue
+		if u != nil {
+			docs = append(docs, u)
 		}
+	}
+}
+
+func decode(t *testing.T, out string) *manifests {
+	t.Helper()
+	m := &manifests{services: map[string]*corev1.Service{}}
+	for _, u := range yamlDocs(t, out) {
 		kind, _ := u["kind"].(string)
 		if md, _ := u["metadata"].(map[string]any); md != nil {
 			if ann, _ := md["annotations"].(map[string]any); ann["helm.sh/hook"] != nil {

@@ -33,6 +33,7 @@ import (
 	"github.com/replicafed/replicafed/controller/replicastatus"
 	"github.com/replicafed/replicafed/controller/slowstart"
 	"github.com/replicafed/replicafed/internal/ctxjoin"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/metrics"
 )
 
@@ -142,8 +143,8 @@ func New(o Options) *Engine {
 }
 
 // Key returns the expectations key of a MemberReplicaSet in this member.
-func (e *Engine) Key(nn types.NamespacedName) expectations.Key {
-	return expectations.Key{Cluster: e.o.Cluster, Namespace: nn.Namespace, Name: nn.Name}
+func (e *Engine) Key(nn types.NamespacedName) fedref.MemberObject {
+	return fedref.MemberObject{Cluster: e.o.Cluster, Namespace: nn.Namespace, Name: nn.Name}
 }
 
 // Sync reconciles one MemberReplicaSet. An error means "retry with backoff".
@@ -389,7 +390,7 @@ func (e *Engine) listPods(ctx context.Context, mrs *v1alpha1.MemberReplicaSet) (
 }
 
 // manage creates or deletes pods toward the target, at most BurstReplicas.
-func (e *Engine) manage(ctx context.Context, key expectations.Key, mrs *v1alpha1.MemberReplicaSet, w *Workload, selector labels.Selector, active []*corev1.Pod) error {
+func (e *Engine) manage(ctx context.Context, key fedref.MemberObject, mrs *v1alpha1.MemberReplicaSet, w *Workload, selector labels.Selector, active []*corev1.Pod) error {
 	diff := len(active) - int(mrs.Spec.Replicas)
 	switch {
 	case diff < 0:
@@ -418,7 +419,7 @@ func (e *Engine) event(mrs *v1alpha1.MemberReplicaSet, typ, reason, action, note
 	}
 }
 
-func (e *Engine) createPods(ctx context.Context, key expectations.Key, mrs *v1alpha1.MemberReplicaSet, w *Workload, selector labels.Selector, active, n int) error {
+func (e *Engine) createPods(ctx context.Context, key fedref.MemberObject, mrs *v1alpha1.MemberReplicaSet, w *Workload, selector labels.Selector, active, n int) error {
 	log := ctrl.LoggerFrom(ctx)
 	// Refused before any expectation or call, so a bad template costs nothing
 	// but an event and the ReplicaFailure condition.
@@ -507,7 +508,7 @@ func validateTemplate(t *corev1.PodTemplateSpec, selector labels.Selector) error
 	return nil
 }
 
-func (e *Engine) deletePods(ctx context.Context, key expectations.Key, mrs *v1alpha1.MemberReplicaSet, selector labels.Selector, active []*corev1.Pod, n int) error {
+func (e *Engine) deletePods(ctx context.Context, key fedref.MemberObject, mrs *v1alpha1.MemberReplicaSet, selector labels.Selector, active []*corev1.Pod, n int) error {
 	log := ctrl.LoggerFrom(ctx)
 	// The MemberReplicaSet stands in for a Deployment-owned ReplicaSet with no
 	// siblings: related pods are the ones its selector matches.
@@ -540,7 +541,7 @@ func (e *Engine) deletePods(ctx context.Context, key expectations.Key, mrs *v1al
 // deleteExact deletes the given pods of mrs's namespace in parallel, each
 // only if its UID still matches. Their deletions must already be expected
 // in the store; a delete that fails settles its expectation at once.
-func (e *Engine) deleteExact(ctx context.Context, key expectations.Key, mrs *v1alpha1.MemberReplicaSet, pods []expectations.PodRef) error {
+func (e *Engine) deleteExact(ctx context.Context, key fedref.MemberObject, mrs *v1alpha1.MemberReplicaSet, pods []expectations.PodRef) error {
 	errs := make(chan error, len(pods))
 	var wg sync.WaitGroup
 	for _, p := range pods {
@@ -599,7 +600,7 @@ func (e *Engine) writeStatus(ctx context.Context, mrs *v1alpha1.MemberReplicaSet
 	return fresh, nil
 }
 
-func (e *Engine) report(ctx context.Context, key expectations.Key, mrs *v1alpha1.MemberReplicaSet, active []*corev1.Pod, now time.Time) {
+func (e *Engine) report(ctx context.Context, key fedref.MemberObject, mrs *v1alpha1.MemberReplicaSet, active []*corev1.Pod, now time.Time) {
 	if e.o.Sink == nil {
 		return
 	}

@@ -9,13 +9,13 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/dependencies"
-	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 // Workload is what the hub wants of one FederatedReplicaSet in one member.
 type Workload struct {
 	// Key names the member and the FederatedReplicaSet.
-	Key expectations.Key
+	Key fedref.MemberObject
 	// Target is the member's replica count.
 	Target int32
 	// Selector is the FederatedReplicaSet's pod selector.
@@ -55,7 +55,7 @@ type DependencyChecker interface {
 // provide it. A key it does not know means "hands off": the engine neither
 // creates the MemberReplicaSet nor touches pods.
 type WorkloadSource interface {
-	Workload(key expectations.Key) (*Workload, bool)
+	Workload(key fedref.MemberObject) (*Workload, bool)
 }
 
 // WorkloadLister is implemented by a WorkloadSource that can list the keys
@@ -64,7 +64,7 @@ type WorkloadSource interface {
 // MemberReplicaSet does not exist yet (its first enqueue was lost, for
 // example while the member's worker was being replaced) is not forgotten.
 type WorkloadLister interface {
-	WorkloadKeys(ctx context.Context, cluster string) ([]expectations.Key, error)
+	WorkloadKeys(ctx context.Context, cluster string) ([]fedref.MemberObject, error)
 }
 
 // MemberStatus is one member's view of one FederatedReplicaSet after a sync.
@@ -96,7 +96,7 @@ type MemberStatus struct {
 // StatusSink receives every sync's status; the hub aggregator consumes it.
 // Report must not block for long: it runs on the sync path.
 type StatusSink interface {
-	Report(ctx context.Context, key expectations.Key, st MemberStatus)
+	Report(ctx context.Context, key fedref.MemberObject, st MemberStatus)
 }
 
 // Gate says whether this process may write to members now. Enter returns
@@ -119,9 +119,9 @@ func (OpenGate) Enter() (context.Context, uint64, func(), bool) {
 }
 
 // StatusSinkFunc adapts a function to StatusSink.
-type StatusSinkFunc func(ctx context.Context, key expectations.Key, st MemberStatus)
+type StatusSinkFunc func(ctx context.Context, key fedref.MemberObject, st MemberStatus)
 
 // Report implements StatusSink.
-func (f StatusSinkFunc) Report(ctx context.Context, key expectations.Key, st MemberStatus) {
+func (f StatusSinkFunc) Report(ctx context.Context, key fedref.MemberObject, st MemberStatus) {
 	f(ctx, key, st)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 )
 
@@ -58,8 +59,8 @@ func TestEnqueueAllDoesNotWaitForAStuckMember(t *testing.T) {
 // listingSource knows one workload per member and lists it.
 type listingSource struct{ engine.WorkloadSource }
 
-func (listingSource) WorkloadKeys(_ context.Context, cluster string) ([]expectations.Key, error) {
-	return []expectations.Key{{Cluster: cluster, Namespace: "ns", Name: "new"}}, nil
+func (listingSource) WorkloadKeys(_ context.Context, cluster string) ([]fedref.MemberObject, error) {
+	return []fedref.MemberObject{{Cluster: cluster, Namespace: "ns", Name: "new"}}, nil
 }
 
 // TestEnqueueAllIncludesWorkloadsWithoutOwner: the periodic resync also

@@ -30,6 +30,7 @@ import (
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/podstate"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 // Component is the event source name in member clusters.
@@ -264,8 +265,8 @@ type handlers struct {
 	log klog.Logger
 }
 
-func (h *handlers) key(nn types.NamespacedName) expectations.Key {
-	return expectations.Key{Cluster: h.w.name, Namespace: nn.Namespace, Name: nn.Name}
+func (h *handlers) key(nn types.NamespacedName) fedref.MemberObject {
+	return fedref.MemberObject{Cluster: h.w.name, Namespace: nn.Namespace, Name: nn.Name}
 }
 
 // resolve returns the MemberReplicaSet a controller reference points to, or

@@ -12,7 +12,7 @@ import (
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/dependencies"
 	"github.com/replicafed/replicafed/controller/engine"
-	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 // Workloads answers the member engine's question "what does the hub want of
@@ -39,7 +39,7 @@ var (
 const workloadReadTimeout = 10 * time.Second
 
 // Workload implements engine.WorkloadSource.
-func (w *Workloads) Workload(key expectations.Key) (*engine.Workload, bool) {
+func (w *Workloads) Workload(key fedref.MemberObject) (*engine.Workload, bool) {
 	// A cached read of a kind not cached yet waits for its informer to
 	// sync: bound it, so a member worker never hangs here.
 	ctx, cancel := context.WithTimeout(context.Background(), workloadReadTimeout)
@@ -90,12 +90,12 @@ func (w *Workloads) Workload(key expectations.Key) (*engine.Workload, bool) {
 // WorkloadKeys implements engine.WorkloadLister: the keys of every
 // FederatedReplicaSet in the hub cache, not being deleted, with a committed
 // target for cluster.
-func (w *Workloads) WorkloadKeys(ctx context.Context, cluster string) ([]expectations.Key, error) {
+func (w *Workloads) WorkloadKeys(ctx context.Context, cluster string) ([]fedref.MemberObject, error) {
 	var list v1alpha1.FederatedReplicaSetList
 	if err := w.Hub.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("listing FederatedReplicaSets for the workloads of %s: %w", cluster, err)
 	}
-	var out []expectations.Key
+	var out []fedref.MemberObject
 	for i := range list.Items {
 		frs := &list.Items[i]
 		if frs.DeletionTimestamp != nil {
@@ -103,13 +103,13 @@ func (w *Workloads) WorkloadKeys(ctx context.Context, cluster string) ([]expecta
 		}
 		if targets, _, ok := w.Targets.Targets(refOf(frs)); ok {
 			if _, ok := targets[cluster]; ok {
-				out = append(out, expectations.Key{Cluster: cluster, Namespace: frs.Namespace, Name: frs.Name})
+				out = append(out, fedref.MemberObject{Cluster: cluster, Namespace: frs.Namespace, Name: frs.Name})
 			}
 		}
 	}
 	return out, nil
 }
 
-func refOf(frs *v1alpha1.FederatedReplicaSet) FRSRef {
-	return FRSRef{Namespace: frs.Namespace, Name: frs.Name, UID: string(frs.UID)}
+func refOf(frs *v1alpha1.FederatedReplicaSet) fedref.FRS {
+	return fedref.FRS{Namespace: frs.Namespace, Name: frs.Name, UID: string(frs.UID)}
 }

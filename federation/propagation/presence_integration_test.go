@@ -22,6 +22,7 @@ import (
 	"github.com/replicafed/replicafed/controller/replicastatus"
 	"github.com/replicafed/replicafed/controller/worker"
 	"github.com/replicafed/replicafed/federation/propagation"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/testcluster"
 )
@@ -31,7 +32,7 @@ type oneWorkload struct {
 	w  *engine.Workload
 }
 
-func (o *oneWorkload) Workload(k expectations.Key) (*engine.Workload, bool) {
+func (o *oneWorkload) Workload(k fedref.MemberObject) (*engine.Workload, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.w == nil || o.w.Key != k {
@@ -69,7 +70,7 @@ func TestEngineWaitsForDependencies(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { _ = mc.Start(ctx) }()
-	key := expectations.Key{Cluster: member, Namespace: "default", Name: "web"}
+	key := fedref.MemberObject{Cluster: member, Namespace: "default", Name: "web"}
 	lbls := map[string]string{"app": "web"}
 	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbls}, Spec: corev1.PodSpec{
 		Containers: []corev1.Container{{Name: "c", Image: "img", EnvFrom: []corev1.EnvFromSource{

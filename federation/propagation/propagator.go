@@ -54,9 +54,9 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/dependencies"
-	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/federation/hub"
 	"github.com/replicafed/replicafed/internal/ctxjoin"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 // Defaults of Options.
@@ -173,7 +173,7 @@ func (p *Propagator) Resync() {
 
 // Enqueue implements hub.Poker: the hub calls it when a FederatedReplicaSet's
 // targets changed, which may add or remove members that need its copies.
-func (p *Propagator) Enqueue(key expectations.Key) {
+func (p *Propagator) Enqueue(key fedref.MemberObject) {
 	frs := &v1alpha1.FederatedReplicaSet{}
 	err := p.o.Hub.Get(context.Background(), types.NamespacedName{Namespace: key.Namespace, Name: key.Name}, frs)
 	if err == nil && !frs.Spec.PropagateDependencies {
@@ -295,7 +295,7 @@ func (p *Propagator) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		default:
 			// A FederatedReplicaSet being deleted keeps its copies while
 			// its targets last: its pods may still be running.
-			if targets, _, ok := p.o.Targets.Targets(hub.FRSRef{Namespace: frs.Namespace, Name: frs.Name, UID: string(frs.UID)}); ok {
+			if targets, _, ok := p.o.Targets.Targets(fedref.FRS{Namespace: frs.Namespace, Name: frs.Name, UID: string(frs.UID)}); ok {
 				for m, t := range targets {
 					if t > 0 {
 						w.Members = append(w.Members, m)
@@ -649,7 +649,7 @@ func (m *memberPass) poke(p *Propagator, owners []string) {
 		return
 	}
 	for _, o := range owners {
-		p.o.Poker.Enqueue(expectations.Key{Cluster: m.member, Namespace: m.ns, Name: o})
+		p.o.Poker.Enqueue(fedref.MemberObject{Cluster: m.member, Namespace: m.ns, Name: o})
 	}
 }
 

@@ -27,10 +27,9 @@ import (
 	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/dependencies"
-	"github.com/replicafed/replicafed/controller/expectations"
-	"github.com/replicafed/replicafed/federation/hub"
 	"github.com/replicafed/replicafed/federation/propagation"
 	"github.com/replicafed/replicafed/federation/registry"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/testcluster"
 )
@@ -46,21 +45,21 @@ type targets struct {
 	m  map[string]map[string]int32
 }
 
-func (t *targets) Targets(frs hub.FRSRef) (map[string]int32, int64, bool) {
+func (t *targets) Targets(frs fedref.FRS) (map[string]int32, int64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tg, ok := t.m[frs.Namespace+"/"+frs.Name]
 	return maps.Clone(tg), 1, ok
 }
 
-func (t *targets) SetTargets(_ context.Context, frs hub.FRSRef, _ int64, tg map[string]int32) error {
+func (t *targets) SetTargets(_ context.Context, frs fedref.FRS, _ int64, tg map[string]int32) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.m[frs.Namespace+"/"+frs.Name] = maps.Clone(tg)
 	return nil
 }
 
-func (t *targets) DeleteTargets(_ context.Context, frs hub.FRSRef) error {
+func (t *targets) DeleteTargets(_ context.Context, frs fedref.FRS) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.m, frs.Namespace+"/"+frs.Name)
@@ -86,16 +85,16 @@ func (openGate) Allowed() (context.Context, bool) { return context.Background(),
 // pokes records the keys the propagator asks workers to sync.
 type pokes struct {
 	mu   sync.Mutex
-	keys []expectations.Key
+	keys []fedref.MemberObject
 }
 
-func (p *pokes) Enqueue(k expectations.Key) {
+func (p *pokes) Enqueue(k fedref.MemberObject) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.keys = append(p.keys, k)
 }
 
-func (p *pokes) has(k expectations.Key) bool {
+func (p *pokes) has(k fedref.MemberObject) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Contains(p.keys, k)
@@ -233,9 +232,9 @@ func (e *env) condition(name string) *metav1.Condition {
 }
 
 func (e *env) setTargets(name string, tg map[string]int32) {
-	_ = e.targets.SetTargets(context.Background(), hub.FRSRef{Namespace: ns, Name: name}, 1, tg)
+	_ = e.targets.SetTargets(context.Background(), fedref.FRS{Namespace: ns, Name: name}, 1, tg)
 	// As the hub reconciler does after a commit.
-	e.prop.Enqueue(expectations.Key{Cluster: member, Namespace: ns, Name: name})
+	e.prop.Enqueue(fedref.MemberObject{Cluster: member, Namespace: ns, Name: name})
 }
 
 func (e *env) events() []string {
@@ -297,7 +296,7 @@ func TestPropagation(t *testing.T) {
 	if string(sec.Data["PASSWORD"]) != secretValue {
 		t.Errorf("Secret copy data = %q", sec.Data["PASSWORD"])
 	}
-	if !e.pokes.has(expectations.Key{Cluster: member, Namespace: ns, Name: "web"}) {
+	if !e.pokes.has(fedref.MemberObject{Cluster: member, Namespace: ns, Name: "web"}) {
 		t.Error("member worker not poked after copying")
 	}
 

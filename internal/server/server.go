@@ -60,9 +60,10 @@ import (
 // in-flight member writes and waits for them, commits its last observations
 // and then hands leadership to a peer (when leading), so failover does not
 // wait for a timeout and no write of this replica overlaps the next
-// leader's. Only then do the workers and caches stop.
-func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
-	ctx = logr.NewContext(ctx, log)
+// leader's. Only then do the workers and caches stop. It logs through the
+// logger in ctx.
+func Run(ctx context.Context, cfg *config.Config) error {
+	log := logr.FromContextOrDiscard(ctx)
 	scheme, err := kubescheme.New()
 	if err != nil {
 		return err

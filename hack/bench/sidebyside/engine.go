@@ -29,8 +29,8 @@ import (
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/config"
 	"github.com/replicafed/replicafed/controller/engine"
-	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/worker"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/logging"
 	raftexp "github.com/replicafed/replicafed/raftstore/expectations"
@@ -128,7 +128,7 @@ func runEngine(args []string) error {
 		}
 	}()
 
-	key := expectations.Key{Cluster: memberName, Namespace: *namespace, Name: *name}
+	key := fedref.MemberObject{Cluster: memberName, Namespace: *namespace, Name: *name}
 	src := &fixedSource{w: engine.Workload{
 		Key: key, Selector: &metav1.LabelSelector{MatchLabels: podLabels(*run)}, Template: podTemplate(*run),
 		Hub: v1alpha1.HubReference{Namespace: "hub", Name: *name, UID: types.UID("hub-" + *name)},
@@ -382,7 +382,7 @@ type fixedSource struct {
 	w  engine.Workload
 }
 
-func (s *fixedSource) Workload(k expectations.Key) (*engine.Workload, bool) {
+func (s *fixedSource) Workload(k fedref.MemberObject) (*engine.Workload, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if k != s.w.Key {
