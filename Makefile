@@ -110,6 +110,10 @@ test-short: ## Unit tests only (no control planes).
 bench: tools ## Run benchmarks (figures for the issue notes).
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+.PHONY: bench-sidebyside
+bench-sidebyside: tools ## kube-controller-manager's ReplicaSet controller vs replicafed's member engine on one control plane (SIDEBYSIDE_PODS, SIDEBYSIDE_PAIRS, SIDEBYSIDE_SETTINGS); table in hack/bench/out/sidebyside.md.
+	$(GO) run ./hack/bench/sidebyside --bin-dir $(BIN) --out $(ROOT)/hack/bench/out
+
 .PHONY: bench-fleet
 bench-fleet: tools ## Whole-product benchmark on the e2e fleet against per-member kube-controller-manager (BENCH_* settings: hack/bench/fleet).
 	$(GO) run ./hack/bench/fleet

@@ -148,21 +148,29 @@ func template(t *testing.T, flags ...string) *manifests {
 	return decode(t, out)
 }
 
-func decode(t *testing.T, out string) *manifests {
+// yamlDocs decodes the documents of helm's output, leaving out empty ones.
+func yamlDocs(t *testing.T, out string) []map[string]any {
 	t.Helper()
-	m := &manifests{services: map[string]*corev1.Service{}}
+	var docs []map[string]any
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
 	for {
 		var u map[string]any
 		if err := dec.Decode(&u); err != nil {
 			if errors.Is(err, io.EOF) {
-				break
+				return docs
 			}
 			t.Fatalf("decoding rendered YAML: %v", err)
 		}
-		if u == nil {
-			continue
+		if u != nil {
+			docs = append(docs, u)
 		}
+	}
+}
+
+func decode(t *testing.T, out string) *manifests {
+	t.Helper()
+	m := &manifests{services: map[string]*corev1.Service{}}
+	for _, u := range yamlDocs(t, out) {
 		kind, _ := u["kind"].(string)
 		if md, _ := u["metadata"].(map[string]any); md != nil {
 			if ann, _ := md["annotations"].(map[string]any); ann["helm.sh/hook"] != nil {
@@ -857,6 +865,7 @@ func TestRBAC(t *testing.T) {
 	}{
 		{"registry in release namespace", namespace, nil},
 		{"registry elsewhere", "fleet", []string{"--set", "clusters.secretNamespace=fleet"}},
+		{"dependency propagation", namespace, []string{"--set", "rbac.propagateDependencies=true"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := template(t, tc.flags...)
@@ -878,9 +887,17 @@ func TestRBAC(t *testing.T) {
 			for _, r := range m.clusterRoles {
 				all = append(all, r.Rules...)
 				for _, rule := range r.Rules {
-					if contains(rule.Resources, "secrets") {
+					deps := tc.name == "dependency propagation" && reflect.DeepEqual(rule.Resources,
+						[]string{"configmaps", "secrets", "serviceaccounts", "persistentvolumeclaims"})
+					switch {
+					case deps && !reflect.DeepEqual(rule.Verbs, []string{"get"}):
+						t.Errorf("dependency rule may do more than get: %+v", rule)
+					case !deps && contains(rule.Resources, "secrets"):
 						t.Errorf("ClusterRole %s grants Secrets cluster-wide: %+v", r.Name, rule)
 					}
+				}
+				if tc.name == "dependency propagation" && !granted(r.Rules, "", "secrets", []string{"get"}) {
+					t.Errorf("rbac.propagateDependencies=true does not grant get on Secrets")
 				}
 			}
 			for _, r := range m.roles {

@@ -37,7 +37,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/testcluster"
 )
 
@@ -89,15 +88,7 @@ func startHub(t *testing.T, name string, opts testcluster.Options) *hub {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scheme, err := kubescheme.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(c.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &hub{c: c, kube: kube, ext: ext, cl: cl}
+	return &hub{c: c, kube: kube, ext: ext, cl: clientFor(t, c)}
 }
 
 // helm runs bin/helm against this hub.

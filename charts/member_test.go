@@ -1,8 +1,6 @@
 package charts
 
 import (
-	"errors"
-	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -10,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/replicafed/replicafed/internal/memberaccess"
 )
@@ -31,18 +28,7 @@ func renderMember(t *testing.T, flags ...string) *memberManifests {
 		t.Fatal(err)
 	}
 	m := &memberManifests{}
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
-	for {
-		var u map[string]any
-		if err := dec.Decode(&u); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			t.Fatalf("decoding rendered YAML: %v", err)
-		}
-		if u == nil {
-			continue
-		}
+	for _, u := range yamlDocs(t, out) {
 		var obj any
 		switch kind, _ := u["kind"].(string); kind {
 		case "ClusterRole":
@@ -98,6 +84,10 @@ func TestMemberChart(t *testing.T) {
 		if len(m.secrets) != 0 {
 			t.Errorf("token Secret rendered without tokenSecret.create")
 		}
+	}
+	deps := renderMember(t, "--set", "propagateDependencies=true")
+	if want := memberaccess.Rules(memberaccess.RoleOptions{CreateNamespaces: true, PropagateDependencies: true}); !reflect.DeepEqual(deps.role.Rules, want) {
+		t.Errorf("propagateDependencies=true: chart rules\n%+v\nwant memberaccess.Rules\n%+v\n(run `make generate`)", deps.role.Rules, want)
 	}
 	m := renderMember(t, "--set", "tokenSecret.create=true")
 	if len(m.secrets) != 1 || m.secrets[0].Type != corev1.SecretTypeServiceAccountToken ||

@@ -6,6 +6,8 @@ package config
 import (
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/replicafed/replicafed/api/v1alpha1"
 )
 
@@ -96,6 +98,42 @@ type StaticCluster struct {
 	Kubeconfig string `mapstructure:"kubeconfig"`
 	// Labels are matched by FederatedReplicaSet placement selectors.
 	Labels map[string]string `mapstructure:"labels"`
+	// Taints keep replicas off the member unless a placement tolerates them,
+	// as the replicafed.io/taints annotation does for a member registered by
+	// Secret.
+	Taints []StaticTaint `mapstructure:"taints"`
+}
+
+// StaticTaint is a taint on a static member cluster.
+type StaticTaint struct {
+	// Key of the taint, a label key.
+	Key string `mapstructure:"key"`
+	// Value of the taint, a label value; may be empty.
+	Value string `mapstructure:"value"`
+	// Effect is NoSchedule or NoExecute.
+	Effect v1alpha1.TaintEffect `mapstructure:"effect"`
+	// TimeAdded (RFC 3339) is when the taint was added: a NoExecute
+	// toleration's tolerationSeconds count from it. Unset, they count from
+	// when the raft leader first saw the taint (recorded in the member's
+	// MemberCluster, so a new leader keeps the same window).
+	TimeAdded time.Time `mapstructure:"timeAdded"`
+}
+
+// ClusterTaints returns the member's taints in the API's form.
+func (s StaticCluster) ClusterTaints() []v1alpha1.ClusterTaint {
+	if len(s.Taints) == 0 {
+		return nil
+	}
+	out := make([]v1alpha1.ClusterTaint, 0, len(s.Taints))
+	for _, t := range s.Taints {
+		ct := v1alpha1.ClusterTaint{Key: t.Key, Value: t.Value, Effect: t.Effect}
+		if !t.TimeAdded.IsZero() {
+			added := metav1.NewTime(t.TimeAdded)
+			ct.TimeAdded = &added
+		}
+		out = append(out, ct)
+	}
+	return out
 }
 
 // Raft configures the replicated store (hashicorp/raft).

@@ -91,4 +91,7 @@ func TestExampleCommentedListsValidate(t *testing.T) {
 	if got := cfg.Clusters.Static[0].Labels["topology.kubernetes.io/region"]; got != "eu-west-1" {
 		t.Errorf("static label = %q, want eu-west-1", got)
 	}
+	if got := cfg.Clusters.Static[0].Taints; len(got) != 1 || got[0].Key != "example.com/maintenance" || got[0].Effect != "NoSchedule" {
+		t.Errorf("static taints = %+v, want the sample NoSchedule taint", got)
+	}
 }

@@ -314,6 +314,8 @@ func decodeSetting(key string, val any, out any) []error {
 		WeaklyTypedInput: true,
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
 			peersHook, staticClustersHook, mapstructure.StringToTimeDurationHookFunc(),
+			// clusters.static[].taints[].timeAdded, when YAML left it a string.
+			mapstructure.StringToTimeHookFunc(time.RFC3339),
 			// Lists of plain strings from the environment: "a,b".
 			mapstructure.StringToSliceHookFunc(",")),
 	})

@@ -42,7 +42,7 @@ var settings = []setting{
 	{key: "clusters.secretNamespace", def: "", usage: "namespace of member kubeconfig Secrets; empty means hub.namespace"},
 	{key: "clusters.secretSelector", def: "sigs.k8s.io/multicluster-runtime-kubeconfig=true", usage: "label selector of member kubeconfig Secrets"},
 	{key: "clusters.secretKey", def: "kubeconfig", usage: "Secret data key holding the kubeconfig"},
-	{key: "clusters.static", def: []StaticCluster{}, noFlag: true, usage: "static member clusters (YAML list of {name, kubeconfig, labels})"},
+	{key: "clusters.static", def: []StaticCluster{}, noFlag: true, usage: "static member clusters (YAML list of {name, kubeconfig, labels, taints})"},
 
 	{key: "raft.id", def: "", usage: "raft server ID; empty means $POD_NAME, else the hostname"},
 	{key: "raft.bindAddress", def: "0.0.0.0:7000", usage: "raft transport listen host:port"},

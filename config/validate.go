@@ -238,6 +238,36 @@ func (c *Config) validateClusters(p *problems) {
 				p.add(key+".labels", "invalid value %q for label %q: %s", v, k, strings.Join(msgs, "; "))
 			}
 		}
+		validateTaints(p, key+".taints", sc.Taints)
+	}
+}
+
+// validateTaints checks a static member's taints as the API checks a
+// registration's: a label key, a label value, a known effect, and one taint
+// per key and effect.
+func validateTaints(p *problems, key string, taints []StaticTaint) {
+	seen := map[string]int{}
+	for i, t := range taints {
+		k := fmt.Sprintf("%s[%d]", key, i)
+		if t.Key == "" {
+			p.add(k+".key", "must not be empty")
+		} else if msgs := validation.IsQualifiedName(t.Key); len(msgs) > 0 {
+			p.add(k+".key", "must be a label key, got %q: %s", t.Key, strings.Join(msgs, "; "))
+		}
+		if msgs := validation.IsValidLabelValue(t.Value); len(msgs) > 0 {
+			p.add(k+".value", "must be a label value, got %q: %s", t.Value, strings.Join(msgs, "; "))
+		}
+		switch t.Effect {
+		case v1alpha1.TaintNoSchedule, v1alpha1.TaintNoExecute:
+			id := t.Key + "\x00" + string(t.Effect)
+			if j, dup := seen[id]; dup {
+				p.add(k, "duplicates %s[%d] (key %q, effect %s)", key, j, t.Key, t.Effect)
+			} else {
+				seen[id] = i
+			}
+		default:
+			p.add(k+".effect", "must be NoSchedule or NoExecute, got %q", t.Effect)
+		}
 	}
 }
 

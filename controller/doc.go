@@ -142,4 +142,11 @@
 //     engine compares its cache with a quorum list once per key and term,
 //     see above.
 //   - Events use the events.k8s.io API with reporting controller "replicafed".
+//   - With spec.propagateDependencies (Workload.Dependencies), pods are not
+//     created while a required ConfigMap, Secret, ServiceAccount or
+//     PersistentVolumeClaim of the template is missing in the member (checked
+//     by Options.Dependencies before any name is reserved): the
+//     MemberReplicaSet shows WaitingForDependencies and the key is synced
+//     again after DependencyRecheck or when the hub has copied them. Upstream
+//     creates such pods, which then fail to start. Deletions never wait.
 package controller

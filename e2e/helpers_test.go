@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -33,6 +34,9 @@ type env struct {
 	f      *fleet.Fleet
 	ns     string
 	dumped sync.Once
+	// extra are members beyond the shared three (a member a test joined),
+	// counted by splitReached and dumped like them.
+	extra map[string]client.Client
 }
 
 // newEnv creates namespace ns in the hub and every member and registers
@@ -71,6 +75,33 @@ func (e *env) dumpIfFailed() {
 	}
 }
 
+// addMember makes a member the test started and joined count in the env's
+// splits and dumps.
+func (e *env) addMember(name string, c client.Client) {
+	if e.extra == nil {
+		e.extra = map[string]client.Client{}
+	}
+	e.extra[name] = c
+}
+
+// memberNames are the shared members, then the env's extra ones by name.
+func (e *env) memberNames() []string {
+	out := append([]string{}, allMembers...)
+	var extra []string
+	for m := range e.extra {
+		extra = append(extra, m)
+	}
+	sort.Strings(extra)
+	return append(out, extra...)
+}
+
+func (e *env) memberClient(m string) client.Client {
+	if c, ok := e.extra[m]; ok {
+		return c
+	}
+	return e.f.MemberClients[m]
+}
+
 func (e *env) members() []client.Client {
 	out := make([]client.Client, 0, len(allMembers))
 	for _, m := range allMembers {
@@ -86,6 +117,11 @@ type frsSpec struct {
 	clusters []v1alpha1.ClusterPreference
 	failover v1alpha1.Failover
 	budget   v1alpha1.MoveBudget
+	// placement is the rest of spec.placement (selector, strategy, mode,
+	// spread, tolerations); clusters above fills its Clusters.
+	placement v1alpha1.Placement
+	// cpu is each pod's cpu request; default 100m.
+	cpu string
 }
 
 // pref is a placement entry with a weight and an optional deletion cost (<0: unset).
@@ -107,6 +143,12 @@ func selector(name string) labels.Selector {
 func (e *env) create(s frsSpec) *v1alpha1.FederatedReplicaSet {
 	e.t.Helper()
 	lbl := map[string]string{"e2e-app": s.name}
+	placement := s.placement
+	placement.Clusters = s.clusters
+	cpu := s.cpu
+	if cpu == "" {
+		cpu = "100m"
+	}
 	frs := &v1alpha1.FederatedReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: s.name},
 		Spec: v1alpha1.FederatedReplicaSetSpec{
@@ -118,13 +160,13 @@ func (e *env) create(s frsSpec) *v1alpha1.FederatedReplicaSet {
 					Containers: []corev1.Container{{
 						Name: "app", Image: "registry.k8s.io/pause:3.10",
 						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-							corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
+							corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("64Mi"),
 						}},
 					}},
 					Tolerations: []corev1.Toleration{testcluster.KwokToleration},
 				},
 			},
-			Placement:  v1alpha1.Placement{Clusters: s.clusters},
+			Placement:  placement,
 			Failover:   s.failover,
 			MoveBudget: s.budget,
 		},
@@ -170,7 +212,7 @@ func (e *env) getFRS(name string) *v1alpha1.FederatedReplicaSet {
 // its API server.
 func (e *env) pods(ctx context.Context, member, name string) ([]corev1.Pod, error) {
 	l := &corev1.PodList{}
-	err := e.f.MemberClients[member].List(ctx, l, client.InNamespace(e.ns), client.MatchingLabelsSelector{Selector: selector(name)})
+	err := e.memberClient(member).List(ctx, l, client.InNamespace(e.ns), client.MatchingLabelsSelector{Selector: selector(name)})
 	if err != nil {
 		return nil, fmt.Errorf("listing pods of %s in %s: %w", name, member, err)
 	}
@@ -195,23 +237,32 @@ func ready(p *corev1.Pod) bool {
 type counts struct{ active, ready, terminating int }
 
 func (e *env) count(ctx context.Context, member, name string) (counts, error) {
-	ps, err := e.pods(ctx, member, name)
+	c, err := e.countIn(ctx, e.memberClient(member), name)
 	if err != nil {
-		return counts{}, err
+		return counts{}, fmt.Errorf("%s: %w", member, err)
 	}
-	var c counts
-	for i := range ps {
-		switch {
-		case ps[i].DeletionTimestamp != nil:
-			c.terminating++
-		case active(&ps[i]):
-			c.active++
-			if ready(&ps[i]) {
-				c.ready++
+	return c, nil
+}
+
+// countIn counts the pods of a FederatedReplicaSet in the member c reaches.
+func (e *env) countIn(ctx context.Context, c client.Client, name string) (counts, error) {
+	l := &corev1.PodList{}
+	if err := c.List(ctx, l, client.InNamespace(e.ns), client.MatchingLabelsSelector{Selector: selector(name)}); err != nil {
+		return counts{}, fmt.Errorf("listing pods of %s: %w", name, err)
+	}
+	var n counts
+	for i := range l.Items {
+		switch p := &l.Items[i]; {
+		case p.DeletionTimestamp != nil:
+			n.terminating++
+		case active(p):
+			n.active++
+			if ready(p) {
+				n.ready++
 			}
 		}
 	}
-	return c, nil
+	return n, nil
 }
 
 // split is a number of pods per member; members not named have 0.
@@ -230,7 +281,14 @@ func (s split) String() string {
 	for _, m := range allMembers {
 		parts = append(parts, fmt.Sprintf("%s=%d", m, s[m]))
 	}
-	return strings.Join(parts, " ")
+	var extra []string
+	for m, n := range s {
+		if !slices.Contains(allMembers, m) {
+			extra = append(extra, fmt.Sprintf("%s=%d", m, n))
+		}
+	}
+	sort.Strings(extra)
+	return strings.Join(append(parts, extra...), " ")
 }
 
 // waitSplit waits until every member runs exactly want[member] ready pods of
@@ -262,7 +320,7 @@ func (e *env) splitReached(ctx context.Context, name string, want split) (bool, 
 	got := split{}
 	var msgs []string
 	ok := true
-	for _, m := range allMembers {
+	for _, m := range e.memberNames() {
 		c, err := e.count(ctx, m, name)
 		if err != nil {
 			return false, err.Error()
@@ -346,9 +404,9 @@ func (e *env) dump() {
 			e.t.Logf("--- frs %s gen %d deleting=%v finalizers=%v status=%+v", frs.Name, frs.Generation, frs.DeletionTimestamp != nil, frs.Finalizers, frs.Status)
 		}
 	}
-	for _, m := range allMembers {
+	for _, m := range e.memberNames() {
 		pl := &corev1.PodList{}
-		if err := e.f.MemberClients[m].List(ctx, pl, client.InNamespace(e.ns)); err != nil {
+		if err := e.memberClient(m).List(ctx, pl, client.InNamespace(e.ns)); err != nil {
 			e.t.Logf("--- %s pods: %v", m, err)
 			continue
 		}
@@ -364,7 +422,7 @@ func (e *env) dump() {
 		sort.Strings(lines)
 		e.t.Logf("--- %s pods in %s (%d) ---\n%s", m, e.ns, len(lines), strings.Join(lines, "\n"))
 		ml := &v1alpha1.MemberReplicaSetList{}
-		if err := e.f.MemberClients[m].List(ctx, ml, client.InNamespace(e.ns)); err == nil {
+		if err := e.memberClient(m).List(ctx, ml, client.InNamespace(e.ns)); err == nil {
 			for _, mrs := range ml.Items {
 				e.t.Logf("--- %s mrs %s replicas=%d deleting=%v status=%+v", m, mrs.Name, mrs.Spec.Replicas, mrs.DeletionTimestamp != nil, mrs.Status)
 			}

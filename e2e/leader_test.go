@@ -83,9 +83,10 @@ func TestLeaderKillMidScale(t *testing.T) {
 	}
 	s := e.startSampler(name, 100*time.Millisecond, bound, replicas+int(surge))
 
-	old := e.f.Leader(ctx)
-	if old == nil {
-		t.Fatal("no raft leader before the scale")
+	// Under load an election may be under way: wait for its outcome.
+	old, err := e.f.WaitLeader(ctx, time.Minute)
+	if err != nil {
+		t.Fatalf("no raft leader before the scale: %v", err)
 	}
 	t.Cleanup(func() { restartReplica(t, e.f, old) })
 	frs := e.getFRS(name)

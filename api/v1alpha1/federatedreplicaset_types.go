@@ -222,6 +222,17 @@ type FederatedReplicaSetSpec struct {
 	// +kubebuilder:default=Delete
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// PropagateDependencies copies the ConfigMaps, Secrets, ServiceAccounts
+	// and PersistentVolumeClaims the template references (volumes, env,
+	// envFrom, imagePullSecrets, serviceAccountName) from this namespace
+	// into every member that runs replicas, keeps the copies updated and
+	// removes them when no FederatedReplicaSet needs them there. Pods wait in
+	// a member until the required ones exist. An object of the same name
+	// that replicafed did not create is never overwritten (condition
+	// DependenciesPropagated False, reason Conflict). Off by default.
+	// +optional
+	PropagateDependencies bool `json:"propagateDependencies,omitempty"`
 }
 
 // ClusterHealth is replicafed's view of a member cluster.

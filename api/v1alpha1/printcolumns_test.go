@@ -1,19 +1,14 @@
 package v1alpha1_test
 
 import (
-	"context"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/internal/testcluster"
 )
@@ -22,25 +17,11 @@ import (
 // kubectl and API server: the SPREAD column by default, AVAILABLE and
 // UNSCHEDULABLE only in the wide output.
 func TestPrinterColumns(t *testing.T) {
-	hubCRDs, err := crds.Hub()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := testcluster.Start(t, testcluster.Options{Name: "columns-hub", CRDs: hubCRDs})
+	hub, c, ctx := startHub(t, "columns-hub")
 	bin, err := testcluster.FindBinDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(hub.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 
 	frs := validFRS("web")
 	frs.Spec.Replicas = ptr.To[int32](8)

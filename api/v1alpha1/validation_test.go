@@ -6,11 +6,10 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +17,7 @@ import (
 	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/api/policy"
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/testcluster"
 )
 
@@ -70,27 +70,7 @@ func installSelectorPolicy(ctx context.Context, t *testing.T, c client.Client) {
 }
 
 func TestFederatedReplicaSetValidation(t *testing.T) {
-	hubCRDs, err := crds.Hub()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := testcluster.Start(t, testcluster.Options{Name: "crd-hub", CRDs: hubCRDs})
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := admissionregistrationv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := autoscalingv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(hub.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	_, c, ctx := startHub(t, "crd-hub")
 	installSelectorPolicy(ctx, t, c)
 
 	t.Run("defaults", func(t *testing.T) {
@@ -134,6 +114,32 @@ func TestFederatedReplicaSetValidation(t *testing.T) {
 		}
 		if s.DeletionPolicy != v1alpha1.DeletionPolicyDelete {
 			t.Errorf("deletionPolicy default = %q, want Delete", s.DeletionPolicy)
+		}
+		// Optional and not defaulted: objects that do not set it are stored
+		// and served without it.
+		raw := &unstructured.Unstructured{}
+		raw.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FederatedReplicaSet"))
+		if err := c.Get(ctx, client.ObjectKeyFromObject(frs), raw); err != nil {
+			t.Fatal(err)
+		}
+		if v, found, _ := unstructured.NestedFieldNoCopy(raw.Object, "spec", "propagateDependencies"); found {
+			t.Errorf("propagateDependencies defaulted to %v, want absent", v)
+		}
+	})
+
+	t.Run("propagateDependencies accepted", func(t *testing.T) {
+		frs := validFRS("with-dependencies")
+		frs.Spec.PropagateDependencies = true
+		if err := c.Create(ctx, frs); err != nil {
+			t.Fatalf("refused: %v", err)
+		}
+		got := &v1alpha1.FederatedReplicaSet{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(frs), got); err != nil || !got.Spec.PropagateDependencies {
+			t.Fatalf("propagateDependencies not stored: %v %v", err, got.Spec.PropagateDependencies)
+		}
+		got.Spec.PropagateDependencies = false
+		if err := c.Update(ctx, got); err != nil {
+			t.Fatalf("turning it off refused: %v", err)
 		}
 	})
 
@@ -338,4 +344,22 @@ func TestFederatedReplicaSetValidation(t *testing.T) {
 			t.Fatalf("spec.replicas after scale to 0 = %d", *got.Spec.Replicas)
 		}
 	})
+}
+
+// startHub starts a hub API server with the hub CRDs and returns it, a
+// client for it and a context that ends two minutes on (or with the test).
+func startHub(t *testing.T, name string) (*testcluster.Cluster, client.Client, context.Context) {
+	t.Helper()
+	hubCRDs, err := crds.Hub()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := testcluster.Start(t, testcluster.Options{Name: name, CRDs: hubCRDs})
+	c, err := client.New(hub.Config, client.Options{Scheme: kubescheme.Must()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return hub, c, ctx
 }

@@ -52,12 +52,13 @@ func runMemberCommand(ctx context.Context, cmd string, args []string, stdout, st
 	sa := fs.String("service-account", memberaccess.DefaultServiceAccount, "name of replicafed's ServiceAccount in the member")
 	role := fs.String("cluster-role", memberaccess.ClusterRoleName, "name of the member ClusterRole and its binding")
 	var labels map[string]string
-	var createNS, force, insecure bool
+	var createNS, propagateDeps, force, insecure bool
 	var server string
 	var expiration time.Duration
 	if cmd == "join" {
 		fs.StringToStringVar(&labels, "labels", nil, "member labels matched by clusterSelectors, k=v,...")
 		fs.BoolVar(&createNS, "create-namespaces", true, "grant namespace creation; must match the hub's controller.createNamespaces")
+		fs.BoolVar(&propagateDeps, "propagate-dependencies", false, "grant access to ConfigMaps, Secrets, ServiceAccounts and PersistentVolumeClaims, for FederatedReplicaSets with spec.propagateDependencies")
 		fs.StringVar(&server, "member-server", "", "member API server address as the hub replicas reach it (default: the member kubeconfig's)")
 		fs.DurationVar(&expiration, "token-expiration", memberaccess.DefaultTokenExpiration, "requested token lifetime; join again to renew")
 		fs.BoolVar(&insecure, "allow-insecure-member", false, "accept a member kubeconfig that skips TLS verification (the hub Secret will skip it too)")
@@ -100,7 +101,7 @@ func runMemberCommand(ctx context.Context, cmd string, args []string, stdout, st
 		}
 	}
 	grant := memberaccess.GrantOptions{Namespace: *memberNS, ServiceAccount: *sa, ClusterRoleName: *role,
-		Role: memberaccess.RoleOptions{CreateNamespaces: createNS}, TokenExpiration: expiration, Server: server, AllowInsecure: insecure}
+		Role: memberaccess.RoleOptions{CreateNamespaces: createNS, PropagateDependencies: propagateDeps}, TokenExpiration: expiration, Server: server, AllowInsecure: insecure}
 	reg := memberaccess.HubOptions{Namespace: *namespace, SecretLabel: *secretLabel, SecretKey: *secretKey}
 
 	if cmd == "join" {

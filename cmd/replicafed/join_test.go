@@ -10,13 +10,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/internal/testworkload"
 )
 
 func TestMemberCommandUsage(t *testing.T) {
@@ -75,17 +75,7 @@ func TestJoinUnjoinCommands(t *testing.T) {
 		t.Fatal("join printed the member token")
 	}
 
-	frs := &v1alpha1.FederatedReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
-		Spec: v1alpha1.FederatedReplicaSetSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}},
-			},
-		},
-	}
+	frs := testworkload.FRS("default", "web", 1)
 	if err := hubCl.Create(ctx, frs); err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func execute(ctx context.Context, args []string, lookupEnv func(string) (string,
 		return exitConfig
 	}
 	ctrllog.SetLogger(log)
-	if err := run(ctx, cfg, log); err != nil {
+	if err := run(logr.NewContext(ctx, log), cfg); err != nil {
 		log.Error(err, "Replicafed stopped")
 		return exitFailed
 	}
@@ -80,9 +80,9 @@ func execute(ctx context.Context, args []string, lookupEnv func(string) (string,
 
 // run starts replicafed from a validated configuration and blocks until ctx
 // ends. Components (raft store, hub manager, member engines) are wired here.
-func run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
+func run(ctx context.Context, cfg *config.Config) error {
 	v := version.Get()
-	log.Info("Configuration loaded",
+	logr.FromContextOrDiscard(ctx).Info("Configuration loaded",
 		"version", v.Version,
 		"commit", v.Commit,
 		"raftID", cfg.Raft.ID,
@@ -90,5 +90,5 @@ func run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		"peers", len(cfg.Raft.Peers),
 		"staticClusters", len(cfg.Clusters.Static),
 		"hubNamespace", cfg.Hub.Namespace)
-	return server.Run(ctx, cfg, log)
+	return server.Run(ctx, cfg)
 }

@@ -5,6 +5,11 @@
 // from the FederatedReplicaSet's namespace into each member that runs
 // replicas, and the member engine holds pod creation until the required ones
 // exist.
+//
+// Of and Required read templates; Copy, Merge and Release build the objects
+// written to members; Desired and Decide say, per member, which copies must
+// exist, for which FederatedReplicaSets, and what to do with each name.
+// Nothing here talks to an API server (federation/propagation does).
 package dependencies
 
 import (
@@ -43,7 +48,7 @@ type Ref struct {
 // ServiceAccount. Secrets of the service account's token are not included:
 // the member's token controller provides them.
 func Of(spec *corev1.PodSpec) []Ref {
-	c := collector{seen: map[key]int{}}
+	c := collector{seen: map[Key]int{}}
 	sa := spec.ServiceAccountName
 	if sa == "" {
 		sa = spec.DeprecatedServiceAccount
@@ -75,14 +80,9 @@ func Of(spec *corev1.PodSpec) []Ref {
 	return c.refs
 }
 
-type key struct {
-	kind Kind
-	name string
-}
-
 type collector struct {
 	refs []Ref
-	seen map[key]int
+	seen map[Key]int
 }
 
 // add records a reference; a required reference makes an optional one
@@ -91,7 +91,7 @@ func (c *collector) add(kind Kind, name string, optional bool) {
 	if name == "" {
 		return
 	}
-	k := key{kind, name}
+	k := Key{Kind: kind, Name: name}
 	if i, ok := c.seen[k]; ok {
 		c.refs[i].Optional = c.refs[i].Optional && optional
 		return

@@ -33,6 +33,7 @@ import (
 	"github.com/replicafed/replicafed/controller/replicastatus"
 	"github.com/replicafed/replicafed/controller/slowstart"
 	"github.com/replicafed/replicafed/internal/ctxjoin"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/metrics"
 )
 
@@ -86,6 +87,12 @@ type Options struct {
 	// Nodes reads the member's nodes for node cost tiers; it must be an
 	// informer cache so a scale-down costs no API call. nil means Client.
 	Nodes client.Reader
+	// Dependencies checks that a workload's dependencies exist before pods
+	// are created; nil creates pods without checking.
+	Dependencies DependencyChecker
+	// DependencyRecheck is how soon a key waiting for dependencies is
+	// synced again without an event; 0 means DefaultDependencyRecheck.
+	DependencyRecheck time.Duration
 }
 
 // DefaultUnsatisfiedRequeue is the default Options.UnsatisfiedRequeue.
@@ -129,12 +136,15 @@ func New(o Options) *Engine {
 	if o.UnsatisfiedRequeue <= 0 {
 		o.UnsatisfiedRequeue = DefaultUnsatisfiedRequeue
 	}
+	if o.DependencyRecheck <= 0 {
+		o.DependencyRecheck = DefaultDependencyRecheck
+	}
 	return &Engine{o: o}
 }
 
 // Key returns the expectations key of a MemberReplicaSet in this member.
-func (e *Engine) Key(nn types.NamespacedName) expectations.Key {
-	return expectations.Key{Cluster: e.o.Cluster, Namespace: nn.Namespace, Name: nn.Name}
+func (e *Engine) Key(nn types.NamespacedName) fedref.MemberObject {
+	return fedref.MemberObject{Cluster: e.o.Cluster, Namespace: nn.Namespace, Name: nn.Name}
 }
 
 // Sync reconciles one MemberReplicaSet. An error means "retry with backoff".
@@ -247,8 +257,15 @@ func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, err
 	}
 
 	var manageErr error
-	if needsSync && !deleting {
-		manageErr = e.manage(ctx, key, mrs, w, selector, claimed)
+	gate, waiting := gateNotChecked, (*metav1.Condition)(nil)
+	switch {
+	case needsSync && !deleting:
+		// Pods wait for the template's dependencies; deletions never do.
+		if gate, waiting = e.checkDependencies(ctx, mrs, w, len(claimed)); gate == gateOpen {
+			manageErr = e.manage(ctx, key, mrs, w, selector, claimed)
+		}
+	case deleting:
+		gate = gateOpen
 	}
 
 	now := e.o.Clock.Now()
@@ -257,6 +274,7 @@ func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, err
 		MinReadySeconds: mrs.Spec.MinReadySeconds, Active: claimed, Terminating: terminating,
 		ManageErr: manageErr, Now: now,
 	})
+	st.Conditions = withDependencyCondition(st.Conditions, gate, waiting)
 	if replicastatus.Changed(mrs.Status, st, mrs.Generation) {
 		st.ObservedGeneration = mrs.Generation
 		if mrs, err = e.writeStatus(ctx, mrs, st); err != nil {
@@ -270,6 +288,11 @@ func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, err
 	var res Result
 	if d, ok := replicastatus.RequeueAfter(mrs.Status, mrs.Spec.MinReadySeconds, claimed, now, e.o.Clock); ok {
 		res.RequeueAfter = d
+	}
+	if gate == gateClosed && (res.RequeueAfter == 0 || res.RequeueAfter > e.o.DependencyRecheck) {
+		// The hub pokes the worker when it has copied the dependencies;
+		// this covers objects that appear by other hands.
+		res.RequeueAfter = e.o.DependencyRecheck
 	}
 	if !needsSync && !deleting {
 		// Outstanding expectations are settled by informer events; if one
@@ -367,7 +390,7 @@ func (e *Engine) listPods(ctx context.Context, mrs *v1alpha1.MemberReplicaSet) (
 }
 
 // manage creates or deletes pods toward the target, at most BurstReplicas.
-func (e *Engine) manage(ctx context.Context, key expectations.Key, mrs *v1alpha1.MemberReplicaSet, w *Workload, selector labels.Selector, active []*corev1.Pod) error {
+func (e *Engine) manage(ctx context.Context, key fedref.MemberObject, mrs *v1alpha1.MemberReplicaSet, w *Workload, selector labels.Selector, active []*corev1.Pod) error {
 	diff := len(active) - int(mrs.Spec.Replicas)
 	switch {
 	case diff < 0:
@@ -396,7 +419,7 @@ func (e *Engine) event(mrs *v1alpha1.MemberReplicaSet, typ, reason, action, note
 	}
 }
 
-func (e *Engine) createPods(ctx context.Context, key expectations.Key, mrs *v1alpha1.MemberReplicaSet, w *Workload, selector labels.Selector, active, n int) error {
+func (e *Engine) createPods(ctx context.Context, key fedref.MemberObject, mrs *v1alpha1.MemberReplicaSet, w *Workload, selector labels.Selector, active, n int) error {
 	log := ctrl.LoggerFrom(ctx)
 	// Refused before any expectation or call, so a bad template costs nothing
 	// but an event and the ReplicaFailure condition.
@@ -485,7 +508,7 @@ func validateTemplate(t *corev1.PodTemplateSpec, selector labels.Selector) error
 	return nil
 }
 
-func (e *Engine) deletePods(ctx context.Context, key expectations.Key, mrs *v1alpha1.MemberReplicaSet, selector labels.Selector, active []*corev1.Pod, n int) error {
+func (e *Engine) deletePods(ctx context.Context, key fedref.MemberObject, mrs *v1alpha1.MemberReplicaSet, selector labels.Selector, active []*corev1.Pod, n int) error {
 	log := ctrl.LoggerFrom(ctx)
 	// The MemberReplicaSet stands in for a Deployment-owned ReplicaSet with no
 	// siblings: related pods are the ones its selector matches.
@@ -518,7 +541,7 @@ func (e *Engine) deletePods(ctx context.Context, key expectations.Key, mrs *v1al
 // deleteExact deletes the given pods of mrs's namespace in parallel, each
 // only if its UID still matches. Their deletions must already be expected
 // in the store; a delete that fails settles its expectation at once.
-func (e *Engine) deleteExact(ctx context.Context, key expectations.Key, mrs *v1alpha1.MemberReplicaSet, pods []expectations.PodRef) error {
+func (e *Engine) deleteExact(ctx context.Context, key fedref.MemberObject, mrs *v1alpha1.MemberReplicaSet, pods []expectations.PodRef) error {
 	errs := make(chan error, len(pods))
 	var wg sync.WaitGroup
 	for _, p := range pods {
@@ -577,7 +600,7 @@ func (e *Engine) writeStatus(ctx context.Context, mrs *v1alpha1.MemberReplicaSet
 	return fresh, nil
 }
 
-func (e *Engine) report(ctx context.Context, key expectations.Key, mrs *v1alpha1.MemberReplicaSet, active []*corev1.Pod, now time.Time) {
+func (e *Engine) report(ctx context.Context, key fedref.MemberObject, mrs *v1alpha1.MemberReplicaSet, active []*corev1.Pod, now time.Time) {
 	if e.o.Sink == nil {
 		return
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/replicafed/replicafed/controller/claim"
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/replicastatus"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/metrics"
 )
@@ -38,13 +39,13 @@ var (
 	hubRef = v1alpha1.HubReference{Namespace: "hub-ns", Name: "web", UID: "hub-uid", Generation: 1}
 )
 
-type staticSource map[expectations.Key]*Workload
+type staticSource map[fedref.MemberObject]*Workload
 
-func (s staticSource) Workload(k expectations.Key) (*Workload, bool) { w, ok := s[k]; return w, ok }
+func (s staticSource) Workload(k fedref.MemberObject) (*Workload, bool) { w, ok := s[k]; return w, ok }
 
 func workload(target int32) *Workload {
 	return &Workload{
-		Key: expectations.Key{Cluster: "m1", Namespace: nn.Namespace, Name: nn.Name}, Target: target,
+		Key: fedref.MemberObject{Cluster: "m1", Namespace: nn.Namespace, Name: nn.Name}, Target: target,
 		Selector: &metav1.LabelSelector{MatchLabels: lbls},
 		Template: corev1.PodTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Labels: lbls, Annotations: map[string]string{"a": "b"}, Finalizers: []string{"f/x"}},
@@ -96,6 +97,7 @@ type hopts struct {
 	gate    Gate
 	store   expectations.Store
 	noOwner bool
+	deps    DependencyChecker
 }
 
 func newHarness(t *testing.T, w *Workload, o hopts) *harness {
@@ -160,12 +162,13 @@ func newHarness(t *testing.T, w *Workload, o hopts) *harness {
 	}
 	h.eng = New(Options{
 		Cluster: "m1", Client: h.cl, APIReader: live, Store: st, Source: h.src,
-		Sink: StatusSinkFunc(func(_ context.Context, _ expectations.Key, ms MemberStatus) {
+		Sink: StatusSinkFunc(func(_ context.Context, _ fedref.MemberObject, ms MemberStatus) {
 			h.mu.Lock()
 			h.report = append(h.report, ms)
 			h.mu.Unlock()
 		}),
 		Gate: o.gate, Recorder: h.rec, BurstReplicas: o.burst, Clock: clocktesting.NewFakePassiveClock(now),
+		Dependencies: o.deps,
 	})
 	return h
 }
@@ -213,7 +216,7 @@ func (h *harness) events() []string {
 	}
 }
 
-func (h *harness) key() expectations.Key { return h.eng.Key(nn) }
+func (h *harness) key() fedref.MemberObject { return h.eng.Key(nn) }
 
 // observeCreations plays the informer: settle one creation per live pod.
 func (h *harness) observeAll() {
@@ -621,7 +624,7 @@ type namingStore struct {
 	failed []string
 }
 
-func (s *namingStore) ExpectCreations(ctx context.Context, k expectations.Key, in expectations.CreateIntent) ([]string, error) {
+func (s *namingStore) ExpectCreations(ctx context.Context, k fedref.MemberObject, in expectations.CreateIntent) ([]string, error) {
 	names, err := s.Memory.ExpectCreations(ctx, k, in)
 	for i := range names {
 		names[i] = fmt.Sprintf("%s%d", in.Prefix, i)
@@ -629,7 +632,7 @@ func (s *namingStore) ExpectCreations(ctx context.Context, k expectations.Key, i
 	return names, err
 }
 
-func (s *namingStore) CreationFailed(k expectations.Key, name string) {
+func (s *namingStore) CreationFailed(k fedref.MemberObject, name string) {
 	s.failed = append(s.failed, name)
 	s.Memory.CreationFailed(k, name)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 // quorumListTimeout bounds verify's quorum list of a member's pods.
@@ -30,17 +31,17 @@ type freshness struct {
 // when its expectations have been unsatisfied.
 type verified struct {
 	mu    sync.Mutex
-	m     map[expectations.Key]freshness
-	since map[expectations.Key]time.Time
+	m     map[fedref.MemberObject]freshness
+	since map[fedref.MemberObject]time.Time
 }
 
 // unsatisfiedFor records that key's expectations are unsatisfied at now and
 // returns for how long they have been.
-func (v *verified) unsatisfiedFor(k expectations.Key, now time.Time) time.Duration {
+func (v *verified) unsatisfiedFor(k fedref.MemberObject, now time.Time) time.Duration {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.since == nil {
-		v.since = map[expectations.Key]time.Time{}
+		v.since = map[fedref.MemberObject]time.Time{}
 	}
 	t, ok := v.since[k]
 	if !ok {
@@ -51,29 +52,29 @@ func (v *verified) unsatisfiedFor(k expectations.Key, now time.Time) time.Durati
 }
 
 // satisfied ends the unsatisfied period of key.
-func (v *verified) satisfied(k expectations.Key) {
+func (v *verified) satisfied(k fedref.MemberObject) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	delete(v.since, k)
 }
 
-func (v *verified) is(k expectations.Key, f freshness) bool {
+func (v *verified) is(k fedref.MemberObject, f freshness) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	got, ok := v.m[k]
 	return ok && got == f
 }
 
-func (v *verified) set(k expectations.Key, f freshness) {
+func (v *verified) set(k fedref.MemberObject, f freshness) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.m == nil {
-		v.m = map[expectations.Key]freshness{}
+		v.m = map[fedref.MemberObject]freshness{}
 	}
 	v.m[k] = f
 }
 
-func (v *verified) forget(k expectations.Key) {
+func (v *verified) forget(k fedref.MemberObject) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	delete(v.m, k)
@@ -94,7 +95,7 @@ func (e *Engine) freshness(term uint64) freshness {
 // from that list (keeping unfulfilled names for this term), and checks that
 // the informer cache has caught up with the list. ok is false while the
 // cache lags; the caller then writes nothing and retries shortly.
-func (e *Engine) verify(ctx context.Context, key expectations.Key, mrs *v1alpha1.MemberReplicaSet, selector labels.Selector) (ok bool, err error) {
+func (e *Engine) verify(ctx context.Context, key fedref.MemberObject, mrs *v1alpha1.MemberReplicaSet, selector labels.Selector) (ok bool, err error) {
 	log := ctrl.LoggerFrom(ctx)
 	// Pods that take part in the sync match the selector (a pod created
 	// from the template always does), so the list is narrowed to those.

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 // termGate is an open gate whose term the test moves.
@@ -46,7 +47,7 @@ type termStore struct {
 	heldDeletes []expectations.PodRef
 }
 
-func (s *termStore) ExpectCreations(ctx context.Context, k expectations.Key, in expectations.CreateIntent) ([]string, error) {
+func (s *termStore) ExpectCreations(ctx context.Context, k fedref.MemberObject, in expectations.CreateIntent) ([]string, error) {
 	names, err := s.Memory.ExpectCreations(ctx, k, in)
 	for i := range names {
 		names[i] = fmt.Sprintf("%s%d", in.Prefix, i)
@@ -54,21 +55,21 @@ func (s *termStore) ExpectCreations(ctx context.Context, k expectations.Key, in 
 	return names, err
 }
 
-func (s *termStore) CreationFailed(k expectations.Key, name string) {
+func (s *termStore) CreationFailed(k fedref.MemberObject, name string) {
 	s.mu.Lock()
 	s.failed = append(s.failed, name)
 	s.mu.Unlock()
 	s.Memory.CreationFailed(k, name)
 }
 
-func (s *termStore) CreationUnknown(k expectations.Key, name string) {
+func (s *termStore) CreationUnknown(k fedref.MemberObject, name string) {
 	s.mu.Lock()
 	s.unknown = append(s.unknown, name)
 	s.mu.Unlock()
 	s.Memory.CreationUnknown(k, name)
 }
 
-func (s *termStore) ReconcileReservations(ctx context.Context, k expectations.Key, listed map[string]expectations.ListedPod) (expectations.Settlement, error) {
+func (s *termStore) ReconcileReservations(ctx context.Context, k fedref.MemberObject, listed map[string]expectations.ListedPod) (expectations.Settlement, error) {
 	term, _ := expectations.TermFrom(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -8,13 +8,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
-	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/controller/dependencies"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 // Workload is what the hub wants of one FederatedReplicaSet in one member.
 type Workload struct {
 	// Key names the member and the FederatedReplicaSet.
-	Key expectations.Key
+	Key fedref.MemberObject
 	// Target is the member's replica count.
 	Target int32
 	// Selector is the FederatedReplicaSet's pod selector.
@@ -37,13 +38,33 @@ type Workload struct {
 	// copies the pod-security.kubernetes.io/* ones (see PodSecurityLabels),
 	// so pods there meet the same Pod Security Standard as in the hub.
 	NamespaceLabels map[string]string
+	// Dependencies are the objects pods must find in the member before
+	// they are created (spec.propagateDependencies: the template's
+	// required references); empty means pods are created at once.
+	Dependencies []dependencies.Ref
+}
+
+// DependencyChecker says which of a template's dependencies are missing in
+// the member. The engine asks it only when it is about to create pods.
+type DependencyChecker interface {
+	// Missing returns those of refs that do not exist in namespace.
+	Missing(ctx context.Context, namespace string, refs []dependencies.Ref) ([]dependencies.Ref, error)
 }
 
 // WorkloadSource tells the engine what the hub wants; federation and raft
 // provide it. A key it does not know means "hands off": the engine neither
 // creates the MemberReplicaSet nor touches pods.
 type WorkloadSource interface {
-	Workload(key expectations.Key) (*Workload, bool)
+	Workload(key fedref.MemberObject) (*Workload, bool)
+}
+
+// WorkloadLister is implemented by a WorkloadSource that can list the keys
+// it has a workload for in one member. A worker's periodic resync enqueues
+// them as well as the MemberReplicaSets it finds, so a key whose
+// MemberReplicaSet does not exist yet (its first enqueue was lost, for
+// example while the member's worker was being replaced) is not forgotten.
+type WorkloadLister interface {
+	WorkloadKeys(ctx context.Context, cluster string) ([]fedref.MemberObject, error)
 }
 
 // MemberStatus is one member's view of one FederatedReplicaSet after a sync.
@@ -75,7 +96,7 @@ type MemberStatus struct {
 // StatusSink receives every sync's status; the hub aggregator consumes it.
 // Report must not block for long: it runs on the sync path.
 type StatusSink interface {
-	Report(ctx context.Context, key expectations.Key, st MemberStatus)
+	Report(ctx context.Context, key fedref.MemberObject, st MemberStatus)
 }
 
 // Gate says whether this process may write to members now. Enter returns
@@ -98,9 +119,9 @@ func (OpenGate) Enter() (context.Context, uint64, func(), bool) {
 }
 
 // StatusSinkFunc adapts a function to StatusSink.
-type StatusSinkFunc func(ctx context.Context, key expectations.Key, st MemberStatus)
+type StatusSinkFunc func(ctx context.Context, key fedref.MemberObject, st MemberStatus)
 
 // Report implements StatusSink.
-func (f StatusSinkFunc) Report(ctx context.Context, key expectations.Key, st MemberStatus) {
+func (f StatusSinkFunc) Report(ctx context.Context, key fedref.MemberObject, st MemberStatus) {
 	f(ctx, key, st)
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 // DefaultTTL is how long outstanding expectations block a sync before they are
@@ -21,7 +23,7 @@ type Memory struct {
 	clock clock.PassiveClock
 
 	mu      sync.Mutex
-	entries map[Key]*entry
+	entries map[fedref.MemberObject]*entry
 }
 
 type entry struct {
@@ -44,12 +46,12 @@ func NewMemory(ttl time.Duration, clk clock.PassiveClock) *Memory {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Memory{ttl: ttl, clock: clk, entries: map[Key]*entry{}}
+	return &Memory{ttl: ttl, clock: clk, entries: map[fedref.MemberObject]*entry{}}
 }
 
 // Satisfied is true when key has no entry, its counters are both at or below
 // zero, or the entry is older than the TTL.
-func (m *Memory) Satisfied(key Key) bool {
+func (m *Memory) Satisfied(key fedref.MemberObject) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.entries[key]
@@ -65,7 +67,7 @@ func (m *Memory) Satisfied(key Key) bool {
 // ExpectCreations replaces the counters of key with (intent.Count, 0) and grants
 // intent.Count empty names. Like upstream, it keeps any set of expected
 // deletions, whose late observations then drive del below zero harmlessly.
-func (m *Memory) ExpectCreations(_ context.Context, key Key, intent CreateIntent) ([]string, error) {
+func (m *Memory) ExpectCreations(_ context.Context, key fedref.MemberObject, intent CreateIntent) ([]string, error) {
 	if intent.Count <= 0 {
 		return nil, nil
 	}
@@ -81,16 +83,16 @@ func (m *Memory) ExpectCreations(_ context.Context, key Key, intent CreateIntent
 }
 
 // CreationObserved lowers the creation counter of key by one, if key has an entry.
-func (m *Memory) CreationObserved(key Key, _ string) { m.lower(key, 1, 0) }
+func (m *Memory) CreationObserved(key fedref.MemberObject, _ string) { m.lower(key, 1, 0) }
 
 // CreationFailed lowers the creation counter of key by one, if key has an entry.
-func (m *Memory) CreationFailed(key Key, _ string) { m.lower(key, 1, 0) }
+func (m *Memory) CreationFailed(key fedref.MemberObject, _ string) { m.lower(key, 1, 0) }
 
 // CreationUnknown is CreationFailed, as upstream: a counting store has no
 // name to keep, so the informer's view decides.
-func (m *Memory) CreationUnknown(key Key, name string) { m.CreationFailed(key, name) }
+func (m *Memory) CreationUnknown(key fedref.MemberObject, name string) { m.CreationFailed(key, name) }
 
-func (m *Memory) lower(key Key, add, del int64) {
+func (m *Memory) lower(key fedref.MemberObject, add, del int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e, ok := m.entries[key]; ok {
@@ -100,7 +102,7 @@ func (m *Memory) lower(key Key, add, del int64) {
 }
 
 // ExpectDeletions replaces the entry of key with (0, number of distinct names).
-func (m *Memory) ExpectDeletions(_ context.Context, key Key, pods []PodRef) error {
+func (m *Memory) ExpectDeletions(_ context.Context, key fedref.MemberObject, pods []PodRef) error {
 	set := make(map[string]struct{}, len(pods))
 	for _, p := range pods {
 		set[p.Name] = struct{}{}
@@ -112,7 +114,7 @@ func (m *Memory) ExpectDeletions(_ context.Context, key Key, pods []PodRef) erro
 }
 
 // DeletionObserved settles podName's expected deletion once; unknown names are ignored.
-func (m *Memory) DeletionObserved(key Key, podName string) {
+func (m *Memory) DeletionObserved(key fedref.MemberObject, podName string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.entries[key]
@@ -127,7 +129,7 @@ func (m *Memory) DeletionObserved(key Key, podName string) {
 }
 
 // Delete forgets key.
-func (m *Memory) Delete(key Key) {
+func (m *Memory) Delete(key fedref.MemberObject) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.entries, key)
@@ -146,7 +148,7 @@ func (m *Memory) DeleteCluster(cluster string) {
 
 // Counts returns the outstanding creations and deletions of key and whether it
 // has an entry; for tests and debugging.
-func (m *Memory) Counts(key Key) (add, del int64, ok bool) {
+func (m *Memory) Counts(key fedref.MemberObject) (add, del int64, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.entries[key]

@@ -6,11 +6,13 @@ import (
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 func TestMemoryCounters(t *testing.T) {
 	ctx := context.Background()
-	k := Key{Cluster: "m1", Namespace: "ns", Name: "a"}
+	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "a"}
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	m := NewMemory(0, clk)
 
@@ -47,7 +49,7 @@ func TestMemoryCounters(t *testing.T) {
 
 func TestMemoryExpiry(t *testing.T) {
 	ctx := context.Background()
-	k := Key{Cluster: "m1", Namespace: "ns", Name: "a"}
+	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "a"}
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	m := NewMemory(0, clk)
 	if _, err := m.ExpectCreations(ctx, k, CreateIntent{Count: 1}); err != nil {
@@ -72,7 +74,7 @@ func TestMemoryExpiry(t *testing.T) {
 
 func TestMemoryDeletionsCountedOnce(t *testing.T) {
 	ctx := context.Background()
-	k := Key{Cluster: "m1", Namespace: "ns", Name: "a"}
+	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "a"}
 	m := NewMemory(time.Minute, clocktesting.NewFakeClock(time.Unix(0, 0)))
 	if err := m.ExpectDeletions(ctx, k, []PodRef{{Name: "p1"}, {Name: "p2"}, {Name: "p2"}}); err != nil {
 		t.Fatal(err)
@@ -98,7 +100,11 @@ func TestMemoryDeletionsCountedOnce(t *testing.T) {
 func TestMemoryDeleteAndDeleteCluster(t *testing.T) {
 	ctx := context.Background()
 	m := NewMemory(0, nil)
-	keys := []Key{{"m1", "ns", "a"}, {"m1", "ns", "b"}, {"m2", "ns", "a"}}
+	keys := []fedref.MemberObject{
+		{Cluster: "m1", Namespace: "ns", Name: "a"},
+		{Cluster: "m1", Namespace: "ns", Name: "b"},
+		{Cluster: "m2", Namespace: "ns", Name: "a"},
+	}
 	for _, k := range keys {
 		if _, err := m.ExpectCreations(ctx, k, CreateIntent{Count: 1}); err != nil {
 			t.Fatal(err)

@@ -10,20 +10,9 @@ import (
 	"context"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/replicafed/replicafed/internal/fedref"
 )
-
-// Key identifies one FederatedReplicaSet in one member cluster.
-type Key struct {
-	// Cluster is the member cluster name.
-	Cluster string
-	// Namespace and Name are the FederatedReplicaSet's, which are also the
-	// namespace and name of its MemberReplicaSet in the member.
-	Namespace string
-	Name      string
-}
-
-// String renders the key as cluster/namespace/name for logs.
-func (k Key) String() string { return k.Cluster + "/" + k.Namespace + "/" + k.Name }
 
 // CreateIntent describes a batch of creations the engine is about to make.
 type CreateIntent struct {
@@ -76,27 +65,27 @@ func TermFrom(ctx context.Context) (uint64, bool) {
 type Store interface {
 	// Satisfied reports whether no creations or deletions are outstanding for
 	// key (or they have expired), so the engine may create or delete.
-	Satisfied(key Key) bool
+	Satisfied(key fedref.MemberObject) bool
 	// ExpectCreations grants names for creations; see the type comment.
-	ExpectCreations(ctx context.Context, key Key, intent CreateIntent) ([]string, error)
+	ExpectCreations(ctx context.Context, key fedref.MemberObject, intent CreateIntent) ([]string, error)
 	// CreationObserved settles one expected creation when a pod controlled by
 	// key's owner appears. podName lets a name-reserving store settle the right
 	// reservation; a counting store ignores it.
-	CreationObserved(key Key, podName string)
+	CreationObserved(key fedref.MemberObject, podName string)
 	// CreationFailed settles one granted creation that did not happen.
-	CreationFailed(key Key, podName string)
+	CreationFailed(key fedref.MemberObject, podName string)
 	// CreationUnknown settles one granted creation whose call may or may not
 	// have created the pod.
-	CreationUnknown(key Key, podName string)
+	CreationUnknown(key fedref.MemberObject, podName string)
 	// ExpectDeletions records pods about to be deleted. It replaces any earlier
 	// set for key.
-	ExpectDeletions(ctx context.Context, key Key, pods []PodRef) error
+	ExpectDeletions(ctx context.Context, key fedref.MemberObject, pods []PodRef) error
 	// DeletionObserved settles the expected deletion of podName, at most once.
-	DeletionObserved(key Key, podName string)
+	DeletionObserved(key fedref.MemberObject, podName string)
 	// Delete forgets everything about key, for example when the owner is gone.
 	// A replicated store forgets shared state only on the fenced leader; any
 	// other caller's Delete is local.
-	Delete(key Key)
+	Delete(key fedref.MemberObject)
 	// DeleteCluster drops this process's local state for one member cluster
 	// when its worker stops. It never changes replicated state: another
 	// replica may be acting on that member.
@@ -117,7 +106,7 @@ type Relister interface {
 // unfulfilled reservations for the current term, and keeps earlier terms'
 // deletes of pods that still run, which the engine then deletes itself.
 type TermReconciler interface {
-	ReconcileReservations(ctx context.Context, key Key, listed map[string]ListedPod) (Settlement, error)
+	ReconcileReservations(ctx context.Context, key fedref.MemberObject, listed map[string]ListedPod) (Settlement, error)
 }
 
 // ListedPod is one pod of a quorum list, as a TermReconciler reads it.

@@ -17,6 +17,7 @@ import (
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/claim"
 	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 )
 
@@ -66,8 +67,8 @@ func (f *fixture) drain() []string {
 	return out
 }
 
-func (f *fixture) key(name string) expectations.Key {
-	return expectations.Key{Cluster: "m1", Namespace: "ns", Name: name}
+func (f *fixture) key(name string) fedref.MemberObject {
+	return fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: name}
 }
 
 func eq(a, b []string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,28 +26,13 @@ import (
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/replicastatus"
 	"github.com/replicafed/replicafed/controller/worker"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/internal/testworkload"
 )
 
 const member = "m1"
-
-// source is a WorkloadSource a test edits.
-type source struct {
-	mu sync.Mutex
-	m  map[expectations.Key]*engine.Workload
-}
-
-func (s *source) Workload(k expectations.Key) (*engine.Workload, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w, ok := s.m[k]
-	if !ok {
-		return nil, false
-	}
-	cp := *w
-	return &cp, true
-}
 
 // countingStore records the largest creation batch asked for.
 type countingStore struct {
@@ -56,7 +40,7 @@ type countingStore struct {
 	maxCount atomic.Int64
 }
 
-func (c *countingStore) ExpectCreations(ctx context.Context, k expectations.Key, in expectations.CreateIntent) ([]string, error) {
+func (c *countingStore) ExpectCreations(ctx context.Context, k fedref.MemberObject, in expectations.CreateIntent) ([]string, error) {
 	for {
 		cur := c.maxCount.Load()
 		if int64(in.Count) <= cur || c.maxCount.CompareAndSwap(cur, int64(in.Count)) {
@@ -91,7 +75,7 @@ type env struct {
 	t      testing.TB
 	c      *testcluster.Cluster
 	cl     client.Client // direct, for the test's own reads and writes
-	src    *source
+	src    *testworkload.Source
 	store  *countingStore
 	mgr    *worker.Manager
 	writes *atomic.Int64
@@ -119,20 +103,13 @@ func scheme() *runtime.Scheme { return kubescheme.Must() }
 
 func startEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("needs a real control plane")
-	}
-	bin, err := testcluster.FindBinDir()
-	if err != nil {
-		t.Fatalf("finding the control plane binaries (run `make tools`): %v", err)
-	}
 	c := o.reuseClust
 	if c == nil {
 		member, err := crds.Member()
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts := testcluster.Options{Name: member0(), CRDs: member, BinDir: bin}
+		opts := testcluster.Options{Name: member0(), CRDs: member}
 		if o.nodes > 0 {
 			opts.Scheduler, opts.Nodes, opts.NodePods = true, o.nodes, 1100
 		}
@@ -141,7 +118,7 @@ func startEnv(t testing.TB, o envOpts) *env {
 		}
 		c = testcluster.Start(t, opts)
 	}
-	e := &env{t: t, c: c, src: &source{m: map[expectations.Key]*engine.Workload{}}, writes: &atomic.Int64{}, podCreates: &atomic.Int64{}, nodeGets: &atomic.Int64{}}
+	e := &env{t: t, c: c, src: testworkload.NewSource(), writes: &atomic.Int64{}, podCreates: &atomic.Int64{}, nodeGets: &atomic.Int64{}}
 	e.store = &countingStore{Memory: expectations.NewMemory(0, nil)}
 	var err2 error
 	if e.cl, err2 = client.New(c.Config, client.Options{Scheme: scheme()}); err2 != nil {
@@ -158,7 +135,8 @@ func startEnv(t testing.TB, o envOpts) *env {
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return writeCounter{rt: rt, writes: e.writes, podCreates: e.podCreates, nodeGets: e.nodeGets}
 	}
-	mc, err := cluster.New(cfg, func(co *cluster.Options) { co.Scheme = scheme() })
+	// The product's member cache: slim pods and nodes (worker.CacheOptions).
+	mc, err := cluster.New(cfg, func(co *cluster.Options) { co.Scheme = scheme(); worker.CacheOptions(co) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,31 +153,17 @@ func startEnv(t testing.TB, o envOpts) *env {
 
 func member0() string { return member }
 
-func (e *env) key(name string) expectations.Key {
-	return expectations.Key{Cluster: member, Namespace: "default", Name: name}
+func (e *env) key(name string) fedref.MemberObject {
+	return fedref.MemberObject{Cluster: member, Namespace: "default", Name: name}
 }
 
 func (e *env) set(name string, target int32, mutate ...func(*engine.Workload)) {
 	k := e.key(name)
-	lbls := map[string]string{"app": name}
-	w := &engine.Workload{
-		Key: k, Target: target, Selector: &metav1.LabelSelector{MatchLabels: lbls},
-		Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: lbls},
-			Spec: corev1.PodSpec{
-				Containers:                    []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}},
-				Tolerations:                   []corev1.Toleration{testcluster.KwokToleration},
-				TerminationGracePeriodSeconds: ptr.To[int64](0),
-			},
-		},
-		Hub: v1alpha1.HubReference{Namespace: "hub", Name: name, UID: types.UID("hub-" + name)},
-	}
+	w := testworkload.Workload(k, target)
 	for _, m := range mutate {
 		m(w)
 	}
-	e.src.mu.Lock()
-	e.src.m[k] = w
-	e.src.mu.Unlock()
+	e.src.Set(k, w)
 	e.mgr.Enqueue(k)
 }
 

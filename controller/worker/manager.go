@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
-	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 // Manager runs one Worker per engaged member cluster. It implements
@@ -84,7 +84,7 @@ func (m *Manager) Engage(ctx context.Context, name multicluster.ClusterName, cl 
 }
 
 // Enqueue asks the worker of key.Cluster, if engaged, to sync key.
-func (m *Manager) Enqueue(key expectations.Key) {
+func (m *Manager) Enqueue(key fedref.MemberObject) {
 	m.mu.Lock()
 	mem := m.members[key.Cluster]
 	m.mu.Unlock()

@@ -10,7 +10,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 )
 
@@ -51,5 +53,35 @@ func TestEnqueueAllDoesNotWaitForAStuckMember(t *testing.T) {
 	}
 	if ctx.Err() != nil {
 		t.Fatal("EnqueueAll returned only when the caller's context ended")
+	}
+}
+
+// listingSource knows one workload per member and lists it.
+type listingSource struct{ engine.WorkloadSource }
+
+func (listingSource) WorkloadKeys(_ context.Context, cluster string) ([]fedref.MemberObject, error) {
+	return []fedref.MemberObject{{Cluster: cluster, Namespace: "ns", Name: "new"}}, nil
+}
+
+// TestEnqueueAllIncludesWorkloadsWithoutOwner: the periodic resync also
+// enqueues keys the hub wants in the member but whose MemberReplicaSet does
+// not exist yet, so a lost first enqueue is made up for (an FRS once waited
+// minutes with targets committed and no MemberReplicaSet anywhere).
+func TestEnqueueAllIncludesWorkloadsWithoutOwner(t *testing.T) {
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName]())
+	t.Cleanup(q.ShutDown)
+	cl := fake.NewClientBuilder().WithScheme(kubescheme.Must()).WithObjects(mrs("web", "u1", map[string]string{"app": "web"}, 0)).Build()
+	w := &Worker{name: "m1", reader: cl, queue: q, o: Options{Source: listingSource{}}}
+	if err := w.EnqueueAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for q.Len() > 0 {
+		k, _ := q.Get()
+		got[k.String()] = true
+		q.Done(k)
+	}
+	if !got["ns/web"] || !got["ns/new"] || len(got) != 2 {
+		t.Fatalf("queued %v, want ns/web and ns/new", got)
 	}
 }

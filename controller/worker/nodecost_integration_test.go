@@ -17,9 +17,10 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/engine"
-	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/ranking"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/internal/testworkload"
 )
 
 // Node label keys of the node cost test: a capacity type, as Karpenter sets,
@@ -243,29 +244,16 @@ func TestIntegrationNamespacePodSecurityLabels(t *testing.T) {
 	e := startEnv(t, envOpts{createNamespaces: true})
 	ctx := context.Background()
 	const ns, name = "psa-team", "psa"
-	k := expectations.Key{Cluster: member, Namespace: ns, Name: name}
-	lbls := map[string]string{"app": name}
-	w := &engine.Workload{
-		Key: k, Target: 1, Selector: &metav1.LabelSelector{MatchLabels: lbls},
-		Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: lbls},
-			Spec: corev1.PodSpec{
-				Containers:                    []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}},
-				TerminationGracePeriodSeconds: ptr.To[int64](0),
-			},
-		},
-		Hub: v1alpha1.HubReference{Namespace: ns, Name: name, UID: "hub-psa"},
-		NamespaceLabels: map[string]string{
-			"pod-security.kubernetes.io/enforce":         "baseline",
-			"pod-security.kubernetes.io/enforce-version": "latest",
-			"pod-security.kubernetes.io/warn":            "restricted",
-			"kubernetes.io/metadata.name":                ns,
-			"team":                                       "payments",
-		},
+	k := fedref.MemberObject{Cluster: member, Namespace: ns, Name: name}
+	w := testworkload.Workload(k, 1)
+	w.NamespaceLabels = map[string]string{
+		"pod-security.kubernetes.io/enforce":         "baseline",
+		"pod-security.kubernetes.io/enforce-version": "latest",
+		"pod-security.kubernetes.io/warn":            "restricted",
+		"kubernetes.io/metadata.name":                ns,
+		"team":                                       "payments",
 	}
-	e.src.mu.Lock()
-	e.src.m[k] = w
-	e.src.mu.Unlock()
+	e.src.Set(k, w)
 	e.mgr.Enqueue(k)
 
 	got := &corev1.Namespace{}
@@ -295,7 +283,7 @@ func TestIntegrationNamespacePodSecurityLabels(t *testing.T) {
 	// template meets baseline.
 	e.eventually("pod created under baseline", 60*time.Second, func() (bool, string) {
 		var l corev1.PodList
-		if err := e.cl.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels(lbls)); err != nil {
+		if err := e.cl.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels(w.Selector.MatchLabels)); err != nil {
 			return false, err.Error()
 		}
 		return len(l.Items) == 1, fmt.Sprintf("%d pods", len(l.Items))

@@ -30,6 +30,7 @@ import (
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/podstate"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 // Component is the event source name in member clusters.
@@ -62,6 +63,9 @@ type Options struct {
 	RateLimiter workqueue.TypedRateLimiter[types.NamespacedName]
 	// UnsatisfiedRequeue is engine.Options.UnsatisfiedRequeue.
 	UnsatisfiedRequeue time.Duration
+	// Dependencies builds the member's engine.Options.Dependencies from
+	// its cluster; nil leaves pod creation unchecked.
+	Dependencies func(cl cluster.Cluster) engine.DependencyChecker
 }
 
 // Worker runs the engine for one member cluster.
@@ -91,6 +95,10 @@ func New(name string, cl cluster.Cluster, o Options) (*Worker, error) {
 	}
 	w := &Worker{name: name, cl: cl, o: o, reader: cl.GetCache()}
 	w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "replicafed-" + name})
+	var deps engine.DependencyChecker
+	if o.Dependencies != nil {
+		deps = o.Dependencies(cl)
+	}
 	w.eng = engine.New(engine.Options{
 		Cluster: name, Client: cl.GetClient(), APIReader: cl.GetAPIReader(), Store: o.Store,
 		Source: o.Source, Sink: o.Sink, Gate: o.Gate, Recorder: cl.GetEventRecorder(Component),
@@ -99,6 +107,8 @@ func New(name string, cl cluster.Cluster, o Options) (*Worker, error) {
 		// Node cost tiers read node labels from the cache's node informer
 		// (shared with the hub's capacity estimate), never live.
 		Nodes: cl.GetCache(),
+		// Pods wait for their dependencies (spec.propagateDependencies).
+		Dependencies: deps,
 	})
 	return w, nil
 }
@@ -139,6 +149,15 @@ func (w *Worker) EnqueueAll(ctx context.Context) error {
 	}
 	for i := range l.Items {
 		w.queue.Add(client.ObjectKeyFromObject(&l.Items[i]))
+	}
+	if src, ok := w.o.Source.(engine.WorkloadLister); ok {
+		keys, err := src.WorkloadKeys(ctx, w.name)
+		if err != nil {
+			return fmt.Errorf("listing the workloads of %s: %w", w.name, err)
+		}
+		for _, k := range keys {
+			w.queue.Add(types.NamespacedName{Namespace: k.Namespace, Name: k.Name})
+		}
 	}
 	return nil
 }
@@ -246,8 +265,8 @@ type handlers struct {
 	log klog.Logger
 }
 
-func (h *handlers) key(nn types.NamespacedName) expectations.Key {
-	return expectations.Key{Cluster: h.w.name, Namespace: nn.Namespace, Name: nn.Name}
+func (h *handlers) key(nn types.NamespacedName) fedref.MemberObject {
+	return fedref.MemberObject{Cluster: h.w.name, Namespace: nn.Namespace, Name: nn.Name}
 }
 
 // resolve returns the MemberReplicaSet a controller reference points to, or

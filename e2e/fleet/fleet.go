@@ -78,6 +78,14 @@ type Fleet struct {
 	keepDir       bool
 	secretMembers bool
 	proxies       map[string]*faultproxy.Proxy
+	// binary is the replicafed binary the replicas run; provider and
+	// memberSpec start more members like the first ones (StartMember).
+	binary     string
+	provider   Provider
+	memberSpec ClusterSpec
+	// extra are the members StartMember started, stopped with the fleet.
+	extraMu sync.Mutex
+	extra   []Cluster
 }
 
 // New starts everything and returns once every replica is running and a raft
@@ -131,10 +139,14 @@ func (f *Fleet) start(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	f.binary, f.provider = binary, o.Provider
+	f.memberSpec = ClusterSpec{Member: true, Nodes: o.Nodes, NodeCPU: o.NodeCPU, NodeMem: o.NodeMem, NodePods: o.NodePods}
 	o.Log("starting hub and %d members", len(o.Members))
 	specs := []ClusterSpec{{Name: "hub"}}
 	for _, m := range o.Members {
-		specs = append(specs, ClusterSpec{Name: m, Member: true, Nodes: o.Nodes, NodeCPU: o.NodeCPU, NodeMem: o.NodeMem, NodePods: o.NodePods})
+		s := f.memberSpec
+		s.Name = m
+		specs = append(specs, s)
 	}
 	clusters := make([]Cluster, len(specs))
 	errs := make([]error, len(specs))
@@ -363,6 +375,9 @@ func (f *Fleet) Stop() {
 		_ = p.Close()
 	}
 	clusters := append([]Cluster{}, f.Members...)
+	f.extraMu.Lock()
+	clusters = append(clusters, f.extra...)
+	f.extraMu.Unlock()
 	if f.Hub != nil {
 		clusters = append(clusters, f.Hub)
 	}
@@ -404,4 +419,36 @@ func buildBinary(ctx context.Context, dir string) (string, error) {
 		return "", fmt.Errorf("building replicafed: %w\n%s", err, b)
 	}
 	return out, nil
+}
+
+// Binary is the path of the replicafed binary the replicas run, for tests
+// that run its other commands (join, unjoin) as an operator would.
+func (f *Fleet) Binary() string { return f.binary }
+
+// StartMember starts one more member cluster like the fleet's own (same
+// provider and nodes) and does not register it with replicafed: the caller
+// joins it (replicafed join) and may Stop it; the fleet stops it otherwise.
+// It is not in Members or MemberClients.
+func (f *Fleet) StartMember(ctx context.Context, name string) (Cluster, client.Client, error) {
+	if f.Member(name) != nil {
+		return nil, nil, fmt.Errorf("member %s is already in the fleet", name)
+	}
+	spec := f.memberSpec
+	spec.Name = name
+	c, err := f.provider.Start(ctx, spec)
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting member %s: %w", name, err)
+	}
+	f.extraMu.Lock()
+	f.extra = append(f.extra, c)
+	f.extraMu.Unlock()
+	scheme, err := kubescheme.New()
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := client.New(c.Config(), client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, nil, fmt.Errorf("member %s client: %w", name, err)
+	}
+	return c, cl, nil
 }

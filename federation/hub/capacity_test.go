@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/replicafed/replicafed/controller/engine"
-	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 // fixedCapacity answers every estimate of a member with one number.
@@ -35,7 +35,7 @@ func TestCapacityFromCountersNotLists(t *testing.T) {
 	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
 		t.Fatal(err)
 	}
-	tg, _, _ := e.targets.Targets(FRSRef{Namespace: "default", Name: "web"})
+	tg, _, _ := e.targets.Targets(fedref.FRS{Namespace: "default", Name: "web"})
 	if tg["a"] != 1 || tg["b"] != 5 {
 		t.Fatalf("targets = %v, want a:1 (its free capacity) b:5", tg)
 	}
@@ -49,7 +49,7 @@ func TestUnknownCapacityIsUnbounded(t *testing.T) {
 	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
 		t.Fatal(err)
 	}
-	tg, _, _ := e.targets.Targets(FRSRef{Namespace: "default", Name: "web"})
+	tg, _, _ := e.targets.Targets(fedref.FRS{Namespace: "default", Name: "web"})
 	if tg["a"] != 3 || tg["b"] != 3 {
 		t.Fatalf("targets = %v, want a:3 b:3", tg)
 	}
@@ -61,8 +61,8 @@ func TestUnknownCapacityIsUnbounded(t *testing.T) {
 // left alone.
 func TestUnchangedPlanPokesLaggingMembers(t *testing.T) {
 	e := newEnv(t, true, frs(4), healthy("a", "b"), nil, nil)
-	_ = e.targets.SetTargets(context.Background(), FRSRef{Namespace: "default", Name: "web", UID: "uid-1"}, 3, map[string]int32{"a": 2, "b": 2})
-	e.r.Reports.Report(context.Background(), expectations.Key{Cluster: "a", Namespace: "default", Name: "web"},
+	_ = e.targets.SetTargets(context.Background(), fedref.FRS{Namespace: "default", Name: "web", UID: "uid-1"}, 3, map[string]int32{"a": 2, "b": 2})
+	e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: "a", Namespace: "default", Name: "web"},
 		engine.MemberStatus{Target: 2, Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, ReportedAt: now})
 	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
 		t.Fatal(err)

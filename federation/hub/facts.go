@@ -12,9 +12,9 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/engine"
-	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/federation/planner"
 	"github.com/replicafed/replicafed/federation/registry"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 // A plan is a function of the spec, the committed targets and facts every
@@ -149,7 +149,7 @@ func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaS
 			f.missing[name] = "health unknown"
 		}
 		if isEngaged {
-			key := expectations.Key{Cluster: name, Namespace: frs.Namespace, Name: frs.Name}
+			key := fedref.MemberObject{Cluster: name, Namespace: frs.Namespace, Name: frs.Name}
 			if rep, ok := r.memberReport(ctx, m, frs, key, termStart); ok {
 				f.reports[name] = rep
 				pm.Current, pm.Ready = rep.Replicas, rep.ReadyReplicas
@@ -186,7 +186,7 @@ func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaS
 // local worker when there is one, else the MemberReplicaSet status the
 // member stores (written by whichever leader synced it last), read from this
 // replica's member cache. ok is false when neither exists.
-func (r *Reconciler) memberReport(ctx context.Context, m *registry.Member, frs *v1alpha1.FederatedReplicaSet, key expectations.Key, termStart time.Time) (engine.MemberStatus, bool) {
+func (r *Reconciler) memberReport(ctx context.Context, m *registry.Member, frs *v1alpha1.FederatedReplicaSet, key fedref.MemberObject, termStart time.Time) (engine.MemberStatus, bool) {
 	local, haveLocal := r.Reports.Get(key)
 	if haveLocal && !local.ReportedAt.Before(termStart) && (local.Hub.UID == "" || local.Hub.UID == frs.UID) {
 		return local, true

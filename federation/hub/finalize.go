@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
-	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 // ConditionDeleting is set while the deletion waits for members.
@@ -159,7 +159,7 @@ func (r *Reconciler) finalize(ctx context.Context, frs *v1alpha1.FederatedReplic
 		return ctrl.Result{}, fmt.Errorf("forgetting targets of %s: %w", klog.KObj(frs), err)
 	}
 	for name := range names {
-		r.Expectations.Delete(expectations.Key{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
+		r.Expectations.Delete(fedref.MemberObject{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
 	}
 	r.Reports.Forget(frs.Namespace, frs.Name)
 	if r.Intents != nil {

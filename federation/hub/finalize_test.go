@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 func TestDeletionOrphans(t *testing.T) {
@@ -78,7 +79,7 @@ func TestDeletionWaitsForPodsThatOutliveTheMemberReplicaSet(t *testing.T) {
 		return c.Delete(ctx, obj, opts...)
 	}}
 	e := newEnv(t, true, frs(2, deleting()), healthy("a"), map[string][]client.Object{"a": objs}, map[string]interceptor.Funcs{"a": funcs})
-	_ = e.targets.SetTargets(context.Background(), FRSRef{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 2})
+	_ = e.targets.SetTargets(context.Background(), fedref.FRS{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 2})
 
 	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
 		t.Fatal(err)

@@ -15,11 +15,11 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/engine"
-	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/federation/registry"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
-var ref = FRSRef{Namespace: "default", Name: "web"}
+var ref = fedref.FRS{Namespace: "default", Name: "web"}
 
 // memberMRS is the MemberReplicaSet an earlier leader's worker left in a
 // member, with the status it wrote: what the member runs.
@@ -76,7 +76,7 @@ func TestHandoverPlansLikeAnUndisturbedLeader(t *testing.T) {
 			delete(ms, "b")
 			delete(ms, "c")
 			// a's worker already reported in this term: nothing about a is missing.
-			e.r.Reports.Report(context.Background(), expectations.Key{Cluster: "a", Namespace: "default", Name: "web"},
+			e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: "a", Namespace: "default", Name: "web"},
 				engine.MemberStatus{Target: 10, Replicas: 10, ReadyReplicas: 10, AvailableReplicas: 10, ReportedAt: now})
 			return func() { ms["b"], ms["c"] = b, c }
 		}},
@@ -88,7 +88,7 @@ func TestHandoverPlansLikeAnUndisturbedLeader(t *testing.T) {
 		{"no local reports, MemberReplicaSets only: no wait needed", func(e *env) func() { return func() {} }},
 		{"stale local reports from an earlier term of this replica", func(e *env) func() {
 			for _, m := range []string{"a", "b", "c"} {
-				e.r.Reports.Report(context.Background(), expectations.Key{Cluster: m, Namespace: "default", Name: "web"},
+				e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: m, Namespace: "default", Name: "web"},
 					engine.MemberStatus{Target: 150, Replicas: 150, ReadyReplicas: 150, ReportedAt: now.Add(-time.Hour)})
 			}
 			return func() {}

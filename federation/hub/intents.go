@@ -7,6 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/replicafed/replicafed/api/v1alpha1"
 )
 
 // AnnotationPropagation records, on a FederatedReplicaSet being deleted, the
@@ -44,3 +46,10 @@ func (d *DeletionIntents) Orphan(uid types.UID) bool {
 
 // Forget drops what is known about uid.
 func (d *DeletionIntents) Forget(uid types.UID) { d.orphan.Delete(uid) }
+
+// Orphans reports whether deleting frs leaves its pods running, decided as
+// the deletion protocol decides it (an orphan delete seen here, the
+// recorded annotation or finalizer, else spec.deletionPolicy).
+func (d *DeletionIntents) Orphans(frs *v1alpha1.FederatedReplicaSet) bool {
+	return deletionOrphans(frs, d.Orphan(frs.UID))
+}

@@ -5,9 +5,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/federation/health"
 	"github.com/replicafed/replicafed/federation/registry"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 // Members lists the engaged member clusters (registry.Registry).
@@ -21,21 +21,15 @@ type HealthSource interface {
 	State(cluster string) (health.State, bool)
 }
 
-// FRSRef names a FederatedReplicaSet in the hub.
-type FRSRef struct {
-	Namespace, Name string
-	UID             string
-}
-
 // TargetStore keeps the committed per-member targets (raft in production).
 type TargetStore interface {
 	// Targets returns the committed targets and the FederatedReplicaSet
 	// generation they were planned for.
-	Targets(frs FRSRef) (targets map[string]int32, generation int64, ok bool)
+	Targets(frs fedref.FRS) (targets map[string]int32, generation int64, ok bool)
 	// SetTargets commits new targets.
-	SetTargets(ctx context.Context, frs FRSRef, generation int64, targets map[string]int32) error
+	SetTargets(ctx context.Context, frs fedref.FRS, generation int64, targets map[string]int32) error
 	// DeleteTargets forgets a FederatedReplicaSet.
-	DeleteTargets(ctx context.Context, frs FRSRef) error
+	DeleteTargets(ctx context.Context, frs fedref.FRS) error
 }
 
 // Gate says whether this replica may act (it is the raft leader with a valid
@@ -46,13 +40,13 @@ type Gate interface {
 
 // Poker asks a member worker to sync one key soon.
 type Poker interface {
-	Enqueue(key expectations.Key)
+	Enqueue(key fedref.MemberObject)
 }
 
 // ExpectationsForgetter drops a FederatedReplicaSet's expectations once it is
 // gone from every member.
 type ExpectationsForgetter interface {
-	Delete(key expectations.Key)
+	Delete(key fedref.MemberObject)
 }
 
 // CapacitySource estimates how many more pods of a template fit in a member

@@ -19,12 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
-	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/federation/aggregate"
 	"github.com/replicafed/replicafed/federation/capacity"
 	"github.com/replicafed/replicafed/federation/planner"
 	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/internal/ctxjoin"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/metrics"
 )
 
@@ -134,7 +134,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	ref := refOf(frs)
 	prev, prevGen, _ := r.Targets.Targets(ref)
 	f := r.gather(ctx, frs, prev, termStart, now)
-	if wait := r.awaitFacts(frs, f, now); wait > 0 {
+	if wait := r.awaitFacts(frs, f, termStart, now); wait > 0 {
 		log.V(2).Info("Waiting for member facts before planning", "frs", klog.KObj(frs), "missing", f.missingText())
 		// A member may lack a report because its worker never got the
 		// key: ask it.
@@ -184,7 +184,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 					"cluster %s: target %d -> %d (%s)", ch.Cluster, ch.From, ch.To, ch.Reason)
 			}
 			for name := range targets {
-				r.Poker.Enqueue(expectations.Key{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
+				r.Poker.Enqueue(fedref.MemberObject{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
 			}
 		}
 	} else if !changed {
@@ -227,7 +227,7 @@ func (r *Reconciler) pokeLagging(frs *v1alpha1.FederatedReplicaSet, targets map[
 		if rep, ok := f.reports[name]; ok && rep.Target == target {
 			continue
 		}
-		r.Poker.Enqueue(expectations.Key{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
+		r.Poker.Enqueue(fedref.MemberObject{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
 	}
 }
 
@@ -274,15 +274,16 @@ func (r *Reconciler) warn(frs *v1alpha1.FederatedReplicaSet, key, reason, format
 }
 
 // awaitFacts returns how long to wait before planning because some member's
-// facts are missing (bounded by reportGrace from the first wait).
-func (r *Reconciler) awaitFacts(frs *v1alpha1.FederatedReplicaSet, f facts, now time.Time) time.Duration {
+// facts are missing (bounded by reportGrace from the first wait in this
+// term: a wait left from an earlier term of this replica does not count).
+func (r *Reconciler) awaitFacts(frs *v1alpha1.FederatedReplicaSet, f facts, termStart, now time.Time) time.Duration {
 	key := frs.Namespace + "/" + frs.Name
 	if len(f.missing) == 0 {
 		r.awaiting.Delete(key)
 		return 0
 	}
 	since, ok := r.awaiting.Load(key)
-	if !ok {
+	if !ok || since.Before(termStart) {
 		r.awaiting.Store(key, now)
 		since = now
 	}
@@ -303,7 +304,7 @@ func (r *Reconciler) withDeparted(frs *v1alpha1.FederatedReplicaSet, prev, targe
 		}
 		rep, ok := f.reports[name]
 		if !ok {
-			rep, ok = r.Reports.Get(expectations.Key{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
+			rep, ok = r.Reports.Get(fedref.MemberObject{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
 		}
 		if !ok || rep.Replicas > 0 || rep.TerminatingReplicas > 0 {
 			targets[name] = 0
@@ -406,7 +407,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, frs *v1alpha1.FederatedRep
 		}
 		rep, ok := f.reports[name]
 		if !ok {
-			rep, ok = r.Reports.Get(expectations.Key{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
+			rep, ok = r.Reports.Get(fedref.MemberObject{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
 		}
 		if ok {
 			ar := &aggregate.Report{

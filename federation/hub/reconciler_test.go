@@ -18,17 +18,16 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/engine"
-	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/federation/health"
 	"github.com/replicafed/replicafed/federation/registry"
+	"github.com/replicafed/replicafed/internal/fakecluster"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 )
 
@@ -41,29 +40,6 @@ func testScheme(t *testing.T) *runtime.Scheme {
 		t.Fatal(err)
 	}
 	return s
-}
-
-// fakeCluster is a member whose client and cache are one fake client.
-type fakeCluster struct {
-	cluster.Cluster
-	c client.Client
-}
-
-func (f fakeCluster) GetClient() client.Client    { return f.c }
-func (f fakeCluster) GetAPIReader() client.Reader { return f.c }
-func (f fakeCluster) GetCache() cache.Cache       { return fakeCache{c: f.c} }
-
-type fakeCache struct {
-	cache.Cache
-	c client.Client
-}
-
-func (f fakeCache) List(ctx context.Context, l client.ObjectList, o ...client.ListOption) error {
-	return f.c.List(ctx, l, o...)
-}
-
-func (f fakeCache) Get(ctx context.Context, k client.ObjectKey, obj client.Object, o ...client.GetOption) error {
-	return f.c.Get(ctx, k, obj, o...)
 }
 
 type fakeMembers map[string]*registry.Member
@@ -95,14 +71,14 @@ type memTargets struct {
 	deleted []string
 }
 
-func (m *memTargets) Targets(frs FRSRef) (map[string]int32, int64, bool) {
+func (m *memTargets) Targets(frs fedref.FRS) (map[string]int32, int64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t, ok := m.targets[frs.Namespace+"/"+frs.Name]
 	return t, m.gens[frs.Namespace+"/"+frs.Name], ok
 }
 
-func (m *memTargets) SetTargets(_ context.Context, frs FRSRef, gen int64, t map[string]int32) error {
+func (m *memTargets) SetTargets(_ context.Context, frs fedref.FRS, gen int64, t map[string]int32) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.err != nil {
@@ -113,7 +89,7 @@ func (m *memTargets) SetTargets(_ context.Context, frs FRSRef, gen int64, t map[
 	return nil
 }
 
-func (m *memTargets) DeleteTargets(_ context.Context, frs FRSRef) error {
+func (m *memTargets) DeleteTargets(_ context.Context, frs fedref.FRS) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.targets, frs.Namespace+"/"+frs.Name)
@@ -127,14 +103,18 @@ func (g gate) Allowed() (context.Context, bool) { return context.Background(), g
 
 type pokes struct {
 	mu   sync.Mutex
-	keys []expectations.Key
+	keys []fedref.MemberObject
 }
 
-func (p *pokes) Enqueue(k expectations.Key) { p.mu.Lock(); p.keys = append(p.keys, k); p.mu.Unlock() }
+func (p *pokes) Enqueue(k fedref.MemberObject) {
+	p.mu.Lock()
+	p.keys = append(p.keys, k)
+	p.mu.Unlock()
+}
 
-type forgotten struct{ keys []expectations.Key }
+type forgotten struct{ keys []fedref.MemberObject }
 
-func (f *forgotten) Delete(k expectations.Key) { f.keys = append(f.keys, k) }
+func (f *forgotten) Delete(k fedref.MemberObject) { f.keys = append(f.keys, k) }
 
 func frs(replicas int32, mods ...func(*v1alpha1.FederatedReplicaSet)) *v1alpha1.FederatedReplicaSet {
 	f := &v1alpha1.FederatedReplicaSet{
@@ -186,7 +166,7 @@ func newEnv(t *testing.T, open bool, hubObj *v1alpha1.FederatedReplicaSet, healt
 		}
 		c := b.Build()
 		e.members[name] = c
-		ms[name] = &registry.Member{Name: name, Cluster: fakeCluster{c: c}}
+		ms[name] = &registry.Member{Name: name, Cluster: fakecluster.New(c)}
 	}
 	e.r = &Reconciler{
 		Hub: e.hub, Registry: ms, Health: health, Targets: e.targets, Reports: NewReports(nil),
@@ -234,7 +214,7 @@ func TestLeaderPlansCommitsAndReports(t *testing.T) {
 	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
 		t.Fatal(err)
 	}
-	tg, gen, ok := e.targets.Targets(FRSRef{Namespace: "default", Name: "web"})
+	tg, gen, ok := e.targets.Targets(fedref.FRS{Namespace: "default", Name: "web"})
 	if !ok || gen != 3 || tg["a"] != 2 || tg["b"] != 2 {
 		t.Fatalf("targets = %v gen %d, want a:2 b:2 gen 3", tg, gen)
 	}
@@ -255,7 +235,7 @@ func TestLeaderPlansCommitsAndReports(t *testing.T) {
 
 	// Reports arrive: the status sums them and the FRS becomes Ready.
 	for _, m := range []string{"a", "b"} {
-		e.r.Reports.Report(context.Background(), expectations.Key{Cluster: m, Namespace: "default", Name: "web"},
+		e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: m, Namespace: "default", Name: "web"},
 			engine.MemberStatus{Target: 2, Replicas: 2, FullyLabeledReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, ReportedAt: now})
 	}
 	e.pokes.keys = nil
@@ -279,13 +259,13 @@ func TestUnhealthyMemberPastGraceIsFailedOver(t *testing.T) {
 	h["b"] = v1alpha1.ClusterUnreachable // since an hour ago, past the 60s default
 	e := newEnv(t, true, frs(4), h, nil, nil)
 	e.r.Defaults = v1alpha1.Failover{UnreachableGracePeriod: &metav1.Duration{Duration: time.Minute}}
-	_ = e.targets.SetTargets(context.Background(), FRSRef{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 2, "b": 2})
-	e.r.Reports.Report(context.Background(), expectations.Key{Cluster: "a", Namespace: "default", Name: "web"},
+	_ = e.targets.SetTargets(context.Background(), fedref.FRS{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 2, "b": 2})
+	e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: "a", Namespace: "default", Name: "web"},
 		engine.MemberStatus{Target: 2, Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, ReportedAt: now})
 	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
 		t.Fatal(err)
 	}
-	tg, _, _ := e.targets.Targets(FRSRef{Namespace: "default", Name: "web"})
+	tg, _, _ := e.targets.Targets(fedref.FRS{Namespace: "default", Name: "web"})
 	if tg["a"] != 4 || tg["b"] != 0 {
 		t.Fatalf("targets = %v, want a:4 b:0", tg)
 	}
@@ -301,7 +281,7 @@ func TestPlanWaitsForReportsAfterTakeover(t *testing.T) {
 	e := newEnv(t, true, frs(6), healthy("a", "b"), nil, nil)
 	// The previous leader placed 4:2 (say, capacity-bound); a fresh plan from
 	// weights alone would say 3:3.
-	_ = e.targets.SetTargets(context.Background(), FRSRef{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 4, "b": 2})
+	_ = e.targets.SetTargets(context.Background(), fedref.FRS{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 4, "b": 2})
 	res, err := e.r.Reconcile(context.Background(), req())
 	if err != nil {
 		t.Fatal(err)
@@ -309,18 +289,18 @@ func TestPlanWaitsForReportsAfterTakeover(t *testing.T) {
 	if res.RequeueAfter <= 0 {
 		t.Fatalf("no requeue while reports are missing: %+v", res)
 	}
-	if tg, _, _ := e.targets.Targets(FRSRef{Namespace: "default", Name: "web"}); tg["a"] != 4 || tg["b"] != 2 {
+	if tg, _, _ := e.targets.Targets(fedref.FRS{Namespace: "default", Name: "web"}); tg["a"] != 4 || tg["b"] != 2 {
 		t.Fatalf("targets changed before reports arrived: %v", tg)
 	}
 	// Reports arrive: ready pods stay where they are.
 	for m, n := range map[string]int32{"a": 4, "b": 2} {
-		e.r.Reports.Report(context.Background(), expectations.Key{Cluster: m, Namespace: "default", Name: "web"},
+		e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: m, Namespace: "default", Name: "web"},
 			engine.MemberStatus{Target: n, Replicas: n, ReadyReplicas: n, AvailableReplicas: n, ReportedAt: now})
 	}
 	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
 		t.Fatal(err)
 	}
-	if tg, _, _ := e.targets.Targets(FRSRef{Namespace: "default", Name: "web"}); tg["a"] != 4 || tg["b"] != 2 {
+	if tg, _, _ := e.targets.Targets(fedref.FRS{Namespace: "default", Name: "web"}); tg["a"] != 4 || tg["b"] != 2 {
 		t.Fatalf("ready replicas moved after takeover: %v", tg)
 	}
 }
@@ -329,7 +309,7 @@ func TestPlanWaitForReportsIsBounded(t *testing.T) {
 	e := newEnv(t, true, frs(4), healthy("a", "b"), nil, nil)
 	clk := clocktesting.NewFakePassiveClock(now)
 	e.r.Clock = clk
-	_ = e.targets.SetTargets(context.Background(), FRSRef{Namespace: "default", Name: "web"}, 2, map[string]int32{"a": 2, "b": 2})
+	_ = e.targets.SetTargets(context.Background(), fedref.FRS{Namespace: "default", Name: "web"}, 2, map[string]int32{"a": 2, "b": 2})
 	if res, _ := e.r.Reconcile(context.Background(), req()); res.RequeueAfter <= 0 {
 		t.Fatalf("expected a wait for reports")
 	}
@@ -337,7 +317,7 @@ func TestPlanWaitForReportsIsBounded(t *testing.T) {
 	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
 		t.Fatal(err)
 	}
-	if _, gen, _ := e.targets.Targets(FRSRef{Namespace: "default", Name: "web"}); gen != 3 {
+	if _, gen, _ := e.targets.Targets(fedref.FRS{Namespace: "default", Name: "web"}); gen != 3 {
 		t.Fatalf("no plan committed after the grace: generation %d", gen)
 	}
 }
@@ -403,7 +383,7 @@ func TestDeletion(t *testing.T) {
 			e := newEnv(t, true, frs(2, deleting(tc.extra...)), tc.health,
 				map[string][]client.Object{"a": {mrs(tc.memberUID)}},
 				map[string]interceptor.Funcs{"a": recordDeletes(&policies)})
-			_ = e.targets.SetTargets(context.Background(), FRSRef{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 2})
+			_ = e.targets.SetTargets(context.Background(), fedref.FRS{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 2})
 			var err error
 			for i := 0; i < 3 && err == nil; i++ { // delete, then observe it gone
 				_, err = e.r.Reconcile(context.Background(), req())
@@ -492,14 +472,14 @@ func TestHeldMemberRequeuesAtGraceExpiry(t *testing.T) {
 	e := newEnv(t, true, frs(4), h, nil, nil)
 	e.r.Health = sinceHealth{fakeHealth: h, since: now.Add(-15 * time.Second)}
 	e.r.Defaults = v1alpha1.Failover{UnreachableGracePeriod: &metav1.Duration{Duration: time.Minute}}
-	_ = e.targets.SetTargets(context.Background(), FRSRef{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 2, "b": 2})
-	e.r.Reports.Report(context.Background(), expectations.Key{Cluster: "a", Namespace: "default", Name: "web"},
+	_ = e.targets.SetTargets(context.Background(), fedref.FRS{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 2, "b": 2})
+	e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: "a", Namespace: "default", Name: "web"},
 		engine.MemberStatus{Target: 2, Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, ReportedAt: now})
 	res, err := e.r.Reconcile(context.Background(), req())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tg, _, _ := e.targets.Targets(FRSRef{Namespace: "default", Name: "web"}); tg["b"] != 2 {
+	if tg, _, _ := e.targets.Targets(fedref.FRS{Namespace: "default", Name: "web"}); tg["b"] != 2 {
 		t.Fatalf("member within its grace period lost its target: %v", tg)
 	}
 	if want := 45 * time.Second; res.RequeueAfter != want {
@@ -537,7 +517,7 @@ func TestWorkloadsHandsOff(t *testing.T) {
 	tg := &memTargets{targets: map[string]map[string]int32{"default/web": {"a": 2}, "default/gone": {"a": 1}, "other/web": {"a": 1}}, gens: map[string]int64{"default/web": 3}}
 	def := &v1alpha1.NodeCost{Key: "tier", Values: []string{"spot", "reserved"}}
 	w := &Workloads{Hub: c, Targets: tg, DefaultNodeCost: def}
-	got, ok := w.Workload(expectations.Key{Cluster: "a", Namespace: "default", Name: "web"})
+	got, ok := w.Workload(fedref.MemberObject{Cluster: "a", Namespace: "default", Name: "web"})
 	if !ok || got.Target != 2 || got.Hub.UID != "uid-1" || got.Hub.Generation != 3 {
 		t.Fatalf("Workload = %+v, %v", got, ok)
 	}
@@ -552,7 +532,7 @@ func TestWorkloadsHandsOff(t *testing.T) {
 	if err := c.Create(context.Background(), other); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []expectations.Key{
+	for _, k := range []fedref.MemberObject{
 		{Cluster: "a", Namespace: "other", Name: "web"},    // namespace unreadable
 		{Cluster: "b", Namespace: "default", Name: "web"},  // no target for the member
 		{Cluster: "a", Namespace: "default", Name: "gone"}, // being deleted
@@ -561,5 +541,61 @@ func TestWorkloadsHandsOff(t *testing.T) {
 		if _, ok := w.Workload(k); ok {
 			t.Errorf("Workload(%v) should be hands off", k)
 		}
+	}
+}
+
+// An object deleted while its plan waits for member facts leaves no wait
+// behind: a later object of the same name must wait for its own facts.
+func TestDeletedObjectForgetsItsWait(t *testing.T) {
+	e := newEnv(t, true, frs(6), healthy("a", "b"), nil, nil)
+	_ = e.targets.SetTargets(context.Background(), fedref.FRS{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 4, "b": 2})
+	if res, err := e.r.Reconcile(context.Background(), req()); err != nil || res.RequeueAfter <= 0 {
+		t.Fatalf("expected a wait for reports: %+v, %v", res, err)
+	}
+	if _, ok := e.r.awaiting.Load("default/web"); !ok {
+		t.Fatal("the wait was not recorded")
+	}
+	obj := get(t, e.hub)
+	obj.Finalizers = nil
+	if err := e.hub.Update(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.hub.Delete(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+		t.Fatal(err)
+	}
+	if since, ok := e.r.awaiting.Load("default/web"); ok {
+		t.Fatalf("deleted object still waits since %v", since)
+	}
+}
+
+// termGate is an open gate whose leader context is replaced to model a new
+// term of this replica.
+type termGate struct{ ctx context.Context }
+
+func (g *termGate) Allowed() (context.Context, bool) { return g.ctx, true }
+
+// A wait begun in an earlier term of this replica does not count in a later
+// one: the new term lacks the facts again and waits its own grace.
+func TestWaitForFactsStartsAgainInANewTerm(t *testing.T) {
+	e := newEnv(t, true, frs(6), healthy("a", "b"), nil, nil)
+	clk := clocktesting.NewFakePassiveClock(now)
+	e.r.Clock = clk
+	g := &termGate{ctx: context.Background()}
+	e.r.Gate = g
+	_ = e.targets.SetTargets(context.Background(), fedref.FRS{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 4, "b": 2})
+	if res, err := e.r.Reconcile(context.Background(), req()); err != nil || res.RequeueAfter <= 0 {
+		t.Fatalf("expected a wait for reports: %+v, %v", res, err)
+	}
+	// Leadership lost before the reports came, and won again later.
+	g.ctx = context.WithValue(context.Background(), termGate{}, "next term")
+	clk.SetTime(now.Add(reportGrace + time.Minute))
+	if res, err := e.r.Reconcile(context.Background(), req()); err != nil || res.RequeueAfter <= 0 {
+		t.Fatalf("the new term planned without waiting for reports: %+v, %v", res, err)
+	}
+	if tg, _, _ := e.targets.Targets(fedref.FRS{Namespace: "default", Name: "web"}); tg["a"] != 4 || tg["b"] != 2 {
+		t.Fatalf("targets changed before the new term's reports arrived: %v", tg)
 	}
 }

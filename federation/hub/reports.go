@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/replicafed/replicafed/controller/engine"
-	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 // Reports keeps each member's latest status for each FederatedReplicaSet. It is
@@ -13,17 +13,17 @@ import (
 // the FederatedReplicaSet for the hub reconciler.
 type Reports struct {
 	mu      sync.RWMutex
-	latest  map[expectations.Key]engine.MemberStatus
+	latest  map[fedref.MemberObject]engine.MemberStatus
 	trigger func(namespace, name string)
 }
 
 // NewReports returns an empty Reports; trigger is called after a changed report.
 func NewReports(trigger func(namespace, name string)) *Reports {
-	return &Reports{latest: map[expectations.Key]engine.MemberStatus{}, trigger: trigger}
+	return &Reports{latest: map[fedref.MemberObject]engine.MemberStatus{}, trigger: trigger}
 }
 
 // Report implements engine.StatusSink.
-func (r *Reports) Report(_ context.Context, key expectations.Key, st engine.MemberStatus) {
+func (r *Reports) Report(_ context.Context, key fedref.MemberObject, st engine.MemberStatus) {
 	r.mu.Lock()
 	old, had := r.latest[key]
 	r.latest[key] = st
@@ -50,7 +50,7 @@ func sameCounts(a, b engine.MemberStatus) bool {
 }
 
 // Get returns the latest report of key.
-func (r *Reports) Get(key expectations.Key) (engine.MemberStatus, bool) {
+func (r *Reports) Get(key fedref.MemberObject) (engine.MemberStatus, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	st, ok := r.latest[key]

@@ -14,8 +14,8 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/engine"
-	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/federation/registry"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 func registrations(regs ...registry.Registration) func(context.Context) ([]registry.Registration, error) {
@@ -23,7 +23,7 @@ func registrations(regs ...registry.Registration) func(context.Context) ([]regis
 }
 
 func report(e *env, cluster string, n int32) {
-	e.r.Reports.Report(context.Background(), expectations.Key{Cluster: cluster, Namespace: "default", Name: "web"},
+	e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: cluster, Namespace: "default", Name: "web"},
 		engine.MemberStatus{Target: n, Replicas: n, ReadyReplicas: n, AvailableReplicas: n, ReportedAt: now})
 }
 
@@ -53,7 +53,7 @@ func TestTaintWithoutTimeAddedRunsOutFromFirstSight(t *testing.T) {
 	e.r.Clock = clk
 	e.r.Registered = registrations(registry.Registration{Name: "a"},
 		registry.Registration{Name: "b", Taints: []v1alpha1.ClusterTaint{{Key: "maintenance", Effect: v1alpha1.TaintNoExecute}}})
-	ref := FRSRef{Namespace: "default", Name: "web"}
+	ref := fedref.FRS{Namespace: "default", Name: "web"}
 	_ = e.targets.SetTargets(context.Background(), ref, 3, map[string]int32{"a": 2, "b": 2})
 	report(e, "a", 2)
 	report(e, "b", 2)
@@ -97,7 +97,7 @@ func TestInvalidTaintsCordonAndWarnOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if tg, _, _ := e.targets.Targets(FRSRef{Namespace: "default", Name: "web"}); tg["b"] != 0 || tg["a"] != 4 {
+	if tg, _, _ := e.targets.Targets(fedref.FRS{Namespace: "default", Name: "web"}); tg["b"] != 0 || tg["a"] != 4 {
 		t.Fatalf("targets = %v, want everything on a", tg)
 	}
 	var warned int
@@ -208,7 +208,7 @@ func TestTaintWindowContinuesFromRecordedTime(t *testing.T) {
 		}
 		return nil
 	}
-	_ = e.targets.SetTargets(context.Background(), FRSRef{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 2, "b": 2})
+	_ = e.targets.SetTargets(context.Background(), fedref.FRS{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 2, "b": 2})
 	report(e, "a", 2)
 	report(e, "b", 2)
 	res, err := e.r.Reconcile(context.Background(), req())
@@ -236,7 +236,7 @@ func TestRelabelledMemberReplanned(t *testing.T) {
 	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
 		t.Fatal(err)
 	}
-	ref := FRSRef{Namespace: "default", Name: "web"}
+	ref := fedref.FRS{Namespace: "default", Name: "web"}
 	if tg, _, _ := e.targets.Targets(ref); tg["b"] != 4 || tg["a"] != 0 {
 		t.Fatalf("targets = %v, want all 4 on b (now region=eu), none on a", tg)
 	}

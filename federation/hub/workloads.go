@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -9,8 +10,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/dependencies"
 	"github.com/replicafed/replicafed/controller/engine"
-	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 // Workloads answers the member engine's question "what does the hub want of
@@ -28,13 +30,16 @@ type Workloads struct {
 	DefaultNodeCost *v1alpha1.NodeCost
 }
 
-var _ engine.WorkloadSource = &Workloads{}
+var (
+	_ engine.WorkloadSource = &Workloads{}
+	_ engine.WorkloadLister = &Workloads{}
+)
 
 // workloadReadTimeout bounds the hub cache reads of one Workload call.
 const workloadReadTimeout = 10 * time.Second
 
 // Workload implements engine.WorkloadSource.
-func (w *Workloads) Workload(key expectations.Key) (*engine.Workload, bool) {
+func (w *Workloads) Workload(key fedref.MemberObject) (*engine.Workload, bool) {
 	// A cached read of a kind not cached yet waits for its informer to
 	// sync: bound it, so a member worker never hangs here.
 	ctx, cancel := context.WithTimeout(context.Background(), workloadReadTimeout)
@@ -61,7 +66,14 @@ func (w *Workloads) Workload(key expectations.Key) (*engine.Workload, bool) {
 	if err := w.Hub.Get(ctx, types.NamespacedName{Name: key.Namespace}, ns); err != nil {
 		return nil, false
 	}
+	var deps []dependencies.Ref
+	if frs.Spec.PropagateDependencies {
+		// Only what the hub copies is waited for; without propagation the
+		// template's references are the member's business, as upstream.
+		deps = dependencies.Required(dependencies.Of(&frs.Spec.Template.Spec))
+	}
 	return &engine.Workload{
+		Dependencies:    deps,
 		NodeCost:        engine.NodeCostFor(frs, w.DefaultNodeCost),
 		NamespaceLabels: ns.Labels,
 		Key:             key,
@@ -75,6 +87,29 @@ func (w *Workloads) Workload(key expectations.Key) (*engine.Workload, bool) {
 	}, true
 }
 
-func refOf(frs *v1alpha1.FederatedReplicaSet) FRSRef {
-	return FRSRef{Namespace: frs.Namespace, Name: frs.Name, UID: string(frs.UID)}
+// WorkloadKeys implements engine.WorkloadLister: the keys of every
+// FederatedReplicaSet in the hub cache, not being deleted, with a committed
+// target for cluster.
+func (w *Workloads) WorkloadKeys(ctx context.Context, cluster string) ([]fedref.MemberObject, error) {
+	var list v1alpha1.FederatedReplicaSetList
+	if err := w.Hub.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing FederatedReplicaSets for the workloads of %s: %w", cluster, err)
+	}
+	var out []fedref.MemberObject
+	for i := range list.Items {
+		frs := &list.Items[i]
+		if frs.DeletionTimestamp != nil {
+			continue
+		}
+		if targets, _, ok := w.Targets.Targets(refOf(frs)); ok {
+			if _, ok := targets[cluster]; ok {
+				out = append(out, fedref.MemberObject{Cluster: cluster, Namespace: frs.Namespace, Name: frs.Name})
+			}
+		}
+	}
+	return out, nil
+}
+
+func refOf(frs *v1alpha1.FederatedReplicaSet) fedref.FRS {
+	return fedref.FRS{Namespace: frs.Namespace, Name: frs.Name, UID: string(frs.UID)}
 }

@@ -118,8 +118,10 @@ func (w *Writer) Start(ctx context.Context) error {
 			continue
 		}
 		pctx, cancel := ctxjoin.Join(ctx, lctx)
-		if err := w.Sync(pctx); err != nil {
-			log.V(1).Info("Writing member cluster status failed", "reason", err.Error())
+		// Every error here is the hub's (list, write, delete), so it shows
+		// at the default verbosity; one caused by losing leadership does not.
+		if err := w.Sync(pctx); err != nil && pctx.Err() == nil {
+			log.Error(err, "Writing member cluster status failed")
 		}
 		cancel()
 	}

@@ -10,36 +10,18 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/federation/health"
 	"github.com/replicafed/replicafed/federation/registry"
+	"github.com/replicafed/replicafed/internal/fakecluster"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 )
 
 var now = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
-
-// memberCluster is a member whose cache is a fake client.
-type memberCluster struct {
-	cluster.Cluster
-	c client.Client
-}
-
-func (m memberCluster) GetCache() cache.Cache { return memberCache{c: m.c} }
-
-type memberCache struct {
-	cache.Cache
-	c client.Client
-}
-
-func (m memberCache) List(ctx context.Context, l client.ObjectList, o ...client.ListOption) error {
-	return m.c.List(ctx, l, o...)
-}
 
 type members map[string]*registry.Member
 
@@ -88,7 +70,7 @@ func TestSync(t *testing.T) {
 				{Name: "b", Taints: []v1alpha1.ClusterTaint{{Key: "maintenance", Effect: v1alpha1.TaintNoExecute}}},
 			}, nil
 		},
-		Members: members{"a": {Name: "a", Cluster: memberCluster{c: memberA}}},
+		Members: members{"a": {Name: "a", Cluster: fakecluster.New(memberA)}},
 		Health: healthMap{
 			"a": {Health: v1alpha1.ClusterHealthy, Since: now.Add(-time.Hour)},
 			"b": {Health: v1alpha1.ClusterUnreachable, Since: now.Add(-time.Minute), LastError: "dial tcp: connection refused"},

@@ -2,8 +2,6 @@ package planner
 
 import (
 	"math/rand"
-	"reflect"
-	"slices"
 	"testing"
 
 	v1alpha1 "github.com/replicafed/replicafed/api/v1alpha1"
@@ -122,14 +120,7 @@ func TestCostOrderedPropertyInvariantsAndDeterminism(t *testing.T) {
 		in := costOrderedInput(rng, genOpts{})
 		r := Plan(in)
 		checkInvariants(t, in, r)
-		shuffled := in
-		shuffled.Members = slices.Clone(in.Members)
-		rng.Shuffle(len(shuffled.Members), func(i, j int) {
-			shuffled.Members[i], shuffled.Members[j] = shuffled.Members[j], shuffled.Members[i]
-		})
-		if r2, r3 := Plan(in), Plan(shuffled); !reflect.DeepEqual(r, r2) || !reflect.DeepEqual(r.Targets, r3.Targets) || !reflect.DeepEqual(r.Changes, r3.Changes) {
-			t.Fatalf("not deterministic:\n%s\n%s\n%s\ninput:\n%s", targetsString(r), targetsString(r2), targetsString(r3), describe(in))
-		}
+		checkDeterministic(t, rng, in, r, describe)
 		if t.Failed() {
 			t.Fatalf("input:\n%s", describe(in))
 		}
@@ -139,23 +130,9 @@ func TestCostOrderedPropertyInvariantsAndDeterminism(t *testing.T) {
 func TestCostOrderedPropertyMonotone(t *testing.T) {
 	rng := rand.New(rand.NewSource(42))
 	for run := range propertyRuns / 10 {
-		policy := v1alpha1.MoveBackNever
-		if run%2 == 1 {
-			policy = v1alpha1.MoveBackOnRecovery
-		}
-		in := costOrderedInput(rng, genOpts{policy: policy})
+		in := costOrderedInput(rng, genOpts{policy: alternatePolicy(run)})
 		in.MoveBudget = budget(2, 1)
-		prev := Result{}
-		for n := int32(0); n <= 90; n++ {
-			in.Replicas = n
-			r := Plan(in)
-			for _, tg := range r.Targets {
-				if p := prev.Target(tg.Cluster); tg.Replicas < p {
-					t.Fatalf("replicas %d -> %d lowered %s from %d to %d\ninput:\n%s", n-1, n, tg.Cluster, p, tg.Replicas, describe(in))
-				}
-			}
-			prev = r
-		}
+		checkMonotoneInReplicas(t, in, describe)
 	}
 }
 
@@ -190,10 +167,7 @@ func TestCostOrderedPropertySumEqualsReplicas(t *testing.T) {
 func TestCostOrderedPropertyTierOrder(t *testing.T) {
 	rng := rand.New(rand.NewSource(44))
 	for run := range propertyRuns {
-		policy := v1alpha1.MoveBackNever
-		if run%2 == 1 {
-			policy = v1alpha1.MoveBackOnRecovery
-		}
+		policy := alternatePolicy(run)
 		in := costOrderedInput(rng, genOpts{allHealthy: true, noHistory: true, policy: policy})
 		r := Plan(in)
 		checkTierOrder(t, in, r)

@@ -3,7 +3,6 @@ package planner
 import (
 	"fmt"
 	"math/rand"
-	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -76,15 +75,7 @@ func TestPropertyFeatures(t *testing.T) {
 		in := withFeatures(rng, genInput(rng, genOpts{}), run%5 == 0)
 		r := Plan(in)
 		checkInvariants(t, in, r)
-		shuffled := in
-		shuffled.Members = slices.Clone(in.Members)
-		rng.Shuffle(len(shuffled.Members), func(i, j int) {
-			shuffled.Members[i], shuffled.Members[j] = shuffled.Members[j], shuffled.Members[i]
-		})
-		if r2, r3 := Plan(in), Plan(shuffled); !reflect.DeepEqual(r, r2) || !reflect.DeepEqual(r.Targets, r3.Targets) ||
-			!reflect.DeepEqual(r.Changes, r3.Changes) || !reflect.DeepEqual(r.Spread, r3.Spread) {
-			t.Fatalf("not deterministic:\n%s\n%s\n%s\ninput:\n%s", targetsString(r), targetsString(r2), targetsString(r3), describeFeatures(in))
-		}
+		checkDeterministic(t, rng, in, r, describeFeatures)
 		if t.Failed() {
 			t.Fatalf("input:\n%s", describeFeatures(in))
 		}
@@ -94,23 +85,9 @@ func TestPropertyFeatures(t *testing.T) {
 func TestPropertyFeaturesMonotone(t *testing.T) {
 	rng := rand.New(rand.NewSource(46))
 	for run := range propertyRuns / 10 {
-		policy := v1alpha1.MoveBackNever
-		if run%2 == 1 {
-			policy = v1alpha1.MoveBackOnRecovery
-		}
-		in := withFeatures(rng, genInput(rng, genOpts{policy: policy}), run%7 == 0)
+		in := withFeatures(rng, genInput(rng, genOpts{policy: alternatePolicy(run)}), run%7 == 0)
 		in.MoveBudget = budget(2, 1)
-		prev := Result{}
-		for n := int32(0); n <= 90; n++ {
-			in.Replicas = n
-			r := Plan(in)
-			for _, tg := range r.Targets {
-				if p := prev.Target(tg.Cluster); tg.Replicas < p {
-					t.Fatalf("replicas %d -> %d lowered %s from %d to %d\ninput:\n%s", n-1, n, tg.Cluster, p, tg.Replicas, describeFeatures(in))
-				}
-			}
-			prev = r
-		}
+		checkMonotoneInReplicas(t, in, describeFeatures)
 	}
 }
 

@@ -3,6 +3,8 @@ package planner
 import (
 	"fmt"
 	"maps"
+	"math/rand"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -190,4 +192,46 @@ func memberOf(in Input, name string) Member {
 		}
 	}
 	return Member{}
+}
+
+// alternatePolicy is MoveBackNever on even runs and MoveBackOnRecovery on odd
+// ones, so a property is checked under both.
+func alternatePolicy(run int) v1alpha1.MoveBackPolicy {
+	if run%2 == 1 {
+		return v1alpha1.MoveBackOnRecovery
+	}
+	return v1alpha1.MoveBackNever
+}
+
+// checkDeterministic fails unless planning in again gives r and planning it
+// with its members shuffled gives the same targets, changes and spread.
+func checkDeterministic(t testing.TB, rng *rand.Rand, in Input, r Result, describe func(Input) string) {
+	t.Helper()
+	shuffled := in
+	shuffled.Members = slices.Clone(in.Members)
+	rng.Shuffle(len(shuffled.Members), func(i, j int) {
+		shuffled.Members[i], shuffled.Members[j] = shuffled.Members[j], shuffled.Members[i]
+	})
+	if r2, r3 := Plan(in), Plan(shuffled); !reflect.DeepEqual(r, r2) || !reflect.DeepEqual(r.Targets, r3.Targets) ||
+		!reflect.DeepEqual(r.Changes, r3.Changes) || !reflect.DeepEqual(r.Spread, r3.Spread) {
+		t.Fatalf("not deterministic:\n%s\n%s\n%s\ninput:\n%s", targetsString(r), targetsString(r2), targetsString(r3), describe(in))
+	}
+}
+
+// checkMonotoneInReplicas plans in for 0 to 90 replicas and fails when one
+// more replica lowers any member's target.
+func checkMonotoneInReplicas(t testing.TB, in Input, describe func(Input) string) {
+	t.Helper()
+	prev := Result{}
+	for n := int32(0); n <= 90; n++ {
+		in.Replicas = n
+		r := Plan(in)
+		for _, tg := range r.Targets {
+			if p := prev.Target(tg.Cluster); tg.Replicas < p {
+				t.Fatalf("replicas %d -> %d lowered %s from %d to %d\nprev %s\nnow  %s\ninput:\n%s",
+					n-1, n, tg.Cluster, p, tg.Replicas, targetsString(prev), targetsString(r), describe(in))
+			}
+		}
+		prev = r
+	}
 }

@@ -31,24 +31,9 @@ func TestPropertyInvariants(t *testing.T) {
 func TestPropertyMonotoneInReplicas(t *testing.T) {
 	rng := rand.New(rand.NewSource(2))
 	for run := range propertyRuns / 10 {
-		policy := v1alpha1.MoveBackNever
-		if run%2 == 1 {
-			policy = v1alpha1.MoveBackOnRecovery
-		}
-		in := genInput(rng, genOpts{policy: policy})
+		in := genInput(rng, genOpts{policy: alternatePolicy(run)})
 		in.MoveBudget = budget(2, 1)
-		prev := Result{}
-		for n := int32(0); n <= 90; n++ {
-			in.Replicas = n
-			r := Plan(in)
-			for _, tg := range r.Targets {
-				if p := prev.Target(tg.Cluster); tg.Replicas < p {
-					t.Fatalf("replicas %d -> %d lowered %s from %d to %d\nprev %s\nnow  %s\ninput:\n%s",
-						n-1, n, tg.Cluster, p, tg.Replicas, targetsString(prev), targetsString(r), describe(in))
-				}
-			}
-			prev = r
-		}
+		checkMonotoneInReplicas(t, in, describe)
 	}
 }
 
@@ -92,11 +77,7 @@ func targetsOnly(r Result) []Target { return r.Targets }
 func TestPropertySettledIsStable(t *testing.T) {
 	rng := rand.New(rand.NewSource(5))
 	for run := range propertyRuns {
-		policy := v1alpha1.MoveBackNever
-		if run%2 == 1 {
-			policy = v1alpha1.MoveBackOnRecovery
-		}
-		in := genInput(rng, genOpts{allHealthy: true, noHistory: true, policy: policy})
+		in := genInput(rng, genOpts{allHealthy: true, noHistory: true, policy: alternatePolicy(run)})
 		r := Plan(in)
 		for range 20 { // converge the move-back, if any
 			if r.MovesPending == 0 && r.Surge == 0 {
@@ -120,10 +101,7 @@ func TestPropertySettledIsStable(t *testing.T) {
 func TestPropertyOneWeightChange(t *testing.T) {
 	rng := rand.New(rand.NewSource(6))
 	for run := range propertyRuns / 3 {
-		policy := v1alpha1.MoveBackNever
-		if run%2 == 1 {
-			policy = v1alpha1.MoveBackOnRecovery
-		}
+		policy := alternatePolicy(run)
 		in := genInput(rng, genOpts{allHealthy: true, noHistory: true, ample: true, policy: policy})
 		in.MoveBudget = budget(1000, 0)
 		r := Plan(in)

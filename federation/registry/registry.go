@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/worker"
 	"github.com/replicafed/replicafed/federation/health"
 )
 
@@ -63,8 +64,7 @@ type Static struct {
 	Name       string
 	Kubeconfig string
 	Labels     map[string]string
-	// Taints of the member (the configuration file has no field for them
-	// yet).
+	// Taints of the member (clusters.static[].taints).
 	Taints []v1alpha1.ClusterTaint
 }
 
@@ -114,9 +114,18 @@ func NewProvider(opts Options) (*kubeconfig.Provider, error) {
 		Namespace:             opts.SecretNamespace,
 		KubeconfigSecretLabel: label,
 		KubeconfigSecretKey:   opts.SecretKey,
-		ClusterOptions:        []cluster.Option{func(o *cluster.Options) { o.Scheme = opts.Scheme }},
+		ClusterOptions:        []cluster.Option{memberClusterOptions(opts.Scheme)},
 		RESTOptions:           opts.RESTOptions,
 	}), nil
+}
+
+// memberClusterOptions configures every member cluster the same way: the
+// scheme, and the member workers' informer transforms (slim pods and nodes).
+func memberClusterOptions(scheme *runtime.Scheme) cluster.Option {
+	return func(o *cluster.Options) {
+		o.Scheme = scheme
+		worker.CacheOptions(o)
+	}
 }
 
 // New returns a Registry. Call Setup before the manager starts.
@@ -173,7 +182,7 @@ func (r *Registry) engageStatic(ctx context.Context, s Static) error {
 			return fmt.Errorf("configuring client of static member %s: %w", s.Name, err)
 		}
 	}
-	cl, err := cluster.New(cfg, func(o *cluster.Options) { o.Scheme = r.opts.Scheme })
+	cl, err := cluster.New(cfg, memberClusterOptions(r.opts.Scheme))
 	if err != nil {
 		return fmt.Errorf("creating client of static member %s: %w", s.Name, err)
 	}
@@ -205,7 +214,7 @@ func (r *Registry) Refresh(name string) error {
 	if !ok || root == nil || root.Err() != nil || r.mgr == nil {
 		return nil
 	}
-	cl, err := cluster.New(rest.CopyConfig(m.Cluster.GetConfig()), func(o *cluster.Options) { o.Scheme = r.opts.Scheme })
+	cl, err := cluster.New(rest.CopyConfig(m.Cluster.GetConfig()), memberClusterOptions(r.opts.Scheme))
 	if err != nil {
 		return fmt.Errorf("recreating client of member %s: %w", name, err)
 	}

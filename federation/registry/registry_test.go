@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/replicafed/replicafed/api/v1alpha1"
 )
 
 func TestSecretLabel(t *testing.T) {
@@ -33,12 +35,16 @@ func TestSecretLabel(t *testing.T) {
 }
 
 func TestRegisteredStatic(t *testing.T) {
-	r := New(Options{Static: []Static{{Name: "b", Labels: map[string]string{"zone": "x"}}, {Name: "a"}, {Name: "b"}}}, nil)
+	taint := v1alpha1.ClusterTaint{Key: "maintenance", Effect: v1alpha1.TaintNoExecute}
+	r := New(Options{Static: []Static{{Name: "b", Labels: map[string]string{"zone": "x"}, Taints: []v1alpha1.ClusterTaint{taint}}, {Name: "a"}, {Name: "b"}}}, nil)
 	got, err := r.Registered(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 2 || got[0].Name != "a" || got[1].Name != "b" || got[1].Labels["zone"] != "x" {
 		t.Fatalf("Registered = %+v, want a and b (first entry's labels), sorted", got)
+	}
+	if len(got[0].Taints) != 0 || len(got[1].Taints) != 1 || got[1].Taints[0] != taint || got[1].TaintsError != "" {
+		t.Errorf("taints = a %+v, b %+v %q; want b's static taint only", got[0].Taints, got[1].Taints, got[1].TaintsError)
 	}
 }

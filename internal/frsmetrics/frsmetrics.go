@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
-	"github.com/replicafed/replicafed/federation/hub"
 	"github.com/replicafed/replicafed/federation/registry"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 var (
@@ -144,7 +144,7 @@ func Samples(frs *v1alpha1.FederatedReplicaSet, targets map[string]int32, regist
 
 // Targets reads the committed per-member targets (hub.TargetStore).
 type Targets interface {
-	Targets(frs hub.FRSRef) (map[string]int32, int64, bool)
+	Targets(frs fedref.FRS) (map[string]int32, int64, bool)
 }
 
 // Leader says whether this replica leads (raftstore/node.Node).
@@ -208,7 +208,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for i := range list.Items {
 		frs := &list.Items[i]
-		targets, _, _ := c.Targets.Targets(hub.FRSRef{Namespace: frs.Namespace, Name: frs.Name, UID: string(frs.UID)})
+		targets, _, _ := c.Targets.Targets(fedref.FRS{Namespace: frs.Namespace, Name: frs.Name, UID: string(frs.UID)})
 		for _, s := range Samples(frs, targets, func(m string) bool { return members[m] }, c.PerMember) {
 			ch <- prometheus.MustNewConstMetric(descs[s.Name], prometheus.GaugeValue, s.Value, s.Labels...)
 		}

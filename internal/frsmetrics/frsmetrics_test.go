@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
-	"github.com/replicafed/replicafed/federation/hub"
 	"github.com/replicafed/replicafed/federation/registry"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 )
 
@@ -149,7 +149,7 @@ func TestSamples(t *testing.T) {
 
 type fakeTargets map[string]map[string]int32
 
-func (f fakeTargets) Targets(frs hub.FRSRef) (map[string]int32, int64, bool) {
+func (f fakeTargets) Targets(frs fedref.FRS) (map[string]int32, int64, bool) {
 	t, ok := f[frs.Namespace+"/"+frs.Name+"/"+frs.UID]
 	return t, 1, ok
 }

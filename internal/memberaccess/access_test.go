@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,13 +17,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -35,9 +32,11 @@ import (
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/worker"
 	"github.com/replicafed/replicafed/federation/membersetup"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/memberaccess"
 	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/internal/testworkload"
 )
 
 // One hub and one member serve every subtest: control planes are the
@@ -80,33 +79,6 @@ func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool,
 	if err != nil {
 		t.Fatalf("%s: not reached; last: %s", what, last)
 	}
-}
-
-// source is a WorkloadSource the test edits.
-type source struct {
-	mu sync.Mutex
-	m  map[expectations.Key]*engine.Workload
-}
-
-func (s *source) Workload(k expectations.Key) (*engine.Workload, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w, ok := s.m[k]
-	if !ok {
-		return nil, false
-	}
-	cp := *w
-	return &cp, true
-}
-
-func (s *source) set(k expectations.Key, w *engine.Workload) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if w == nil {
-		delete(s.m, k)
-		return
-	}
-	s.m[k] = w
 }
 
 // roleSuffices runs the real member engine, and every other call replicafed
@@ -162,7 +134,7 @@ func roleSuffices(t *testing.T, member *testcluster.Cluster) {
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	go func() { _ = mc.Start(runCtx) }()
-	src := &source{m: map[expectations.Key]*engine.Workload{}}
+	src := testworkload.NewSource()
 	mgr := worker.NewManager(worker.Options{CreateNamespaces: true, Store: expectations.NewMemory(0, nil), Source: src})
 	if err := mgr.Engage(runCtx, "member", mc); err != nil {
 		t.Fatal(err)
@@ -180,22 +152,9 @@ func roleSuffices(t *testing.T, member *testcluster.Cluster) {
 
 	// A namespace the member lacks: the engine creates it.
 	const ns, name = "shop", "web"
-	key := expectations.Key{Cluster: "member", Namespace: ns, Name: name}
+	key := fedref.MemberObject{Cluster: "member", Namespace: ns, Name: name}
 	lbls := map[string]string{"app": name}
-	workload := func(target int32) *engine.Workload {
-		return &engine.Workload{
-			Key: key, Target: target, Selector: &metav1.LabelSelector{MatchLabels: lbls},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: lbls},
-				Spec: corev1.PodSpec{
-					Containers:                    []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}},
-					Tolerations:                   []corev1.Toleration{testcluster.KwokToleration},
-					TerminationGracePeriodSeconds: ptr.To[int64](0),
-				},
-			},
-			Hub: v1alpha1.HubReference{Namespace: ns, Name: name, UID: types.UID("hub-uid")},
-		}
-	}
+	workload := func(target int32) *engine.Workload { return testworkload.Workload(key, target) }
 	converged := func(want int32) {
 		t.Helper()
 		eventually(t, fmt.Sprintf("%d replicas", want), func(ctx context.Context) (bool, string) {
@@ -217,7 +176,7 @@ func roleSuffices(t *testing.T, member *testcluster.Cluster) {
 				fmt.Sprintf("pods=%d status=%+v", active, mrs.Status)
 		})
 	}
-	src.set(key, workload(3))
+	src.Set(key, workload(3))
 	mgr.Enqueue(key)
 	converged(3)
 	// An orphan matching the selector: adopted with a patch, then the
@@ -238,7 +197,7 @@ func roleSuffices(t *testing.T, member *testcluster.Cluster) {
 		return ref != nil && ref.Kind == "MemberReplicaSet", fmt.Sprintf("controller %v", ref)
 	})
 	converged(3)
-	src.set(key, workload(1))
+	src.Set(key, workload(1))
 	mgr.Enqueue(key)
 	converged(1)
 
@@ -260,7 +219,7 @@ func roleSuffices(t *testing.T, member *testcluster.Cluster) {
 	if err := mc.GetAPIReader().List(ctx, &live, client.InNamespace(ns)); err != nil {
 		t.Fatalf("live pod list with the member role: %v", err)
 	}
-	src.set(key, nil)
+	src.Set(key, nil)
 	mrs := &v1alpha1.MemberReplicaSet{}
 	if err := mc.GetAPIReader().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, mrs); err != nil {
 		t.Fatalf("live MemberReplicaSet read with the member role: %v", err)
@@ -416,17 +375,7 @@ func joinUnjoin(t *testing.T, hub, member *testcluster.Cluster) {
 	}
 
 	// A FederatedReplicaSet placing replicas in member-a blocks unjoin.
-	frs := &v1alpha1.FederatedReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
-		Spec: v1alpha1.FederatedReplicaSetSpec{
-			Replicas: ptr.To[int32](2),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}},
-			},
-		},
-	}
+	frs := testworkload.FRS("default", "web", 2)
 	if err := hubCl.Create(ctx, frs); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 const (
 	ManifestFile              = "deploy/member/clusterrole.yaml"
 	ManifestNoNamespacesFile  = "deploy/member/clusterrole-no-namespaces.yaml"
+	ManifestDependenciesFile  = "deploy/member/clusterrole-propagate-dependencies.yaml"
 	ChartClusterRoleTemplate  = "charts/replicafed-member/templates/clusterrole.yaml"
 	generatedHeader           = "# Generated from internal/memberaccess.Rules by `make generate`; do not edit.\n"
 	chartGeneratedHeaderLines = "{{- /* Generated from internal/memberaccess.Rules by `make generate`; do not edit. */}}\n"
@@ -26,9 +27,10 @@ func Manifest(o RoleOptions) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rendering member ClusterRole: %w", err)
 	}
-	desc := "# The ClusterRole replicafed needs in a member cluster (controller.createNamespaces: true).\n"
-	if !o.CreateNamespaces {
-		desc = "# The ClusterRole replicafed needs in a member cluster (controller.createNamespaces: false).\n"
+	desc := fmt.Sprintf("# The ClusterRole replicafed needs in a member cluster (controller.createNamespaces: %t).\n", o.CreateNamespaces)
+	if o.PropagateDependencies {
+		desc = fmt.Sprintf("# The ClusterRole replicafed needs in a member cluster (controller.createNamespaces: %t), with the\n", o.CreateNamespaces) +
+			"# dependency rule for FederatedReplicaSets with spec.propagateDependencies.\n"
 	}
 	return append([]byte(generatedHeader+desc), body...), nil
 }
@@ -44,6 +46,10 @@ func ChartTemplate() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rendering member namespace rule: %w", err)
 	}
+	deps, err := yaml.Marshal([]rbacv1.PolicyRule{DependenciesRule()})
+	if err != nil {
+		return nil, fmt.Errorf("rendering member dependency rule: %w", err)
+	}
 	var b bytes.Buffer
 	b.WriteString(chartGeneratedHeaderLines)
 	b.WriteString("apiVersion: rbac.authorization.k8s.io/v1\n")
@@ -57,6 +63,9 @@ func ChartTemplate() ([]byte, error) {
 	b.WriteString("{{- if .Values.createNamespaces }}\n")
 	b.Write(ns)
 	b.WriteString("{{- end }}\n")
+	b.WriteString("{{- if .Values.propagateDependencies }}\n")
+	b.Write(deps)
+	b.WriteString("{{- end }}\n")
 	return b.Bytes(), nil
 }
 
@@ -65,7 +74,7 @@ func ChartTemplate() ([]byte, error) {
 const ChartCRDFile = "charts/replicafed-member/crds/" + crds.MemberReplicaSetFile
 
 // GeneratedFiles returns every generated file by path relative to the
-// repository root: the two manifests and the chart's ClusterRole template.
+// repository root: the three manifests and the chart's ClusterRole template.
 func GeneratedFiles() (map[string][]byte, error) {
 	out := map[string][]byte{}
 	var err error
@@ -73,6 +82,9 @@ func GeneratedFiles() (map[string][]byte, error) {
 		return nil, err
 	}
 	if out[ManifestNoNamespacesFile], err = Manifest(RoleOptions{}); err != nil {
+		return nil, err
+	}
+	if out[ManifestDependenciesFile], err = Manifest(RoleOptions{CreateNamespaces: true, PropagateDependencies: true}); err != nil {
 		return nil, err
 	}
 	if out[ChartClusterRoleTemplate], err = ChartTemplate(); err != nil {

@@ -47,7 +47,8 @@ func TestManifestDecodes(t *testing.T) {
 	for _, tc := range []struct {
 		file string
 		o    RoleOptions
-	}{{ManifestFile, RoleOptions{CreateNamespaces: true}}, {ManifestNoNamespacesFile, RoleOptions{}}} {
+	}{{ManifestFile, RoleOptions{CreateNamespaces: true}}, {ManifestNoNamespacesFile, RoleOptions{}},
+		{ManifestDependenciesFile, RoleOptions{CreateNamespaces: true, PropagateDependencies: true}}} {
 		raw, err := os.ReadFile(filepath.Join(repoRoot, tc.file))
 		if err != nil {
 			t.Fatal(err)
@@ -67,8 +68,19 @@ func TestRules(t *testing.T) {
 	if len(with) != len(without)+1 || !equalRules(with[:len(without)], without) {
 		t.Fatalf("CreateNamespaces must add exactly one rule, last")
 	}
+	deps := Rules(RoleOptions{CreateNamespaces: true, PropagateDependencies: true})
+	if len(deps) != len(with)+1 || !equalRules(deps[:len(with)], with) || !equalRules(deps[len(with):], []rbacv1.PolicyRule{DependenciesRule()}) {
+		t.Fatalf("PropagateDependencies must add exactly DependenciesRule, last")
+	}
+	if d := DependenciesRule(); !slices.Equal(d.Verbs, []string{"get", "list", "create", "update", "delete"}) ||
+		!slices.Equal(d.Resources, []string{"configmaps", "secrets", "serviceaccounts", "persistentvolumeclaims"}) ||
+		!slices.Equal(d.APIGroups, []string{""}) || len(d.ResourceNames) != 0 {
+		// No watch (no member informer of Secrets), no patch, nothing else.
+		t.Errorf("DependenciesRule = %+v", d)
+	}
 	for _, r := range with {
-		// The role never reads Secrets, never escalates, never uses wildcards.
+		// Without PropagateDependencies the role never reads Secrets; it
+		// never escalates, never uses wildcards.
 		for _, list := range [][]string{r.APIGroups, r.Resources, r.Verbs, r.ResourceNames} {
 			if slices.Contains(list, "*") {
 				t.Errorf("wildcard in %+v", r)

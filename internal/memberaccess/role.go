@@ -38,6 +38,10 @@ type RoleOptions struct {
 	// CreateNamespaces matches controller.createNamespaces: the member engine
 	// creates a FederatedReplicaSet's namespace when the member lacks it.
 	CreateNamespaces bool
+	// PropagateDependencies lets the hub copy the ConfigMaps, Secrets,
+	// ServiceAccounts and PersistentVolumeClaims of FederatedReplicaSets
+	// with spec.propagateDependencies into the member (DependenciesRule).
+	PropagateDependencies bool
 }
 
 // memberCRDName is the one CRD replicafed reads and updates in a member.
@@ -71,6 +75,8 @@ func MemberCRDName() string { return memberCRDName }
 //     does not grant it: whoever grants access (Grant, `replicafed join`, the
 //     replicafed-member chart) installs the CRD with their own credentials.
 //   - namespaces: create, only with CreateNamespaces.
+//   - configmaps, secrets, serviceaccounts, persistentvolumeclaims: only
+//     with PropagateDependencies (DependenciesRule).
 //   - GET /readyz: the health probe (already allowed to everyone by the
 //     default system:public-info-viewer role; listed so the role is complete).
 func Rules(o RoleOptions) []rbacv1.PolicyRule {
@@ -84,11 +90,28 @@ func Rules(o RoleOptions) []rbacv1.PolicyRule {
 		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, ResourceNames: []string{memberCRDName}, Verbs: []string{"get", "update"}},
 		{NonResourceURLs: []string{"/readyz"}, Verbs: []string{"get"}},
 	}
-	// Last, so the chart template can wrap it in one condition.
+	// Last, so the chart template can wrap each in one condition.
 	if o.CreateNamespaces {
 		rules = append(rules, NamespaceRule())
 	}
+	if o.PropagateDependencies {
+		rules = append(rules, DependenciesRule())
+	}
 	return rules
+}
+
+// DependenciesRule is the rule RoleOptions.PropagateDependencies adds: the
+// hub copies the objects a template references into the member, so it
+// reads them (get: the engine checks they exist before creating pods, by
+// metadata only; list: the copies, found by their replicafed.io/dependency
+// label), creates, updates and deletes its copies. It never changes an
+// object without that label. Reading Secrets in a member adds little to
+// what creating pods there already allows (a pod may mount any Secret of
+// its namespace), which is why the role can hold it; it is still off unless
+// asked for.
+func DependenciesRule() rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets", "serviceaccounts", "persistentvolumeclaims"},
+		Verbs: []string{"get", "list", "create", "update", "delete"}}
 }
 
 // NamespaceRule is the rule RoleOptions.CreateNamespaces adds.

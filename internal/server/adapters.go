@@ -16,6 +16,7 @@ import (
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/worker"
 	"github.com/replicafed/replicafed/federation/hub"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/metrics"
 	raftexp "github.com/replicafed/replicafed/raftstore/expectations"
 	"github.com/replicafed/replicafed/raftstore/fsm"
@@ -25,26 +26,31 @@ import (
 // targetStore adapts the raft node to hub.TargetStore.
 type targetStore struct{ n *node.Node }
 
-func toFSM(r hub.FRSRef) fsm.FRSRef {
-	return fsm.FRSRef{Namespace: r.Namespace, Name: r.Name, UID: r.UID}
+func (t *targetStore) Targets(frs fedref.FRS) (map[string]int32, int64, bool) {
+	return t.n.Targets(fsm.FRSRefOf(frs))
 }
 
-func (t *targetStore) Targets(frs hub.FRSRef) (map[string]int32, int64, bool) {
-	return t.n.Targets(toFSM(frs))
-}
-
-func (t *targetStore) SetTargets(ctx context.Context, frs hub.FRSRef, generation int64, targets map[string]int32) error {
+func (t *targetStore) SetTargets(ctx context.Context, frs fedref.FRS, generation int64, targets map[string]int32) error {
 	defer observe("set-targets", time.Now())
-	return t.n.SetTargets(ctx, toFSM(frs), generation, targets)
+	return t.n.SetTargets(ctx, fsm.FRSRefOf(frs), generation, targets)
 }
 
-func (t *targetStore) DeleteTargets(ctx context.Context, frs hub.FRSRef) error {
+func (t *targetStore) DeleteTargets(ctx context.Context, frs fedref.FRS) error {
 	defer observe("delete-targets", time.Now())
-	return t.n.DeleteTargets(ctx, toFSM(frs))
+	return t.n.DeleteTargets(ctx, fsm.FRSRefOf(frs))
 }
 
 func observe(op string, start time.Time) {
 	metrics.RaftApplyDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}
+
+// pokers passes every poke to each of its Pokers.
+type pokers []hub.Poker
+
+func (ps pokers) Enqueue(key fedref.MemberObject) {
+	for _, p := range ps {
+		p.Enqueue(key)
+	}
 }
 
 // awareRunnable lets a multicluster.Aware join the manager: it is engaged with

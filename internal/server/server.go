@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -44,6 +45,7 @@ import (
 	"github.com/replicafed/replicafed/federation/hub"
 	"github.com/replicafed/replicafed/federation/membersetup"
 	"github.com/replicafed/replicafed/federation/memberstatus"
+	"github.com/replicafed/replicafed/federation/propagation"
 	"github.com/replicafed/replicafed/federation/prune"
 	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/internal/frsmetrics"
@@ -59,9 +61,10 @@ import (
 // in-flight member writes and waits for them, commits its last observations
 // and then hands leadership to a peer (when leading), so failover does not
 // wait for a timeout and no write of this replica overlaps the next
-// leader's. Only then do the workers and caches stop.
-func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
-	ctx = logr.NewContext(ctx, log)
+// leader's. Only then do the workers and caches stop. It logs through the
+// logger in ctx.
+func Run(ctx context.Context, cfg *config.Config) error {
+	log := logr.FromContextOrDiscard(ctx)
 	scheme, err := kubescheme.New()
 	if err != nil {
 		return err
@@ -104,7 +107,7 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		Health:          monitor,
 	}
 	for _, s := range cfg.Clusters.Static {
-		regOpts.Static = append(regOpts.Static, registry.Static{Name: s.Name, Kubeconfig: s.Kubeconfig, Labels: s.Labels})
+		regOpts.Static = append(regOpts.Static, registry.Static{Name: s.Name, Kubeconfig: s.Kubeconfig, Labels: s.Labels, Taints: s.ClusterTaints()})
 	}
 	provider, err := registry.NewProvider(regOpts)
 	if err != nil {
@@ -163,6 +166,11 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		// Well inside the expectations TTL, so a key whose informer events
 		// were lost is settled from a quorum list long before it expires.
 		UnsatisfiedRequeue: min(cfg.Controller.ExpectationsTTL/10, engine.DefaultUnsatisfiedRequeue),
+		// spec.propagateDependencies: pods wait until their dependencies
+		// exist in the member (metadata-only live reads).
+		Dependencies: func(cl cluster.Cluster) engine.DependencyChecker {
+			return propagation.Presence{Reader: cl.GetAPIReader()}
+		},
 	})
 	memberCRDs, err := crds.Member()
 	if err != nil {
@@ -199,6 +207,14 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 	if err := local.Add(pruner); err != nil {
 		return fmt.Errorf("adding member state pruner: %w", err)
 	}
+	intents := &hub.DeletionIntents{}
+	prop := propagation.New(propagation.Options{
+		Hub: local.GetClient(), HubLive: local.GetAPIReader(), Members: reg, Health: monitor, Targets: targets,
+		Gate: n, Poker: workers, Recorder: local.GetEventRecorder("replicafed"), Orphaned: intents.Orphans,
+	})
+	if err := prop.SetupWithManager(local); err != nil {
+		return err
+	}
 	reg.OnChange(func(cluster string, joined bool) {
 		if !joined {
 			reports.ForgetCluster(cluster)
@@ -206,9 +222,9 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 			metrics.MemberHealthy.DeleteLabelValues(cluster)
 		}
 		enqueueAll(ctx, local, trigger)
+		prop.Resync()
 	})
 
-	intents := &hub.DeletionIntents{}
 	rec := &hub.Reconciler{
 		Intents:        intents,
 		Hub:            local.GetClient(),
@@ -220,7 +236,8 @@ func Run(ctx context.Context, cfg *config.Config, log logr.Logger) error {
 		Reports:        reports,
 		Capacity:       tracker,
 		Gate:           n,
-		Poker:          workers,
+		// New targets may add or remove members that need copies.
+		Poker:          pokers{workers, prop},
 		Expectations:   store,
 		Recorder:       local.GetEventRecorder("replicafed"),
 		StatusInterval: cfg.Controller.StatusUpdateInterval,

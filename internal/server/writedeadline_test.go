@@ -29,14 +29,22 @@ func TestMemberWriteDeadline(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(release)
-	rc := &rest.Config{Host: srv.URL}
-	if err := memberWriteDeadline(50*time.Millisecond, nil)(rc); err != nil {
-		t.Fatal(err)
+	// The slow server blocks until released, so a short deadline always
+	// expires; a request that is answered at once is checked with a long
+	// one, so a loaded machine cannot make it miss.
+	clientWith := func(deadline time.Duration) *http.Client {
+		rc := &rest.Config{Host: srv.URL}
+		if err := memberWriteDeadline(deadline, nil)(rc); err != nil {
+			t.Fatal(err)
+		}
+		hc, err := rest.HTTPClientFor(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hc
 	}
-	hc, err := rest.HTTPClientFor(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	short, long := clientWith(50*time.Millisecond), clientWith(time.Minute)
+	hc := short
 	do := func(method, query string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -51,9 +59,11 @@ func TestMemberWriteDeadline(t *testing.T) {
 		if err := do(m, "?slow=1"); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("%s past the deadline: got %v, want a deadline error", m, err)
 		}
+		hc = long
 		if err := do(m, ""); err != nil {
 			t.Errorf("%s within the deadline: %v", m, err)
 		}
+		hc = short
 	}
 	// A read is not bounded: it returns once the server answers.
 	got := make(chan error, 1)

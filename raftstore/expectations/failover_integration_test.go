@@ -4,45 +4,21 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
-	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/engine"
-	ctrlexp "github.com/replicafed/replicafed/controller/expectations"
-	"github.com/replicafed/replicafed/controller/worker"
-	"github.com/replicafed/replicafed/internal/kubescheme"
-	"github.com/replicafed/replicafed/internal/testcluster"
-	"github.com/replicafed/replicafed/raftstore/expectations"
 	"github.com/replicafed/replicafed/raftstore/fsm"
 	tu "github.com/replicafed/replicafed/raftstore/internal/testutil"
 )
-
-// staticSource wants one FederatedReplicaSet in member m1.
-type staticSource struct{ w *engine.Workload }
-
-func (s staticSource) Workload(k ctrlexp.Key) (*engine.Workload, bool) {
-	if k != s.w.Key {
-		return nil, false
-	}
-	c := *s.w
-	return &c, true
-}
 
 // holdingTransport counts created pods and, once armed, lets allow more pod
 // creates through and holds the rest until released; a held request is then
@@ -104,18 +80,7 @@ func (h *holdingTransport) counts() (held, returned int, late []int) {
 // one reserved, so the held creates, sent late, collide (AlreadyExists) and
 // the member ends with one pod per slot and no more pods ever created.
 func TestFailoverCreatesEachSlotOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs a real control plane")
-	}
-	bin, err := testcluster.FindBinDir()
-	if err != nil {
-		t.Fatalf("finding the control plane binaries (run `make tools`): %v", err)
-	}
-	memberCRDs, err := crds.Member()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mc := testcluster.Start(t, testcluster.Options{Name: "m1", CRDs: memberCRDs, BinDir: bin})
+	mc := startMember(t)
 	for _, disruption := range []string{"partition", "step down"} {
 		t.Run(disruption, func(t *testing.T) {
 			name := strings.ReplaceAll(disruption, " ", "")
@@ -124,19 +89,15 @@ func TestFailoverCreatesEachSlotOnce(t *testing.T) {
 	}
 }
 
-func failover(t *testing.T, mc *testcluster.Cluster, name, disruption string) {
+func failover(t *testing.T, mc *member, name, disruption string) {
 	const target = 20
-	scheme := kubescheme.Must()
-	direct, err := client.NewWithWatch(mc.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lbls := map[string]string{"app": name}
+	src, w := workload(name, target)
+	key := w.Key
 	// Every pod ever created, by UID: a create that failed on the client
 	// side may still have made a pod, so responses alone do not tell.
 	wctx, wcancel := context.WithCancel(context.Background())
 	defer wcancel()
-	watcher, err := direct.Watch(wctx, &corev1.PodList{}, client.InNamespace("default"), client.MatchingLabels(lbls))
+	watcher, err := mc.direct.Watch(wctx, &corev1.PodList{}, client.InNamespace("default"), client.MatchingLabels(w.Selector.MatchLabels))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,18 +118,6 @@ func failover(t *testing.T, mc *testcluster.Cluster, name, disruption string) {
 		defer uidMu.Unlock()
 		return len(uids)
 	}
-	key := ctrlexp.Key{Cluster: "m1", Namespace: "default", Name: name}
-	src := staticSource{w: &engine.Workload{
-		Key: key, Target: target, Selector: &metav1.LabelSelector{MatchLabels: lbls},
-		Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: lbls},
-			Spec: corev1.PodSpec{
-				Containers:                    []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}},
-				TerminationGracePeriodSeconds: ptr.To[int64](0),
-			},
-		},
-		Hub: v1alpha1.HubReference{Namespace: "hub", Name: name, UID: types.UID("hub-" + name)},
-	}}
 
 	c := tu.NewCluster(t, 3, tu.StableTimers)
 	c.StartAll()
@@ -185,25 +134,9 @@ func failover(t *testing.T, mc *testcluster.Cluster, name, disruption string) {
 		n := c.Node(i)
 		h := &holdingTransport{created: &created, release: make(chan struct{})}
 		holders[i] = h
-		cfg := rest.CopyConfig(mc.Config)
-		cfg.QPS, cfg.Burst = -1, 0
-		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { h.next = rt; return h }
-		cl, err := cluster.New(cfg, func(o *cluster.Options) { o.Scheme = scheme })
-		if err != nil {
-			t.Fatal(err)
-		}
 		rctx, rcancel := context.WithCancel(ctx)
-		if os.Getenv("RAFTSTORE_TEST_LOG") != "" {
-			rctx = logr.NewContext(rctx, testr.NewWithOptions(t, testr.Options{Verbosity: 2}).WithValues("replica", i))
-		}
-		go func() { _ = cl.Start(rctx) }()
-		store := expectations.New(n, logr.Discard())
-		go store.Run(rctx)
-		mgr := worker.NewManager(worker.Options{Store: store, Source: src, Gate: n})
-		if err := mgr.Engage(rctx, "m1", cl); err != nil {
-			t.Fatal(err)
-		}
-		stops = append(stops, func() { rcancel(); mgr.Stop() })
+		mgr, stop := mc.engage(t, rctx, n, src, func(rt http.RoundTripper) http.RoundTripper { h.next = rt; return h }, "replica", i)
+		stops = append(stops, func() { rcancel(); stop() })
 		// What the server's takeover does: a new leader syncs every key.
 		go func() {
 			changes := n.LeaderChanges()
@@ -257,19 +190,8 @@ func failover(t *testing.T, mc *testcluster.Cluster, name, disruption string) {
 	next := c.WaitLeader(30*time.Second, leader)
 	t.Logf("%s: leader %s with %d creates hanging; new leader %s", disruption, leader.ServerID(), heldBefore, next.ServerID())
 
-	pods := func() []corev1.Pod {
-		var l corev1.PodList
-		if err := direct.List(ctx, &l, client.InNamespace("default"), client.MatchingLabels(lbls)); err != nil {
-			t.Fatal(err)
-		}
-		return l.Items
-	}
-	tu.Eventually(t, 90*time.Second, func() error {
-		if got := len(pods()); got != target {
-			return fmt.Errorf("%d pods, want %d", got, target)
-		}
-		return nil
-	})
+	pods := func() []corev1.Pod { return mc.pods(t, ctx, w) }
+	mc.waitPods(t, ctx, w, 90*time.Second, "")
 	// The paused process resumes: its creates go out now.
 	close(old.release)
 	tu.Eventually(t, 30*time.Second, func() error {
@@ -303,17 +225,12 @@ func failover(t *testing.T, mc *testcluster.Cluster, name, disruption string) {
 	// A pod with a name no reservation accounts for (say, a late create of a
 	// name an older version released) is excess and deleted by UID.
 	var mrs v1alpha1.MemberReplicaSet
-	if err := direct.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, &mrs); err != nil {
+	if err := mc.direct.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, &mrs); err != nil {
 		t.Fatal(err)
 	}
-	stray := engine.NewPod(&mrs, &src.w.Template, name+"-stray")
-	if err := direct.Create(ctx, stray); err != nil {
+	stray := engine.NewPod(&mrs, &w.Template, name+"-stray")
+	if err := mc.direct.Create(ctx, stray); err != nil {
 		t.Fatal(err)
 	}
-	tu.Eventually(t, 60*time.Second, func() error {
-		if got := len(pods()); got != target {
-			return fmt.Errorf("%d pods, want %d after the stray one", got, target)
-		}
-		return nil
-	})
+	mc.waitPods(t, ctx, w, 60*time.Second, " after the stray one")
 }

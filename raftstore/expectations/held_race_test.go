@@ -7,6 +7,7 @@ import (
 	"github.com/go-logr/logr"
 
 	ctrlexp "github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/raftstore/expectations"
 	"github.com/replicafed/replicafed/raftstore/fsm"
 	tu "github.com/replicafed/replicafed/raftstore/internal/testutil"
@@ -30,7 +31,7 @@ func TestHeldPodSeenAfterListIsNotReplaced(t *testing.T) {
 			s := expectations.New(n, logr.Discard())
 			ctx := ctrlexp.WithTerm(tu.Ctx(t, 10*time.Second), leaderTerm(t, n))
 			const target = 20
-			k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+			k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "web"}
 			if err := n.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: "web"}, 1, map[string]int32{"m1": target}); err != nil {
 				t.Fatal(err)
 			}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	ctrlexp "github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/raftstore/fsm"
 	"github.com/replicafed/replicafed/raftstore/node"
 )
@@ -97,14 +98,10 @@ func (s *Store) meta(term uint64) fsm.Meta {
 	return m
 }
 
-func toKey(k ctrlexp.Key) fsm.Key {
-	return fsm.Key{Cluster: k.Cluster, Namespace: k.Namespace, Name: k.Name}
-}
-
 // Satisfied implements Store: committed state plus observations not yet
 // committed has no unexpired reservation or pending delete for key.
-func (s *Store) Satisfied(key ctrlexp.Key) bool {
-	k := toKey(key)
+func (s *Store) Satisfied(key fedref.MemberObject) bool {
+	k := fsm.KeyOf(key)
 	s.mu.Lock()
 	items := make([]fsm.Settlement, 0, len(s.inflight)+len(s.pending))
 	items = append(append(items, s.inflight...), s.pending...)
@@ -121,11 +118,11 @@ func (s *Store) Satisfied(key ctrlexp.Key) bool {
 // key's uncommitted observations, so pods the caller already counts as
 // active are not also counted as outstanding. The FSM grants at most
 // min(intent.Target, committed target) - Active - outstanding names.
-func (s *Store) ExpectCreations(ctx context.Context, key ctrlexp.Key, intent ctrlexp.CreateIntent) ([]string, error) {
+func (s *Store) ExpectCreations(ctx context.Context, key fedref.MemberObject, intent ctrlexp.CreateIntent) ([]string, error) {
 	if intent.Count <= 0 {
 		return nil, nil
 	}
-	k := toKey(key)
+	k := fsm.KeyOf(key)
 	s.flushMu.RLock()
 	defer s.flushMu.RUnlock()
 	drained := s.drain(k)
@@ -176,8 +173,8 @@ func (s *Store) learnIndeterminate(cmd *fsm.Reserve) {
 }
 
 // CreationObserved implements Store.
-func (s *Store) CreationObserved(key ctrlexp.Key, podName string) {
-	s.add(fsm.Settlement{Kind: fsm.SettleCreated, Key: toKey(key), Name: podName})
+func (s *Store) CreationObserved(key fedref.MemberObject, podName string) {
+	s.add(fsm.Settlement{Kind: fsm.SettleCreated, Key: fsm.KeyOf(key), Name: podName})
 }
 
 // CreationFailed implements Store: the name is released, but only in the
@@ -188,8 +185,8 @@ func (s *Store) CreationObserved(key ctrlexp.Key, podName string) {
 // context is revoked, Leading reports no term) must still free its name
 // when the lease comes back in the same term, or the key stays unsatisfied
 // until the expectations TTL.
-func (s *Store) CreationFailed(key ctrlexp.Key, podName string) {
-	k := toKey(key)
+func (s *Store) CreationFailed(key fedref.MemberObject, podName string) {
+	k := fsm.KeyOf(key)
 	var term uint64 // 0 never applies
 	if t, ok := s.fsm.ReservationTerm(k, podName); ok && t == s.node.LastLeaderTerm() {
 		term = t
@@ -200,28 +197,28 @@ func (s *Store) CreationFailed(key ctrlexp.Key, podName string) {
 // CreationUnknown implements Store: the name stays reserved, held for the
 // next reservation of the key, so a create that still lands collides with
 // the retry instead of standing next to a pod with a new name.
-func (s *Store) CreationUnknown(key ctrlexp.Key, podName string) {
-	s.add(fsm.Settlement{Kind: fsm.SettleHold, Key: toKey(key), Name: podName})
+func (s *Store) CreationUnknown(key fedref.MemberObject, podName string) {
+	s.add(fsm.Settlement{Kind: fsm.SettleHold, Key: fsm.KeyOf(key), Name: podName})
 }
 
 // ExpectDeletions implements Store: the delete set is committed before the
 // caller sends UID-preconditioned deletes.
-func (s *Store) ExpectDeletions(ctx context.Context, key ctrlexp.Key, pods []ctrlexp.PodRef) error {
+func (s *Store) ExpectDeletions(ctx context.Context, key fedref.MemberObject, pods []ctrlexp.PodRef) error {
 	refs := make([]fsm.PodRef, 0, len(pods))
 	for _, p := range pods {
 		refs = append(refs, fsm.PodRef{Name: p.Name, UID: string(p.UID)})
 	}
 	s.flushMu.RLock()
 	defer s.flushMu.RUnlock()
-	if _, err := s.node.Apply(ctx, &fsm.ExpectDeletes{Meta: s.meta(s.term(ctx)), Key: toKey(key), Pods: refs, TTL: int64(s.ttl)}); err != nil {
+	if _, err := s.node.Apply(ctx, &fsm.ExpectDeletes{Meta: s.meta(s.term(ctx)), Key: fsm.KeyOf(key), Pods: refs, TTL: int64(s.ttl)}); err != nil {
 		return fmt.Errorf("recording %d expected deletions for %s: %w", len(pods), key, err)
 	}
 	return nil
 }
 
 // DeletionObserved implements Store.
-func (s *Store) DeletionObserved(key ctrlexp.Key, podName string) {
-	s.add(fsm.Settlement{Kind: fsm.SettleDeleted, Key: toKey(key), Name: podName})
+func (s *Store) DeletionObserved(key fedref.MemberObject, podName string) {
+	s.add(fsm.Settlement{Kind: fsm.SettleDeleted, Key: fsm.KeyOf(key), Name: podName})
 }
 
 // Delete implements Store. On the fenced leader the key's entries recorded
@@ -230,12 +227,12 @@ func (s *Store) DeletionObserved(key ctrlexp.Key, podName string) {
 // else (a follower, a leader whose gate closed for a handover or shutdown)
 // it does nothing: the leader's reservations and pending deletes are never
 // erased from outside, and this process holds no other state for the key.
-func (s *Store) Delete(key ctrlexp.Key) {
+func (s *Store) Delete(key fedref.MemberObject) {
 	if _, ok := s.node.Allowed(); !ok {
 		return
 	}
 	_, term, _ := s.node.Leading()
-	s.add(fsm.Settlement{Kind: fsm.SettleForgetKey, Key: toKey(key), BeforeSeq: s.fsm.Seq() + 1, Term: term})
+	s.add(fsm.Settlement{Kind: fsm.SettleForgetKey, Key: fsm.KeyOf(key), BeforeSeq: s.fsm.Seq() + 1, Term: term})
 }
 
 // DeleteCluster implements Store. It commits nothing and keeps the pending
@@ -267,13 +264,13 @@ func (s *Store) Epoch() uint64 {
 // start of a sync, when none of its creates for the key is in flight (each
 // sync waits for its calls), so such a reservation lost its settlement.
 // Nothing is applied when the key has no expectations.
-func (s *Store) ReconcileReservations(ctx context.Context, key ctrlexp.Key, listed map[string]ctrlexp.ListedPod) (ctrlexp.Settlement, error) {
+func (s *Store) ReconcileReservations(ctx context.Context, key fedref.MemberObject, listed map[string]ctrlexp.ListedPod) (ctrlexp.Settlement, error) {
 	var out ctrlexp.Settlement
 	term := s.term(ctx)
 	if term == 0 {
 		return out, fmt.Errorf("reconciling reservations of %s: %w", key, node.ErrNotLeader)
 	}
-	k := toKey(key)
+	k := fsm.KeyOf(key)
 	if v := s.fsm.View(k); len(v.Reservations) == 0 && len(v.Deletes) == 0 {
 		return out, nil
 	}
@@ -304,12 +301,12 @@ func (s *Store) ReconcileReservations(ctx context.Context, key ctrlexp.Key, list
 // reservations or pending deletes from a term before the current leader
 // term. The engine settles each key on its first sync of the term; a new
 // leader re-enqueues these keys until the list is empty.
-func (s *Store) KeysToReconcile(cluster string) []ctrlexp.Key {
+func (s *Store) KeysToReconcile(cluster string) []fedref.MemberObject {
 	_, term, ok := s.node.Leading()
 	if !ok {
 		return nil
 	}
-	var out []ctrlexp.Key
+	var out []fedref.MemberObject
 	now := s.clock.Now().UnixNano()
 	for _, k := range s.fsm.Keys() {
 		if cluster != "" && k.Cluster != cluster {
@@ -324,7 +321,7 @@ func (s *Store) KeysToReconcile(cluster string) []ctrlexp.Key {
 			old = old || (d.Term < term && d.Expiry > now)
 		}
 		if old {
-			out = append(out, ctrlexp.Key{Cluster: k.Cluster, Namespace: k.Namespace, Name: k.Name})
+			out = append(out, k.Object())
 		}
 	}
 	return out

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	ctrlexp "github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/raftstore/expectations"
 	"github.com/replicafed/replicafed/raftstore/fsm"
 	tu "github.com/replicafed/replicafed/raftstore/internal/testutil"
@@ -27,20 +28,20 @@ var errAlreadyExists = errors.New("already exists")
 // (this is a test double of the member, not of the Kubernetes API server).
 type memberAPI struct {
 	mu         sync.Mutex
-	pods       map[ctrlexp.Key]map[string]types.UID
-	limit      map[ctrlexp.Key]int32 // highest target ever submitted
+	pods       map[fedref.MemberObject]map[string]types.UID
+	limit      map[fedref.MemberObject]int32 // highest target ever submitted
 	creates    int
 	dupRetries int
 	violations []string
 }
 
 func newMemberAPI() *memberAPI {
-	return &memberAPI{pods: map[ctrlexp.Key]map[string]types.UID{}, limit: map[ctrlexp.Key]int32{}}
+	return &memberAPI{pods: map[fedref.MemberObject]map[string]types.UID{}, limit: map[fedref.MemberObject]int32{}}
 }
 
 // create is the write; fence is checked under the lock, right before the
 // write lands, as a client would check it right before sending.
-func (m *memberAPI) create(ctx context.Context, fence func() bool, k ctrlexp.Key, name string) error {
+func (m *memberAPI) create(ctx context.Context, fence func() bool, k fedref.MemberObject, name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if ctx.Err() != nil || !fence() {
@@ -61,7 +62,7 @@ func (m *memberAPI) create(ctx context.Context, fence func() bool, k ctrlexp.Key
 	return nil
 }
 
-func (m *memberAPI) list(k ctrlexp.Key) map[string]ctrlexp.ListedPod {
+func (m *memberAPI) list(k fedref.MemberObject) map[string]ctrlexp.ListedPod {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := map[string]ctrlexp.ListedPod{}
@@ -71,7 +72,7 @@ func (m *memberAPI) list(k ctrlexp.Key) map[string]ctrlexp.ListedPod {
 	return out
 }
 
-func (m *memberAPI) raise(k ctrlexp.Key, t int32) {
+func (m *memberAPI) raise(k fedref.MemberObject, t int32) {
 	m.mu.Lock()
 	m.limit[k] = max(m.limit[k], t)
 	m.mu.Unlock()
@@ -86,7 +87,7 @@ type replica struct {
 
 // fakeEngine is a minimal member worker: reconcile on a new term, then the
 // standard sync (satisfied? count, reserve, create, observe).
-func fakeEngine(ctx context.Context, r *replica, api *memberAPI, keys []ctrlexp.Key, rng *rand.Rand) {
+func fakeEngine(ctx context.Context, r *replica, api *memberAPI, keys []fedref.MemberObject, rng *rand.Rand) {
 	defer close(r.done)
 	var term uint64
 	for ctx.Err() == nil {
@@ -160,10 +161,10 @@ func TestInvariantUnderLeaderChaos(t *testing.T) {
 	c.StartAll()
 	c.WaitVoters(3, 20*time.Second)
 	api := newMemberAPI()
-	var keys []ctrlexp.Key
+	var keys []fedref.MemberObject
 	for _, m := range []string{"m1", "m2"} {
 		for _, f := range []string{"web", "api"} {
-			keys = append(keys, ctrlexp.Key{Cluster: m, Namespace: "ns", Name: f})
+			keys = append(keys, fedref.MemberObject{Cluster: m, Namespace: "ns", Name: f})
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -200,7 +201,7 @@ func TestInvariantUnderLeaderChaos(t *testing.T) {
 		for frs, tm := range targets {
 			for m := range tm {
 				tm[m] += int32(rand.IntN(12))
-				api.raise(ctrlexp.Key{Cluster: m, Namespace: "ns", Name: frs}, tm[m])
+				api.raise(fedref.MemberObject{Cluster: m, Namespace: "ns", Name: frs}, tm[m])
 			}
 			for _, n := range c.Live() {
 				sctx, scancel := context.WithTimeout(ctx, 3*time.Second)
@@ -247,7 +248,7 @@ func TestInvariantUnderLeaderChaos(t *testing.T) {
 	tu.Eventually(t, 30*time.Second, func() error {
 		for frs, tm := range targets {
 			for m, want := range tm {
-				k := ctrlexp.Key{Cluster: m, Namespace: "ns", Name: frs}
+				k := fedref.MemberObject{Cluster: m, Namespace: "ns", Name: frs}
 				if got := len(api.list(k)); got != int(want) {
 					return fmt.Errorf("%s has %d pods, want %d", k, got, want)
 				}
@@ -276,10 +277,8 @@ func TestStoreProtocol(t *testing.T) {
 	n := c.WaitLeader(10 * time.Second)
 	s := expectations.New(n, logr.Discard())
 	ctx := tu.Ctx(t, 10*time.Second)
-	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
-	if err := n.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: "web"}, 1, map[string]int32{"m1": 3}); err != nil {
-		t.Fatal(err)
-	}
+	k := web
+	setTarget(t, ctx, n, 3)
 	if !s.Satisfied(k) {
 		t.Fatal("fresh key not satisfied")
 	}
@@ -333,7 +332,7 @@ func TestStoreProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(n.FSM().Keys()) != 0 {
-		t.Fatalf("keys left: %v %+v", n.FSM().Keys(), n.FSM().View(fsm.Key{Cluster: k.Cluster, Namespace: k.Namespace, Name: k.Name}))
+		t.Fatalf("keys left: %v %+v", n.FSM().Keys(), n.FSM().View(fsm.KeyOf(k)))
 	}
 }
 
@@ -341,14 +340,10 @@ func TestStoreProtocol(t *testing.T) {
 // unfulfilled reservations and creates exactly those names, so a late create
 // of the old leader collides with its own.
 func TestReconcileAfterFailover(t *testing.T) {
-	c := tu.NewCluster(t, 3, tu.StableTimers)
-	c.StartAll()
-	old := c.WaitVoters(3, 20*time.Second)
+	c, old := threeVoters(t)
 	ctx := tu.Ctx(t, 30*time.Second)
-	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
-	if err := old.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: "web"}, 1, map[string]int32{"m1": 4}); err != nil {
-		t.Fatal(err)
-	}
+	k := web
+	setTarget(t, ctx, old, 4)
 	names, err := expectations.New(old, logr.Discard()).ExpectCreations(ctx, k, ctrlexp.CreateIntent{Target: 4, Count: 4, Prefix: "web-"})
 	if err != nil {
 		t.Fatal(err)
@@ -387,11 +382,9 @@ func TestReconcileAfterFailover(t *testing.T) {
 // scale-down interrupted by a SIGKILL); deletes that landed or whose pod was
 // replaced are settled.
 func TestDeletesTakenOverAfterFailover(t *testing.T) {
-	c := tu.NewCluster(t, 3, tu.StableTimers)
-	c.StartAll()
-	old := c.WaitVoters(3, 20*time.Second)
+	c, old := threeVoters(t)
 	ctx := tu.Ctx(t, 30*time.Second)
-	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	k := web
 	victims := []ctrlexp.PodRef{{Name: "web-a", UID: "ua"}, {Name: "web-b", UID: "ub"}, {Name: "web-c", UID: "uc"}, {Name: "web-d", UID: "ud"}}
 	if err := expectations.New(old, logr.Discard()).ExpectDeletions(ctx, k, victims); err != nil {
 		t.Fatal(err)
@@ -420,7 +413,7 @@ func TestDeletesTakenOverAfterFailover(t *testing.T) {
 		t.Fatal("the taken-over delete still counts as an earlier term's")
 	}
 	// Every replica agrees on the taken-over delete.
-	fk := fsm.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	fk := fsm.KeyOf(web)
 	for _, n := range c.Live() {
 		tu.Eventually(t, 20*time.Second, func() error {
 			if d := n.FSM().View(fk).Deletes; len(d) != 1 || d["web-a"].UID != "ua" {
@@ -442,15 +435,11 @@ func TestDeletesTakenOverAfterFailover(t *testing.T) {
 // pods for minutes in make chaos. The reconcile at the next sync holds such
 // names, the key is satisfied again, and the names are reissued first.
 func TestLostSettlementDoesNotStallTheKey(t *testing.T) {
-	c := tu.NewCluster(t, 3, tu.StableTimers)
-	c.StartAll()
-	leader := c.WaitVoters(3, 20*time.Second)
+	_, leader := threeVoters(t)
 	ctx := tu.Ctx(t, 60*time.Second)
-	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
-	fk := fsm.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
-	if err := leader.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: "web"}, 1, map[string]int32{"m1": 10}); err != nil {
-		t.Fatal(err)
-	}
+	k := web
+	fk := fsm.KeyOf(web)
+	setTarget(t, ctx, leader, 10)
 	s := expectations.New(leader, logr.Discard())
 	names, err := s.ExpectCreations(ctx, k, ctrlexp.CreateIntent{Target: 10, Count: 3, Prefix: "web-"})
 	if err != nil || len(names) != 3 {
@@ -498,22 +487,18 @@ func TestLostSettlementDoesNotStallTheKey(t *testing.T) {
 // leader's, and a deposed leader's late release all leave the leader's
 // reservations and pending deletes intact.
 func TestOnlyTheLeaderForgets(t *testing.T) {
-	c := tu.NewCluster(t, 3, tu.StableTimers)
-	c.StartAll()
-	leader := c.WaitVoters(3, 20*time.Second)
+	c, leader := threeVoters(t)
 	ctx := tu.Ctx(t, 60*time.Second)
-	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
-	fk := fsm.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
-	if err := leader.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: "web"}, 1, map[string]int32{"m1": 10}); err != nil {
-		t.Fatal(err)
-	}
+	k := web
+	fk := fsm.KeyOf(web)
+	setTarget(t, ctx, leader, 10)
 	ls := expectations.New(leader, logr.Discard())
 	names, err := ls.ExpectCreations(ctx, k, ctrlexp.CreateIntent{Target: 10, Count: 4, Prefix: "web-"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A sync of another key owns the pending deletes.
-	k2 := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "api"}
+	k2 := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "api"}
 	if err := ls.ExpectDeletions(ctx, k2, []ctrlexp.PodRef{{Name: "api-1", UID: "u1"}, {Name: "api-2", UID: "u2"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -619,10 +604,8 @@ func createPods(tb testing.TB, n int) uint64 {
 	s := expectations.New(l, logr.Discard())
 	ctx := tu.Ctx(tb, 60*time.Second)
 	go s.Run(ctx)
-	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
-	if err := l.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: "web"}, 1, map[string]int32{"m1": int32(n)}); err != nil {
-		tb.Fatal(err)
-	}
+	k := web
+	setTarget(tb, ctx, l, int32(n))
 	before := l.Raft().LastIndex()
 	active, batch := 0, 1
 	var observed atomic.Int64
@@ -654,7 +637,7 @@ func TestPendingObservationsBounded(t *testing.T) {
 	c.StartAll()
 	n := c.WaitLeader(10 * time.Second)
 	s := expectations.New(n, logr.Discard())
-	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	k := web
 	if s.Epoch() != 0 {
 		t.Fatalf("fresh store at epoch %d", s.Epoch())
 	}
@@ -678,9 +661,7 @@ func TestPendingObservationsBounded(t *testing.T) {
 // TestFollowerRecordsNothing: a follower neither keeps nor commits
 // observations; a new leader settles from a quorum list instead.
 func TestFollowerRecordsNothing(t *testing.T) {
-	c := tu.NewCluster(t, 3, tu.StableTimers)
-	c.StartAll()
-	leader := c.WaitVoters(3, 20*time.Second)
+	c, leader := threeVoters(t)
 	var follower *node.Node
 	for _, n := range c.Live() {
 		if n != leader {
@@ -688,7 +669,7 @@ func TestFollowerRecordsNothing(t *testing.T) {
 		}
 	}
 	s := expectations.New(follower, logr.Discard())
-	k := ctrlexp.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	k := web
 	before := leader.Raft().LastIndex()
 	s.CreationFailed(k, "web-1")
 	s.CreationUnknown(k, "web-2")
@@ -698,5 +679,25 @@ func TestFollowerRecordsNothing(t *testing.T) {
 	}
 	if after := leader.Raft().LastIndex(); after != before {
 		t.Fatalf("a follower's observations reached the log: index %d -> %d", before, after)
+	}
+}
+
+// web is the key most tests work on: FederatedReplicaSet ns/web in member m1.
+var web = fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "web"}
+
+// threeVoters starts three raft replicas with stable timers and returns them
+// and their leader once all three vote.
+func threeVoters(tb testing.TB) (*tu.Cluster, *node.Node) {
+	tb.Helper()
+	c := tu.NewCluster(tb, 3, tu.StableTimers)
+	c.StartAll()
+	return c, c.WaitVoters(3, 20*time.Second)
+}
+
+// setTarget commits target as web's target in m1.
+func setTarget(tb testing.TB, ctx context.Context, n *node.Node, target int32) {
+	tb.Helper()
+	if err := n.SetTargets(ctx, fsm.FRSRef{Namespace: web.Namespace, Name: web.Name}, 1, map[string]int32{web.Cluster: target}); err != nil {
+		tb.Fatal(err)
 	}
 }

@@ -322,7 +322,7 @@ func sortedNames(m map[string]Reservation) []string {
 	for n := range m {
 		out = append(out, n)
 	}
-	sortStrings(out)
+	sort.Strings(out)
 	return out
 }
 

@@ -85,7 +85,8 @@ func New(cfg NodeConfig, log logr.Logger, opts ...Option) (*Node, error) {
 		o(n)
 	}
 	if err := n.open(); err != nil {
-		n.closeResources()
+		n.closeTransport()
+		n.closeStore()
 		return nil, err
 	}
 	return n, nil
@@ -245,22 +246,26 @@ func (n *Node) Kill() error {
 		f := n.raft.Shutdown()
 		// Close the transport before waiting: a raft worker blocked on a
 		// peer that does not answer returns only when its connection goes.
-		n.trans.Close()
+		n.closeTransport()
 		err = f.Error()
 		n.raft.DeregisterObserver(n.observer)
 		n.wg.Wait()
-		n.closeResources()
+		n.closeStore()
 	})
 	return err
 }
 
-func (n *Node) closeResources() {
-	// The transport closes its stream layer.
+// closeTransport closes the transport, which closes its stream layer, or
+// the stream layer alone when opening failed before the transport existed.
+func (n *Node) closeTransport() {
 	if n.trans != nil {
 		n.trans.Close()
 	} else if n.layer != nil {
 		n.layer.Close()
 	}
+}
+
+func (n *Node) closeStore() {
 	if n.bolt != nil {
 		n.bolt.Close()
 	}

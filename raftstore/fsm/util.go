@@ -1,5 +1,0 @@
-package fsm
-
-import "sort"
-
-func sortStrings(s []string) { sort.Strings(s) }
