@@ -58,12 +58,14 @@ func TestElectionAndForwarding(t *testing.T) {
 			}
 			frs := fsm.FRSRef{Namespace: "ns", Name: "web", UID: "u1"}
 			// A follower's write is forwarded to the leader.
-			if err := follower.SetTargets(tu.Ctx(t, 10*time.Second), frs, 1, map[string]int32{"m1": 3}); err != nil {
-				t.Fatal(err)
-			}
-			if err := follower.SetMemberHealth(tu.Ctx(t, 10*time.Second), "m1", true, time.Unix(100, 0)); err != nil {
-				t.Fatal(err)
-			}
+			// Both writes are idempotent: retried while an election under
+			// load leaves no leader to forward to ("not the leader").
+			tu.Eventually(t, 2*time.Minute, func() error {
+				return follower.SetTargets(tu.Ctx(t, 10*time.Second), frs, 1, map[string]int32{"m1": 3})
+			})
+			tu.Eventually(t, 2*time.Minute, func() error {
+				return follower.SetMemberHealth(tu.Ctx(t, 10*time.Second), "m1", true, time.Unix(100, 0))
+			})
 			for _, n := range c.Live() {
 				tu.Eventually(t, 5*time.Second, func() error {
 					got, gen, ok := n.Targets(frs)
