@@ -615,9 +615,12 @@ func createPods(tb testing.TB, n int) uint64 {
 	active, batch := 0, 1
 	var observed atomic.Int64
 	for active < n {
-		for !s.Satisfied(k) {
-			time.Sleep(time.Millisecond)
-		}
+		tu.Eventually(tb, 2*time.Minute, func() error {
+			if !s.Satisfied(k) {
+				return fmt.Errorf("key unsatisfied at %d of %d pods", active, n)
+			}
+			return nil
+		})
 		names, err := s.ExpectCreations(ctx, k, ctrlexp.CreateIntent{Target: int32(n), Active: active, Count: min(batch, n-active, 500), Prefix: "web-"})
 		if err != nil {
 			tb.Fatal(err)
