@@ -407,13 +407,21 @@ func (e *env) patchRegistration(member, what string, change func(sec *corev1.Sec
 // registration Secret in the hub.
 func (e *env) relabel(member, key, value string) {
 	e.t.Helper()
-	e.patchRegistration(member, "labelling", func(sec *corev1.Secret) {
-		if value == "" {
-			delete(sec.Labels, key)
-			return
-		}
-		metav1.SetMetaDataLabel(&sec.ObjectMeta, key, value)
-	})
+	e.patchRegistration(member, "labelling", func(sec *corev1.Secret) { sec.Labels = withKey(sec.Labels, key, value) })
+}
+
+// withKey returns m with key set to value, or without key when value is
+// empty.
+func withKey(m map[string]string, key, value string) map[string]string {
+	if value == "" {
+		delete(m, key)
+		return m
+	}
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[key] = value
+	return m
 }
 
 // scale sets spec.replicas of a FederatedReplicaSet.

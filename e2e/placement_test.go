@@ -191,13 +191,7 @@ func TestDuplicated(t *testing.T) {
 // member's registration Secret in the hub.
 func (e *env) annotate(member, key, value string) {
 	e.t.Helper()
-	e.patchRegistration(member, "annotating", func(sec *corev1.Secret) {
-		if value == "" {
-			delete(sec.Annotations, key)
-			return
-		}
-		metav1.SetMetaDataAnnotation(&sec.ObjectMeta, key, value)
-	})
+	e.patchRegistration(member, "annotating", func(sec *corev1.Secret) { sec.Annotations = withKey(sec.Annotations, key, value) })
 }
 
 // waitMemberLabels waits until the MemberClusters show each member's value
