@@ -114,6 +114,10 @@ bench: tools ## Run benchmarks (figures for the issue notes).
 bench-sidebyside: tools ## kube-controller-manager's ReplicaSet controller vs replicafed's member engine on one control plane (SIDEBYSIDE_PODS, SIDEBYSIDE_PAIRS, SIDEBYSIDE_SETTINGS); table in hack/bench/out/sidebyside.md.
 	$(GO) run ./hack/bench/sidebyside --bin-dir $(BIN) --out $(ROOT)/hack/bench/out
 
+.PHONY: bench-fleet
+bench-fleet: tools ## Whole-product benchmark on the e2e fleet against per-member kube-controller-manager (BENCH_* settings: hack/bench/fleet).
+	$(GO) run ./hack/bench/fleet
+
 .PHONY: helm-lint
 helm-lint: ## Lint and render the Helm chart.
 	@if [ -d charts/replicafed ]; then \

@@ -243,3 +243,28 @@ func Equal(a, b v1alpha1.FederatedReplicaSetStatus) bool {
 	}
 	return equality.Semantic.DeepEqual(strip(a), strip(b))
 }
+
+// Significant reports whether next differs from prev in something a user
+// or tool waits on: the observed generation, the selector, a condition
+// appearing, going or changing status or reason, or a member's target or
+// health (the plan). Counts alone, and the condition messages that repeat
+// them, are not significant: under load their writes can be spaced out.
+func Significant(prev, next v1alpha1.FederatedReplicaSetStatus) bool {
+	if prev.ObservedGeneration != next.ObservedGeneration || prev.Selector != next.Selector ||
+		len(prev.Conditions) != len(next.Conditions) || len(prev.Clusters) != len(next.Clusters) {
+		return true
+	}
+	for _, c := range next.Conditions {
+		old := meta.FindStatusCondition(prev.Conditions, c.Type)
+		if old == nil || old.Status != c.Status || old.Reason != c.Reason {
+			return true
+		}
+	}
+	for i := range next.Clusters {
+		a, b := &prev.Clusters[i], &next.Clusters[i]
+		if a.Name != b.Name || a.Target != b.Target || a.Health != b.Health {
+			return true
+		}
+	}
+	return false
+}

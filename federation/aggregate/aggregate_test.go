@@ -218,3 +218,52 @@ func TestComputeSumsUnschedulableAndSpreadCondition(t *testing.T) {
 		t.Error("SpreadUnsatisfied kept after the constraint was met")
 	}
 }
+
+func TestSignificant(t *testing.T) {
+	base := func() v1alpha1.FederatedReplicaSetStatus {
+		return v1alpha1.FederatedReplicaSetStatus{
+			ObservedGeneration: 2, Selector: "app=web", Replicas: 4, ReadyReplicas: 2,
+			Clusters: []v1alpha1.ClusterStatus{
+				{Name: "a", Target: 2, Health: v1alpha1.ClusterHealthy, Replicas: 2, ReadyReplicas: 1},
+				{Name: "b", Target: 2, Health: v1alpha1.ClusterHealthy, Replicas: 2, ReadyReplicas: 1},
+			},
+			Conditions: []metav1.Condition{
+				{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: "ReplicasNotAvailable", Message: "2 of 4 replicas available"},
+				{Type: v1alpha1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "MembersConverging", Message: "converging: a, b"},
+			},
+		}
+	}
+	tests := []struct {
+		name   string
+		change func(*v1alpha1.FederatedReplicaSetStatus)
+		want   bool
+	}{
+		{"nothing", func(*v1alpha1.FederatedReplicaSetStatus) {}, false},
+		{"counts and their messages", func(s *v1alpha1.FederatedReplicaSetStatus) {
+			s.ReadyReplicas, s.Clusters[0].ReadyReplicas = 3, 2
+			s.Conditions[0].Message = "3 of 4 replicas available"
+			s.Conditions[1].Message = "converging: b"
+		}, false},
+		{"generation", func(s *v1alpha1.FederatedReplicaSetStatus) { s.ObservedGeneration = 3 }, true},
+		{"Ready turns true", func(s *v1alpha1.FederatedReplicaSetStatus) {
+			s.Conditions[0].Status, s.Conditions[0].Reason = metav1.ConditionTrue, "ReplicasAvailable"
+		}, true},
+		{"condition added", func(s *v1alpha1.FederatedReplicaSetStatus) {
+			s.Conditions = append(s.Conditions, metav1.Condition{Type: v1alpha1.ConditionReplicaFailure, Status: metav1.ConditionTrue})
+		}, true},
+		{"target moves", func(s *v1alpha1.FederatedReplicaSetStatus) { s.Clusters[1].Target = 3 }, true},
+		{"member unreachable", func(s *v1alpha1.FederatedReplicaSetStatus) { s.Clusters[0].Health = v1alpha1.ClusterUnreachable }, true},
+		{"member row added", func(s *v1alpha1.FederatedReplicaSetStatus) {
+			s.Clusters = append(s.Clusters, v1alpha1.ClusterStatus{Name: "c"})
+		}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			next := base()
+			tc.change(&next)
+			if got := Significant(base(), next); got != tc.want {
+				t.Fatalf("Significant = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

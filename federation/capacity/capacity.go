@@ -23,13 +23,13 @@ import (
 
 // Estimate returns how many more pods of tmpl fit on nodes, given every pod
 // currently known in the member (only non-terminal pods bound to a node count).
-// The result is capped at math.MaxInt32.
+// The result is capped at math.MaxInt32. Counters give the same answer from
+// informer events without the lists.
 func Estimate(nodes []corev1.Node, pods []corev1.Pod, tmpl *corev1.PodTemplateSpec) int32 {
-	req := podRequests(&tmpl.Spec)
 	used := make(map[string]*usage, len(nodes))
 	for i := range pods {
 		p := &pods[i]
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if !counted(p) {
 			continue
 		}
 		u := used[p.Spec.NodeName]
@@ -37,34 +37,77 @@ func Estimate(nodes []corev1.Node, pods []corev1.Pod, tmpl *corev1.PodTemplateSp
 			u = &usage{requests: corev1.ResourceList{}}
 			used[p.Spec.NodeName] = u
 		}
-		u.pods++
-		for name, q := range podRequests(&p.Spec) {
-			cur := u.requests[name]
-			cur.Add(q)
-			u.requests[name] = cur
-		}
+		u.add(podRequests(&p.Spec))
 	}
-	var total int64
+	e := newEstimator(tmpl)
 	for i := range nodes {
-		n := &nodes[i]
-		if !Eligible(n, tmpl) {
-			continue
-		}
-		u := used[n.Name]
-		if u == nil {
-			u = &usage{requests: corev1.ResourceList{}}
-		}
-		total += fits(n.Status.Allocatable, u, req)
-		if total >= math.MaxInt32 {
-			return math.MaxInt32
+		if e.add(&nodes[i], used[nodes[i].Name]) {
+			break
 		}
 	}
-	return int32(total)
+	return e.result()
 }
 
+// counted reports whether a pod takes room on a node: bound and not
+// finished, as the scheduler counts it.
+func counted(p *corev1.Pod) bool {
+	return p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+// estimator sums, node by node, how many pods of one template fit.
+type estimator struct {
+	tmpl  *corev1.PodTemplateSpec
+	req   corev1.ResourceList
+	match eligibility
+	total int64
+}
+
+func newEstimator(tmpl *corev1.PodTemplateSpec) *estimator {
+	return &estimator{tmpl: tmpl, req: podRequests(&tmpl.Spec), match: newEligibility(tmpl)}
+}
+
+// add counts node n with usage u (nil: nothing bound to it); it reports
+// true once the total reached the cap, when further nodes change nothing.
+func (e *estimator) add(n *corev1.Node, u *usage) bool {
+	if !e.match.eligible(n) {
+		return false
+	}
+	if u == nil {
+		u = &usage{}
+	}
+	e.total += fits(n.Status.Allocatable, u, e.req)
+	return e.total >= math.MaxInt32
+}
+
+func (e *estimator) result() int32 {
+	return int32(min(e.total, math.MaxInt32))
+}
+
+// usage is what the pods bound to one node take.
 type usage struct {
 	pods     int64
 	requests corev1.ResourceList
+}
+
+// add counts one more pod requesting req.
+func (u *usage) add(req corev1.ResourceList) {
+	u.pods++
+	for name, q := range req {
+		cur := u.requests[name]
+		cur.Add(q)
+		u.requests[name] = cur
+	}
+}
+
+// remove takes back what add counted for the same req. Quantity arithmetic
+// is exact, so add then remove leaves the sums as they were.
+func (u *usage) remove(req corev1.ResourceList) {
+	u.pods--
+	for name, q := range req {
+		cur := u.requests[name]
+		cur.Sub(q)
+		u.requests[name] = cur
+	}
 }
 
 // fits returns how many pods requesting req fit in what alloc leaves after u.
@@ -99,19 +142,42 @@ func fits(alloc corev1.ResourceList, u *usage, req corev1.ResourceList) int64 {
 // is Ready and not cordoned, its taints are tolerated and it matches the
 // template's node selector and required node affinity.
 func Eligible(n *corev1.Node, tmpl *corev1.PodTemplateSpec) bool {
+	return newEligibility(tmpl).eligible(n)
+}
+
+// eligibility is Eligible with the template's selectors built once, for
+// checking many nodes.
+type eligibility struct {
+	tolerations []corev1.Toleration
+	selector    labels.Selector // nil: no node selector
+	affinity    *nodeaffinity.LazyErrorNodeSelector
+}
+
+func newEligibility(tmpl *corev1.PodTemplateSpec) eligibility {
+	e := eligibility{tolerations: tmpl.Spec.Tolerations}
+	if len(tmpl.Spec.NodeSelector) > 0 {
+		e.selector = labels.SelectorFromSet(tmpl.Spec.NodeSelector)
+	}
+	if a := tmpl.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		e.affinity = nodeaffinity.NewLazyErrorNodeSelector(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+	}
+	return e
+}
+
+func (e eligibility) eligible(n *corev1.Node) bool {
 	if n.Spec.Unschedulable || !ready(n) {
 		return false
 	}
-	if _, bad := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), n.Spec.Taints, tmpl.Spec.Tolerations, func(t *corev1.Taint) bool {
+	if _, bad := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), n.Spec.Taints, e.tolerations, func(t *corev1.Taint) bool {
 		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 	}, false); bad {
 		return false
 	}
-	if len(tmpl.Spec.NodeSelector) > 0 && !labels.SelectorFromSet(tmpl.Spec.NodeSelector).Matches(labels.Set(n.Labels)) {
+	if e.selector != nil && !e.selector.Matches(labels.Set(n.Labels)) {
 		return false
 	}
-	if a := tmpl.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-		ok, err := nodeaffinity.NewLazyErrorNodeSelector(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution).Match(n)
+	if e.affinity != nil {
+		ok, err := e.affinity.Match(n)
 		if err != nil || !ok {
 			return false
 		}

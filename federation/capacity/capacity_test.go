@@ -115,6 +115,17 @@ func TestEstimate(t *testing.T) {
 			if got := Estimate(tc.nodes, tc.pods, tc.tmpl); got != tc.want {
 				t.Fatalf("Estimate = %d, want %d", got, tc.want)
 			}
+			// The same objects seen as informer events give the same answer.
+			c := NewCounters()
+			for i := range tc.pods {
+				c.PodHandler().OnAdd(&tc.pods[i], true)
+			}
+			for i := range tc.nodes {
+				c.NodeHandler().OnAdd(&tc.nodes[i], true)
+			}
+			if got := c.Estimate(tc.tmpl); got != tc.want {
+				t.Fatalf("Counters.Estimate = %d, want %d", got, tc.want)
+			}
 		})
 	}
 }

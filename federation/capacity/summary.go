@@ -1,6 +1,8 @@
 package capacity
 
 import (
+	"iter"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -22,43 +24,68 @@ var summarised = []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory
 
 // Summarize sums nodes and what the pods bound to them request.
 func Summarize(nodes []corev1.Node, pods []corev1.Pod) Summary {
-	used := map[string]corev1.ResourceList{}
+	used := map[string]*usage{}
 	for i := range pods {
 		p := &pods[i]
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if !counted(p) {
 			continue
 		}
 		u := used[p.Spec.NodeName]
 		if u == nil {
-			u = corev1.ResourceList{}
+			u = &usage{requests: corev1.ResourceList{}}
 			used[p.Spec.NodeName] = u
 		}
-		addTo(u, podRequests(&p.Spec))
-		addTo(u, corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(1, resource.DecimalSI)})
+		u.add(podRequests(&p.Spec))
 	}
+	all := func(yield func(string, *corev1.Node) bool) {
+		for i := range nodes {
+			if !yield(nodes[i].Name, &nodes[i]) {
+				return
+			}
+		}
+	}
+	return summarize(all, func(node string) corev1.ResourceList {
+		if u := used[node]; u != nil {
+			return u.withPods()
+		}
+		return nil
+	})
+}
+
+// summarize sums the nodes given, with used giving what the pods bound to
+// a node take (pods as a resource too).
+func summarize(nodes iter.Seq2[string, *corev1.Node], used func(node string) corev1.ResourceList) Summary {
 	s := Summary{Allocatable: corev1.ResourceList{}, Free: corev1.ResourceList{}}
-	for i := range nodes {
-		n := &nodes[i]
+	for name, n := range nodes {
 		s.Nodes++
 		if !ready(n) || n.Spec.Unschedulable {
 			continue
 		}
 		s.Ready++
-		for _, name := range summarised {
-			alloc, ok := n.Status.Allocatable[name]
+		u := used(name)
+		for _, res := range summarised {
+			alloc, ok := n.Status.Allocatable[res]
 			if !ok {
 				continue
 			}
-			addTo(s.Allocatable, corev1.ResourceList{name: alloc})
+			addTo(s.Allocatable, corev1.ResourceList{res: alloc})
 			free := alloc.DeepCopy()
-			free.Sub(used[n.Name][name])
+			free.Sub(u[res])
 			if free.Sign() < 0 {
 				free = *resource.NewQuantity(0, alloc.Format)
 			}
-			addTo(s.Free, corev1.ResourceList{name: free})
+			addTo(s.Free, corev1.ResourceList{res: free})
 		}
 	}
 	return s
+}
+
+// withPods is the usage as a resource list with the pod count as "pods".
+func (u *usage) withPods() corev1.ResourceList {
+	out := make(corev1.ResourceList, len(u.requests)+1)
+	addTo(out, u.requests)
+	addTo(out, corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(u.pods, resource.DecimalSI)})
+	return out
 }
 
 func addTo(dst, src corev1.ResourceList) {

@@ -158,7 +158,7 @@ func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaS
 				f.missing[name] = "no report of its pods yet"
 			}
 			if pm.Health == planner.Healthy {
-				if free, ok := memberCapacity(ctx, m, &frs.Spec.Template); ok {
+				if free, ok := r.memberCapacity(ctx, m, &frs.Spec.Template); ok {
 					pm.FreeCapacity = &free
 				}
 			}

@@ -3,6 +3,8 @@ package hub
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/replicafed/replicafed/federation/health"
 	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/internal/fedref"
@@ -45,4 +47,11 @@ type Poker interface {
 // gone from every member.
 type ExpectationsForgetter interface {
 	Delete(key fedref.MemberObject)
+}
+
+// CapacitySource estimates how many more pods of a template fit in a member
+// (capacity.Tracker, from counters its informers keep). ok is false when
+// the member's capacity is unknown.
+type CapacitySource interface {
+	Free(ctx context.Context, cluster string, tmpl *corev1.PodTemplateSpec) (free int32, ok bool)
 }

@@ -40,6 +40,10 @@ type Reconciler struct {
 	Targets TargetStore
 	// Reports holds member statuses.
 	Reports *Reports
+	// Capacity estimates members' free room from incrementally kept
+	// counters; nil lists every node and pod of the member on each
+	// estimate instead (tests, tools).
+	Capacity CapacitySource
 	// Gate permits writes on the leader only.
 	Gate Gate
 	// Poker pokes member workers after targets change.
@@ -50,6 +54,11 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// StatusInterval is the least time between two status writes of one object.
 	StatusInterval time.Duration
+	// StatusBudget bounds, in writes per second, the status writes of
+	// changes that are not significant (counts) while many objects have
+	// one waiting: with n waiting, each object writes at most once per
+	// n/StatusBudget seconds. Zero leaves StatusInterval as the only bound.
+	StatusBudget float64
 	// Clock is injected for tests.
 	Clock clock.PassiveClock
 	// Intents remembers orphan deletions seen on the event path; optional.
@@ -67,7 +76,7 @@ type Reconciler struct {
 	// optional.
 	RecordedTaints func(ctx context.Context, cluster string) []v1alpha1.ClusterTaint
 
-	lastWrite syncMap[string, time.Time]
+	status statusPacer
 	// taints stands in for missing taint times; warned dedupes warnings.
 	taints taintClock
 	warned warnings
@@ -102,7 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Hub.Get(ctx, req.NamespacedName, frs); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Reports.Forget(req.Namespace, req.Name)
-			r.lastWrite.Delete(req.String())
+			r.status.forget(req.String())
 			r.awaiting.Delete(req.String())
 			r.warned.forget(req.String())
 			return ctrl.Result{}, nil
@@ -127,6 +136,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	f := r.gather(ctx, frs, prev, termStart, now)
 	if wait := r.awaitFacts(frs, f, termStart, now); wait > 0 {
 		log.V(2).Info("Waiting for member facts before planning", "frs", klog.KObj(frs), "missing", f.missingText())
+		// A member may lack a report because its worker never got the
+		// key: ask it.
+		r.pokeLagging(frs, prev, f)
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	if since, waited := r.awaiting.Load(frs.Namespace + "/" + frs.Name); waited && len(f.missing) > 0 {
@@ -178,6 +190,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else if !changed {
 		committed = targets
 		metrics.Plans.WithLabelValues("unchanged").Inc()
+		r.pokeLagging(frs, targets, f)
 	}
 	if repairing && len(f.missing) == 0 && commitErr == nil && res.MovesPending == 0 {
 		if err := r.setReplan(ctx, frs, ""); err != nil {
@@ -201,6 +214,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		result.RequeueAfter = d
 	}
 	return result, nil
+}
+
+// pokeLagging asks the workers of members that have not taken up their
+// committed target (no MemberReplicaSet yet, or one with another target) to
+// sync. The poke after a commit can be lost (the worker skips keys while its
+// write gate is shut, say during a lease lapse), and the leader's periodic
+// resync only reaches keys whose MemberReplicaSet exists: without this an
+// FRS whose first poke was lost never gets its MemberReplicaSets.
+func (r *Reconciler) pokeLagging(frs *v1alpha1.FederatedReplicaSet, targets map[string]int32, f facts) {
+	for name, target := range targets {
+		if rep, ok := f.reports[name]; ok && rep.Target == target {
+			continue
+		}
+		r.Poker.Enqueue(fedref.MemberObject{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
+	}
 }
 
 // warnings emits the warning events of one pass, each only when its state
@@ -306,8 +334,12 @@ func (r *Reconciler) setReplan(ctx context.Context, frs *v1alpha1.FederatedRepli
 	return nil
 }
 
-// memberCapacity estimates free room for the template from the member's cache.
-func memberCapacity(ctx context.Context, m *registry.Member, tmpl *corev1.PodTemplateSpec) (int32, bool) {
+// memberCapacity estimates free room for the template: from the counters
+// when the reconciler has them, else from the member's cache.
+func (r *Reconciler) memberCapacity(ctx context.Context, m *registry.Member, tmpl *corev1.PodTemplateSpec) (int32, bool) {
+	if r.Capacity != nil {
+		return r.Capacity.Free(ctx, m.Name, tmpl)
+	}
 	// Read-only use: skip the cache's deep copies, which dominate the cost of
 	// this estimate in a large member.
 	nodes := &corev1.NodeList{}
@@ -392,21 +424,22 @@ func (r *Reconciler) writeStatus(ctx context.Context, frs *v1alpha1.FederatedRep
 		in.Members = append(in.Members, m)
 	}
 	st := aggregate.Compute(in)
+	key := frs.Namespace + "/" + frs.Name
 	if aggregate.Equal(st, frs.Status) {
+		r.status.settled(key)
 		return ctrl.Result{}, nil
 	}
-	key := frs.Namespace + "/" + frs.Name
-	if last, ok := r.lastWrite.Load(key); ok && r.StatusInterval > 0 {
-		if wait := r.StatusInterval - now.Sub(last); wait > 0 {
-			return ctrl.Result{RequeueAfter: wait}, nil
-		}
+	// A change waiting here is not lost: the requeue computes the status
+	// afresh, coalescing whatever changed meanwhile into one write.
+	if wait := r.status.wait(key, now, aggregate.Significant(frs.Status, st), r.StatusInterval, r.StatusBudget); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	patch := client.MergeFrom(frs.DeepCopy())
 	frs.Status = st
 	if err := r.Hub.Status().Patch(ctx, frs, patch); err != nil {
 		return ctrl.Result{}, fmt.Errorf("writing status of %s: %w", key, err)
 	}
-	r.lastWrite.Store(key, now)
+	r.status.written(key, now)
 	return ctrl.Result{}, nil
 }
 

@@ -40,6 +40,7 @@ import (
 	"github.com/replicafed/replicafed/config"
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/controller/worker"
+	"github.com/replicafed/replicafed/federation/capacity"
 	"github.com/replicafed/replicafed/federation/health"
 	"github.com/replicafed/replicafed/federation/hub"
 	"github.com/replicafed/replicafed/federation/membersetup"
@@ -86,6 +87,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 			log.Error(err, "Stopping raft")
 		}
 	}()
+	raftNode.Store(n)
 	store := raftexp.New(n, log.WithName("expectations"))
 
 	monitor := health.NewMonitor(health.Options{
@@ -191,6 +193,12 @@ func Run(ctx context.Context, cfg *config.Config) error {
 			}
 		},
 	}
+	// Capacity counters ride on the member informers the workers start;
+	// they need no prepared member, so they are engaged directly.
+	tracker := capacity.NewTracker()
+	if err := mgr.Add(&awareRunnable{Aware: tracker}); err != nil {
+		return fmt.Errorf("adding member capacity counters: %w", err)
+	}
 	prep.Next = append(prep.Next, workers)
 	if err := mgr.Add(&awareRunnable{Aware: prep}); err != nil {
 		return fmt.Errorf("adding member preparation: %w", err)
@@ -226,12 +234,16 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		RecordedTaints: memberstatus.RecordedTaints(local.GetClient()),
 		Targets:        targets,
 		Reports:        reports,
+		Capacity:       tracker,
 		Gate:           n,
 		// New targets may add or remove members that need copies.
 		Poker:          pokers{workers, prop},
 		Expectations:   store,
 		Recorder:       local.GetEventRecorder("replicafed"),
 		StatusInterval: cfg.Controller.StatusUpdateInterval,
+		// Count-only status changes take at most half the hub client's
+		// QPS while many objects change, leaving the rest to planning.
+		StatusBudget: float64(cfg.Hub.QPS) / 2,
 		MemberProblems: func(cluster string) string {
 			if p, ok := problems.Load(cluster); ok {
 				return p.(string)

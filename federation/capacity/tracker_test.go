@@ -1,0 +1,202 @@
+package capacity
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+
+	"github.com/replicafed/replicafed/internal/kubescheme"
+	"github.com/replicafed/replicafed/internal/testcluster"
+)
+
+// TestTracker runs the tracker on a real API server's informers (one
+// cluster for both parts: starting one is the slow part).
+func TestTracker(t *testing.T) {
+	tc := testcluster.Start(t, testcluster.Options{Name: "capacity"})
+	t.Run("follows a member", func(t *testing.T) { followsAMember(t, tc) })
+	t.Run("forgets an ended engagement", func(t *testing.T) { forgetsEndedEngagement(t, tc) })
+}
+
+// followsAMember feeds the counters through creates, binds, finishes,
+// deletes and node changes, and checks each estimate against the list-based
+// one over the same objects.
+func followsAMember(t *testing.T, tc *testcluster.Cluster) {
+	scheme, err := kubescheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := cluster.New(tc.Config, func(o *cluster.Options) { o.Scheme = scheme })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = cl.Start(ctx) }()
+	tr := NewTracker()
+	if err := tr.Engage(ctx, "m", cl); err != nil {
+		t.Fatal(err)
+	}
+	c := cl.GetClient()
+	// Its own namespace: "default" is created by the API server shortly
+	// after it starts, not necessarily before this runs.
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "capacity"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		n := node(fmt.Sprintf("n%d", i), "4", "16Gi", 20)
+		if i == 2 {
+			n.Labels["zone"] = "b"
+		}
+		if err := c.Create(ctx, &n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var pods []*corev1.Pod
+	for i := range 12 {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "capacity", Name: fmt.Sprintf("p%d", i)},
+			Spec: corev1.PodSpec{
+				NodeName: fmt.Sprintf("n%d", i%4), // n3 does not exist (yet)
+				Containers: []corev1.Container{{Name: "c", Image: "x", Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("300m"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+				}}},
+			},
+		}
+		if i%5 == 0 {
+			p.Spec.NodeName = "" // not bound
+		}
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		pods = append(pods, p)
+	}
+	templates := []*corev1.PodTemplateSpec{
+		template("500m", "1Gi", func(s *corev1.PodSpec) {
+			// The API server taints new nodes not-ready until a node
+			// controller says otherwise; this template does not care.
+			s.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		}),
+		template("1", "", func(s *corev1.PodSpec) {
+			s.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+			s.NodeSelector = map[string]string{"zone": "b"}
+		}),
+		template("100m", ""),
+	}
+	agree := func(what string) {
+		t.Helper()
+		var last string
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			last = ""
+			nodes := &corev1.NodeList{}
+			podList := &corev1.PodList{}
+			if err := c.List(ctx, nodes); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.List(ctx, podList); err != nil {
+				t.Fatal(err)
+			}
+			for i, tmpl := range templates {
+				want := Estimate(nodes.Items, podList.Items, tmpl)
+				got, ok := tr.Free(ctx, "m", tmpl)
+				if !ok || got != want {
+					last += fmt.Sprintf(" template %d: counters %d (ok %v), lists %d;", i, got, ok, want)
+				}
+			}
+			if last == "" {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: counters never agreed with the lists:%s", what, last)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	agree("after creates")
+
+	// A pod finishes, one is deleted, a node is relabelled and one appears
+	// for the pods already bound to it.
+	done := pods[1].DeepCopy()
+	done.Status.Phase = corev1.PodSucceeded
+	if err := c.Status().Update(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, pods[2]); err != nil {
+		t.Fatal(err)
+	}
+	n0 := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "n0"}, n0); err != nil {
+		t.Fatal(err)
+	}
+	n0.Labels["zone"] = "b"
+	if err := c.Update(ctx, n0); err != nil {
+		t.Fatal(err)
+	}
+	n3 := node("n3", "2", "4Gi", 5)
+	if err := c.Create(ctx, &n3); err != nil {
+		t.Fatal(err)
+	}
+	agree("after changes")
+
+	if _, ok := tr.Free(ctx, "other", templates[0]); ok {
+		t.Fatal("a member never engaged has a known capacity")
+	}
+	if s, ok := tr.Summary("m"); !ok || s.Nodes != 4 {
+		t.Fatalf("Summary = %+v, %v; want 4 nodes", s, ok)
+	}
+}
+
+// forgetsEndedEngagement checks a member's counters go with its
+// engagement, and that a re-engagement replaces them.
+func forgetsEndedEngagement(t *testing.T, tc *testcluster.Cluster) {
+	scheme, err := kubescheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := NewTracker()
+	start := func(ctx context.Context) {
+		cl, err := cluster.New(tc.Config, func(o *cluster.Options) { o.Scheme = scheme })
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = cl.Start(ctx) }()
+		if err := tr.Engage(ctx, "m", cl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, endFirst := context.WithCancel(context.Background())
+	start(first)
+	second, endSecond := context.WithCancel(context.Background())
+	defer endSecond()
+	start(second)
+	endFirst() // the replaced engagement ends after the new one began
+	tmpl := template("", "")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, ok := tr.Free(second, "m", tmpl); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second engagement never served an estimate")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	endSecond()
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		if _, ok := tr.Free(context.Background(), "m", tmpl); !ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("counters outlived the member's engagement")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,73 @@
+package hub
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/replicafed/replicafed/controller/engine"
+	"github.com/replicafed/replicafed/internal/fedref"
+)
+
+// fixedCapacity answers every estimate of a member with one number.
+type fixedCapacity map[string]int32
+
+func (f fixedCapacity) Free(_ context.Context, cluster string, _ *corev1.PodTemplateSpec) (int32, bool) {
+	free, ok := f[cluster]
+	return free, ok
+}
+
+// With a CapacitySource the reconciler plans from it and never lists a
+// member's nodes or pods.
+func TestCapacityFromCountersNotLists(t *testing.T) {
+	noLists := interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, o ...client.ListOption) error {
+		switch l.(type) {
+		case *corev1.PodList, *corev1.NodeList:
+			t.Errorf("listed %T although counters are configured", l)
+		}
+		return c.List(ctx, l, o...)
+	}}
+	e := newEnv(t, true, frs(6), healthy("a", "b"), nil, map[string]interceptor.Funcs{"a": noLists, "b": noLists})
+	e.r.Capacity = fixedCapacity{"a": 1, "b": 100}
+	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+		t.Fatal(err)
+	}
+	tg, _, _ := e.targets.Targets(fedref.FRS{Namespace: "default", Name: "web"})
+	if tg["a"] != 1 || tg["b"] != 5 {
+		t.Fatalf("targets = %v, want a:1 (its free capacity) b:5", tg)
+	}
+}
+
+// A member whose capacity is unknown to the counters is planned as the
+// list-based path plans a member it cannot read: without a capacity bound.
+func TestUnknownCapacityIsUnbounded(t *testing.T) {
+	e := newEnv(t, true, frs(6), healthy("a", "b"), nil, nil)
+	e.r.Capacity = fixedCapacity{"b": 100}
+	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+		t.Fatal(err)
+	}
+	tg, _, _ := e.targets.Targets(fedref.FRS{Namespace: "default", Name: "web"})
+	if tg["a"] != 3 || tg["b"] != 3 {
+		t.Fatalf("targets = %v, want a:3 b:3", tg)
+	}
+}
+
+// A pass that commits nothing pokes the members that have not taken up
+// their target (here b, with no MemberReplicaSet or report), so a poke lost
+// after the commit is made good on the next pass; a member at its target is
+// left alone.
+func TestUnchangedPlanPokesLaggingMembers(t *testing.T) {
+	e := newEnv(t, true, frs(4), healthy("a", "b"), nil, nil)
+	_ = e.targets.SetTargets(context.Background(), fedref.FRS{Namespace: "default", Name: "web", UID: "uid-1"}, 3, map[string]int32{"a": 2, "b": 2})
+	e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: "a", Namespace: "default", Name: "web"},
+		engine.MemberStatus{Target: 2, Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, ReportedAt: now})
+	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.pokes.keys) != 1 || e.pokes.keys[0].Cluster != "b" {
+		t.Fatalf("poked %v, want only b (no report of its target)", e.pokes.keys)
+	}
+}

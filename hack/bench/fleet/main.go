@@ -1,0 +1,130 @@
+// Command fleet benchmarks the whole product on the e2e fleet (a hub, member
+// clusters with kwok nodes, three replicafed replicas) against what users run
+// without it: one ReplicaSet per member under each member's own
+// kube-controller-manager at the same client QPS. Scenarios: one
+// FederatedReplicaSet scaled from 0 to BENCH_REPLICAS, and BENCH_FRS
+// FederatedReplicaSets of BENCH_FRS_REPLICAS each created at once. It prints a
+// markdown table of medians over BENCH_RUNS runs; progress goes to stderr.
+//
+//	make bench-fleet
+//	BENCH_REPLICAS=1000 BENCH_FRS=100 BENCH_RUNS=1 make bench-fleet
+//
+// Settings (environment): BENCH_REPLICAS (10000), BENCH_FRS (1000),
+// BENCH_FRS_REPLICAS (10), BENCH_RUNS (3), BENCH_MEMBERS (4),
+// BENCH_MEMBER_QPS (20), BENCH_MEMBER_BURST (30), BENCH_SCENARIOS
+// ("single,many"), BENCH_SYSTEMS ("replicafed,kcm"), BENCH_CONFIG (JSON merged
+// into every replica's configuration), BENCH_OUT (also write the table there),
+// BENCH_RAW (write every run's raw figures there, JSON lines).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// settings are the benchmark's knobs.
+type settings struct {
+	Replicas, FRS, FRSReplicas, Runs, Members int
+	MemberQPS                                 float64
+	MemberBurst                               int
+	Scenarios, Systems                        []string
+	Config                                    map[string]any
+	Out, Raw                                  string
+	// Idle is the steady-state window measured after each replicafed run.
+	Idle time.Duration
+	// Binary is a prebuilt replicafed (to compare builds); empty builds
+	// this checkout.
+	Binary string
+}
+
+func loadSettings() (settings, error) {
+	s := settings{Replicas: 10000, FRS: 1000, FRSReplicas: 10, Runs: 3, Members: 4, MemberQPS: 20, MemberBurst: 30,
+		Scenarios: []string{scenarioSingle, scenarioMany}, Systems: []string{systemReplicafed, systemKCM}}
+	ints := map[string]*int{"BENCH_REPLICAS": &s.Replicas, "BENCH_FRS": &s.FRS, "BENCH_FRS_REPLICAS": &s.FRSReplicas,
+		"BENCH_RUNS": &s.Runs, "BENCH_MEMBERS": &s.Members, "BENCH_MEMBER_BURST": &s.MemberBurst}
+	for key, dst := range ints {
+		if v := os.Getenv(key); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return s, fmt.Errorf("%s=%q: want a positive integer", key, v)
+			}
+			*dst = n
+		}
+	}
+	if s.Members > 26 {
+		return s, fmt.Errorf("BENCH_MEMBERS=%d: at most 26 (members are named member-a to member-z)", s.Members)
+	}
+	if v := os.Getenv("BENCH_MEMBER_QPS"); v != "" {
+		q, err := strconv.ParseFloat(v, 64)
+		if err != nil || q <= 0 {
+			return s, fmt.Errorf("BENCH_MEMBER_QPS=%q: want a positive number", v)
+		}
+		s.MemberQPS = q
+	}
+	lists := map[string]struct {
+		dst     *[]string
+		allowed []string
+	}{
+		"BENCH_SCENARIOS": {&s.Scenarios, []string{scenarioSingle, scenarioMany}},
+		"BENCH_SYSTEMS":   {&s.Systems, []string{systemReplicafed, systemKCM}},
+	}
+	for key, l := range lists {
+		v := os.Getenv(key)
+		if v == "" {
+			continue
+		}
+		*l.dst = nil
+		for _, item := range strings.Split(v, ",") {
+			item = strings.TrimSpace(item)
+			if !contains(l.allowed, item) {
+				return s, fmt.Errorf("%s: %q is not one of %v", key, item, l.allowed)
+			}
+			*l.dst = append(*l.dst, item)
+		}
+	}
+	if v := os.Getenv("BENCH_CONFIG"); v != "" {
+		if err := json.Unmarshal([]byte(v), &s.Config); err != nil {
+			return s, fmt.Errorf("BENCH_CONFIG: %w", err)
+		}
+	}
+	s.Out, s.Raw, s.Binary = os.Getenv("BENCH_OUT"), os.Getenv("BENCH_RAW"), os.Getenv("BENCH_BINARY")
+	s.Idle = 20 * time.Second
+	if v := os.Getenv("BENCH_IDLE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return s, fmt.Errorf("BENCH_IDLE=%q: want a duration such as 20s (0 skips the window)", v)
+		}
+		s.Idle = d
+	}
+	return s, nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if x == y {
+			return true
+		}
+	}
+	return false
+}
+
+func main() {
+	s, err := loadSettings()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-fleet:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, s); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-fleet:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,771 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/e2e/fleet"
+	"github.com/replicafed/replicafed/hack/bench/fleet/promtext"
+	"github.com/replicafed/replicafed/hack/bench/fleet/report"
+	"github.com/replicafed/replicafed/internal/testcluster"
+)
+
+// Scenarios and systems.
+const (
+	scenarioSingle   = "single"
+	scenarioMany     = "many"
+	systemReplicafed = "replicafed"
+	systemKCM        = "kcm"
+)
+
+// settle is how long counters keep running after the last pod is Ready, so
+// the trailing status writes and raft flushes of the run are counted.
+const settle = 5 * time.Second
+
+// createWorkers is how many objects the benchmark creates in parallel.
+const createWorkers = 16
+
+type bench struct {
+	s           settings
+	f           *fleet.Fleet
+	bin         string
+	members     map[string]*rest.Config
+	kubeconfigs map[string]string
+	memberHosts map[string]bool
+	hubHost     string
+	probe       *prober
+}
+
+func say(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s ==> %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func run(ctx context.Context, s settings) error {
+	bin, err := testcluster.FindBinDir()
+	if err != nil {
+		return err
+	}
+	names := make([]string, s.Members)
+	for i := range names {
+		names[i] = fmt.Sprintf("member-%c", 'a'+i)
+	}
+	// Two nodes per member with room for every pod of the larger scenario,
+	// whatever the split: capacity never limits the run.
+	most := max(s.Replicas, s.FRS*s.FRSReplicas)
+	// Product defaults where the e2e fleet deviates (verbose logs, per-member
+	// FRS gauges), plain HTTP metrics so the benchmark's scrapes cost the
+	// hub no TokenReviews, and the member QPS under test.
+	cfg := map[string]any{
+		"logging":    map[string]any{"level": "info"},
+		"metrics":    map[string]any{"secure": false, "perFRS": "summary"},
+		"controller": map[string]any{"memberQPS": s.MemberQPS, "memberBurst": s.MemberBurst},
+	}
+	mergeMaps(cfg, s.Config)
+	say("machine: %d CPUs, load %s", runtime.NumCPU(), loadAverage())
+	say("settings: %d members, memberQPS %g burst %d, single 0->%d, many %d x %d, %d runs, scenarios %v, systems %v",
+		s.Members, s.MemberQPS, s.MemberBurst, s.Replicas, s.FRS, s.FRSReplicas, s.Runs, s.Scenarios, s.Systems)
+	start := time.Now()
+	f, err := fleet.New(ctx, fleet.Options{
+		Members: names, Replicas: 3, Nodes: 2, NodeCPU: "4000", NodeMem: "64Ti", NodePods: most/2 + 110,
+		Config: cfg, Log: say, Binary: s.Binary,
+	})
+	if err != nil {
+		return fmt.Errorf("starting fleet: %w", err)
+	}
+	defer f.Stop()
+	say("fleet up in %s (directory %s)", time.Since(start).Round(time.Second), f.Dir)
+	b := &bench{s: s, f: f, bin: bin, members: map[string]*rest.Config{}, kubeconfigs: map[string]string{}, memberHosts: map[string]bool{}}
+	for _, m := range f.Members {
+		b.members[m.Name()] = m.Config()
+		b.kubeconfigs[m.Name()] = m.Kubeconfig()
+		b.memberHosts[hostOf(m.Config())] = true
+	}
+	b.hubHost = hostOf(f.Hub.Config())
+	b.probe = &prober{members: b.members, hub: f.Hub.Config(), replicas: map[string]string{}, http: &http.Client{}}
+	for _, r := range f.Replicas {
+		b.probe.replicas[r.ID] = r.MetricsAddress
+	}
+
+	var results []report.Run
+	var raw *os.File
+	if s.Raw != "" {
+		if raw, err = os.Create(s.Raw); err != nil {
+			return fmt.Errorf("BENCH_RAW: %w", err)
+		}
+		defer func() { _ = raw.Close() }()
+	}
+	for i := 1; i <= s.Runs; i++ {
+		systems := slices.Clone(s.Systems)
+		if i%2 == 0 {
+			// ABA order: neither system always runs on the warmer machine.
+			slices.Reverse(systems)
+		}
+		for _, sc := range s.Scenarios {
+			for _, sys := range systems {
+				t := time.Now()
+				r, err := b.measure(ctx, i, sc, sys)
+				if err != nil {
+					return fmt.Errorf("run %d, %s, %s: %w", i, sc, sys, err)
+				}
+				results = append(results, r)
+				fig := report.Derive(r)
+				say("run %d %s %s: created %.1fs ready %.1fs ideal %.1fs, raft %.1f/1k pods, writes/pod %.3f (pods %.3f, hub %.3f), leader CPU %.2fs/1k, status %.2f/FRS/min (took %s, load %s)",
+					i, sc, sys, fig.Created, fig.Ready, fig.Ideal, fig.RaftPer1k, fig.WritesPerPod, fig.PodWritesPerPod,
+					fig.HubWritesPerPod, fig.LeaderCPUPer1k, fig.StatusPerFRSMin, time.Since(t).Round(time.Second), loadAverage())
+				say("  writes: %s", topWrites(r.Writes, 14))
+				if raw != nil {
+					line, _ := json.Marshal(r)
+					_, _ = raw.Write(append(line, '\n'))
+				}
+			}
+		}
+	}
+	table := legend(s) + "\n" + report.Table(results)
+	if idle := report.IdleTable(results); idle != "" {
+		table += fmt.Sprintf("\nSteady state: a %s window after each replicafed run, every pod Ready, nothing changing.\n\n", s.Idle) + idle
+	}
+	fmt.Println(table)
+	if s.Out != "" {
+		if err := os.WriteFile(s.Out, []byte(table), 0o644); err != nil {
+			return fmt.Errorf("BENCH_OUT: %w", err)
+		}
+	}
+	say("done in %s, load %s", time.Since(start).Round(time.Second), loadAverage())
+	return nil
+}
+
+func legend(s settings) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("Fleet benchmark on %s (%d CPUs, load %s at the end): %d members x 2 kwok nodes, 3 replicafed replicas, "+
+		"member client QPS %g burst %d for both systems; single = one FederatedReplicaSet 0 -> %d, many = %d FederatedReplicaSets x %d created at once; "+
+		"kcm = one ReplicaSet per member (per FRS) under each member's kube-controller-manager --controllers=replicaset. "+
+		"Medians of %d runs. Ideal = most pods one member creates / QPS. For kcm, 'leader CPU' is the four controller-managers' sum "+
+		"and 'leader heap' their resident set growth; all writes = pod + ReplicaSet status + core event writes.\n",
+		host, runtime.NumCPU(), loadAverage(), s.Members, s.MemberQPS, s.MemberBurst, s.Replicas, s.FRS, s.FRSReplicas, s.Runs)
+}
+
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(raw))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func mergeMaps(dst, src map[string]any) {
+	for k, v := range src {
+		if sv, ok := v.(map[string]any); ok {
+			if dv, ok := dst[k].(map[string]any); ok {
+				mergeMaps(dv, sv)
+				continue
+			}
+		}
+		dst[k] = v
+	}
+}
+
+// measure runs one scenario with one system and cleans up after it.
+func (b *bench) measure(ctx context.Context, i int, scenario, system string) (report.Run, error) {
+	ns := fmt.Sprintf("bench-%d-%s-%s", i, scenario, system)
+	say("run %d: %s with %s in namespace %s", i, scenario, system, ns)
+	if system == systemReplicafed {
+		return b.measureReplicafed(ctx, ns, scenario)
+	}
+	return b.measureKCM(ctx, ns, scenario)
+}
+
+func (b *bench) label(scenario string) string {
+	if scenario == scenarioSingle {
+		return fmt.Sprintf("1 FRS 0 -> %d", b.s.Replicas)
+	}
+	return fmt.Sprintf("%d FRS x %d", b.s.FRS, b.s.FRSReplicas)
+}
+
+func (b *bench) goal(scenario string) (objects, pods int) {
+	if scenario == scenarioSingle {
+		return 1, b.s.Replicas
+	}
+	return b.s.FRS, b.s.FRS * b.s.FRSReplicas
+}
+
+// timeout bounds one run: generous against the QPS ideal.
+func (b *bench) timeout(pods int) time.Duration {
+	ideal := time.Duration(float64(pods) / float64(b.s.Members) / b.s.MemberQPS * float64(time.Second))
+	return 4*ideal + 3*time.Minute
+}
+
+// labelKey labels every benchmark pod with its workload's name.
+const labelKey = "bench-app"
+
+func template(app string) corev1.PodTemplateSpec {
+	lbl := map[string]string{labelKey: app}
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: lbl},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name: "app", Image: "registry.k8s.io/pause:3.10",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi"),
+				}},
+			}},
+			Tolerations: []corev1.Toleration{testcluster.KwokToleration},
+		},
+	}
+}
+
+func newFRS(ns, name string, replicas int) *v1alpha1.FederatedReplicaSet {
+	return &v1alpha1.FederatedReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.FederatedReplicaSetSpec{
+			Replicas: ptr.To(int32(replicas)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{labelKey: name}},
+			Template: template(name),
+		},
+	}
+}
+
+func newRS(ns, name string, replicas int) *appsv1.ReplicaSet {
+	return &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr.To(int32(replicas)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{labelKey: name}},
+			Template: template(name),
+		},
+	}
+}
+
+func objectName(i int) string { return fmt.Sprintf("web-%04d", i) }
+
+// parallel runs fn(0..n-1) on createWorkers goroutines; the first error wins.
+func parallel(n int, fn func(i int) error) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	next := make(chan int)
+	for range min(createWorkers, n) {
+		wg.Go(func() {
+			for i := range next {
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+func createNamespace(ctx context.Context, c client.Client, ns string) error {
+	err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", ns, err)
+	}
+	return nil
+}
+
+// waitFor polls cond every second until it holds or timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		ok, err := cond()
+		if ok {
+			return nil
+		}
+		last = err
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waiting for %s: timed out after %s (last error: %v)", what, timeout, last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// await waits for every pod of the run, logging progress.
+func await(ctx context.Context, w *podWatch, timeout time.Duration) error {
+	tick := time.NewTicker(15 * time.Second)
+	defer tick.Stop()
+	done := make(chan error, 1)
+	go func() { done <- w.wait(ctx, timeout) }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+			say("  %s (load %s)", w.progress(), loadAverage())
+		}
+	}
+}
+
+func (b *bench) measureReplicafed(ctx context.Context, ns, scenario string) (report.Run, error) {
+	hub := b.f.HubClient
+	objects, pods := b.goal(scenario)
+	if err := createNamespace(ctx, hub, ns); err != nil {
+		return report.Run{}, err
+	}
+	defer b.cleanupReplicafed(ctx, ns)
+	if scenario == scenarioSingle {
+		frs := newFRS(ns, objectName(0), 0)
+		if err := hub.Create(ctx, frs); err != nil {
+			return report.Run{}, fmt.Errorf("creating FederatedReplicaSet: %w", err)
+		}
+		// Planned at 0 first, so the run measures the scale-up alone.
+		err := waitFor(ctx, 2*time.Minute, "the FederatedReplicaSet to be planned at 0", func() (bool, error) {
+			got := &v1alpha1.FederatedReplicaSet{}
+			if err := hub.Get(ctx, client.ObjectKeyFromObject(frs), got); err != nil {
+				return false, err
+			}
+			return got.Status.ObservedGeneration == got.Generation && len(got.Status.Clusters) == len(b.members), nil
+		})
+		if err != nil {
+			return report.Run{}, err
+		}
+	}
+	w, err := watchPods(ctx, b.members, ns, pods)
+	if err != nil {
+		return report.Run{}, err
+	}
+	defer w.stop()
+	time.Sleep(2 * time.Second)
+	before, err := b.probe.snapshot(ctx, nil)
+	if err != nil {
+		return report.Run{}, err
+	}
+	t0 := time.Now()
+	w.begin(t0)
+	if scenario == scenarioSingle {
+		frs := newFRS(ns, objectName(0), 0)
+		patch := client.RawPatch("application/merge-patch+json", fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, pods))
+		if err := hub.Patch(ctx, frs, patch); err != nil {
+			return report.Run{}, fmt.Errorf("scaling FederatedReplicaSet: %w", err)
+		}
+	} else {
+		err := parallel(objects, func(i int) error {
+			if err := hub.Create(ctx, newFRS(ns, objectName(i), b.s.FRSReplicas)); err != nil {
+				return fmt.Errorf("creating FederatedReplicaSet %d: %w", i, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return report.Run{}, err
+		}
+	}
+	stalled := false
+	if err := await(ctx, w, b.timeout(pods)); err != nil {
+		if ctx.Err() != nil {
+			return report.Run{}, err
+		}
+		say("  STALLED: %v", err)
+		b.diagnoseReplicafed(ctx, ns)
+		stalled = true
+	}
+	time.Sleep(settle)
+	after, err := b.probe.snapshot(ctx, nil)
+	if err != nil {
+		return report.Run{}, err
+	}
+	created, ready, perMember := w.result()
+	r := report.Run{Scenario: b.label(scenario), System: systemReplicafed, Pods: pods, FRS: objects,
+		Created: created, Ready: ready, Ideal: b.ideal(perMember), Stalled: stalled}
+	b.replicafedFigures(&r, before, after)
+	if b.s.Idle > 0 && !stalled {
+		// Steady state: everything Ready, nothing asked. What replicafed
+		// spends here it spends all the time, per FRS and member.
+		time.Sleep(b.s.Idle)
+		idle, err := b.probe.snapshot(ctx, nil)
+		if err != nil {
+			return report.Run{}, err
+		}
+		var w report.Run
+		b.replicafedFigures(&w, after, idle)
+		r.Idle = &report.Idle{Seconds: b.s.Idle.Seconds(), LeaderCPU: w.LeaderCPU, RaftEntries: w.RaftEntries,
+			HubWrites: w.HubWrites, MemberWrites: w.MemberWrites, StatusWrites: w.StatusWrites, Writes: w.Writes}
+	}
+	return r, nil
+}
+
+// diagnoseReplicafed prints the FederatedReplicaSets short of their
+// replicas and, for each, the members whose MemberReplicaSet is missing or
+// short, so a stalled run says where it stalled.
+func (b *bench) diagnoseReplicafed(ctx context.Context, ns string) {
+	list := &v1alpha1.FederatedReplicaSetList{}
+	if err := b.f.HubClient.List(ctx, list, client.InNamespace(ns)); err != nil {
+		say("  diagnosis: listing FederatedReplicaSets: %v", err)
+		return
+	}
+	shown := 0
+	for i := range list.Items {
+		frs := &list.Items[i]
+		if frs.Status.ReadyReplicas == ptrOr(frs.Spec.Replicas) || shown >= 10 {
+			continue
+		}
+		shown++
+		var parts []string
+		for _, row := range frs.Status.Clusters {
+			mrs := &v1alpha1.MemberReplicaSet{}
+			state := "no MemberReplicaSet"
+			if err := b.f.MemberClients[row.Name].Get(ctx, client.ObjectKeyFromObject(frs), mrs); err == nil {
+				state = fmt.Sprintf("mrs spec %d status %d/%d ready", mrs.Spec.Replicas, mrs.Status.Replicas, mrs.Status.ReadyReplicas)
+			}
+			if row.Target != row.ReadyReplicas || state == "no MemberReplicaSet" {
+				parts = append(parts, fmt.Sprintf("%s target %d (%s)", row.Name, row.Target, state))
+			}
+		}
+		say("  diagnosis: %s ready %d of %d: %s", frs.Name, frs.Status.ReadyReplicas, ptrOr(frs.Spec.Replicas), strings.Join(parts, "; "))
+	}
+}
+
+func ptrOr(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// ideal is the member QPS bound: the busiest member's pods over its QPS.
+func (b *bench) ideal(perMember map[string]int) time.Duration {
+	most := 0
+	for _, n := range perMember {
+		most = max(most, n)
+	}
+	return time.Duration(float64(most) / b.s.MemberQPS * float64(time.Second))
+}
+
+func delta(before, after promtext.Samples, name string, m promtext.Match) float64 {
+	return after.Sum(name, m) - before.Sum(name, m)
+}
+
+// writeBreakdown counts the write requests each API server served in the
+// run by resource, subresource, verb and code.
+func (b *bench) writeBreakdown(before, after snapshot) map[string]float64 {
+	out := map[string]float64{}
+	add := func(where string, prev, cur promtext.Samples) {
+		seen := map[string]float64{}
+		for _, x := range prev {
+			if x.Name == mRequests && writeVerbs(x.Labels) {
+				seen[writeKey(where, x.Labels)] -= x.Value
+			}
+		}
+		for _, x := range cur {
+			if x.Name == mRequests && writeVerbs(x.Labels) {
+				seen[writeKey(where, x.Labels)] += x.Value
+			}
+		}
+		for k, v := range seen {
+			if v != 0 {
+				out[k] += v
+			}
+		}
+	}
+	for name := range b.members {
+		add("member", before.members[name], after.members[name])
+	}
+	add("hub", before.hub, after.hub)
+	return out
+}
+
+func writeKey(where string, l map[string]string) string {
+	res := l["resource"]
+	if l["group"] != "" {
+		res += "." + l["group"]
+	}
+	if l["subresource"] != "" {
+		res += "/" + l["subresource"]
+	}
+	return fmt.Sprintf("%s %s %s %s", where, res, l["verb"], l["code"])
+}
+
+// topWrites formats the largest entries of a breakdown.
+func topWrites(w map[string]float64, n int) string {
+	keys := make([]string, 0, len(w))
+	for k := range w {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if w[a] != w[b] {
+			if w[a] > w[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	var parts []string
+	for _, k := range keys[:min(n, len(keys))] {
+		parts = append(parts, fmt.Sprintf("%s=%.0f", k, w[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (b *bench) replicafedFigures(r *report.Run, before, after snapshot) {
+	r.Writes = b.writeBreakdown(before, after)
+	if r.Writes == nil {
+		r.Writes = map[string]float64{}
+	}
+	for name := range b.members {
+		r.PodWrites += delta(before.members[name], after.members[name], mRequests, podWrites)
+	}
+	r.StatusWrites = delta(before.hub, after.hub, mRequests, frsStatusWrites)
+	toMembers := promtext.All(clientWrites, func(l map[string]string) bool { return b.memberHosts[l["host"]] })
+	toHub := promtext.All(clientWrites, promtext.In("host", b.hubHost))
+	leader := ""
+	for id, s := range after.replicas {
+		if s.Sum(mRaftLeader, nil) == 1 {
+			leader = id
+		}
+	}
+	if leader == "" || before.replicas[leader].Sum(mRaftLeader, nil) != 1 {
+		say("  warning: leadership changed during the run (leader now %q)", leader)
+	}
+	var followers int
+	for id, s := range after.replicas {
+		prev := before.replicas[id]
+		for _, x := range s {
+			if x.Name != mClient || !clientWrites(x.Labels) {
+				continue
+			}
+			where := "hub"
+			if b.memberHosts[x.Labels["host"]] {
+				where = "member"
+			}
+			k := fmt.Sprintf("replicafed->%s %s %s", where, x.Labels["method"], x.Labels["code"])
+			r.Writes[k] += x.Value - prev.Sum(mClient, promtext.All(promtext.In("host", x.Labels["host"]),
+				promtext.In("method", x.Labels["method"]), promtext.In("code", x.Labels["code"])))
+		}
+		r.MemberWrites += delta(prev, s, mClient, toMembers)
+		r.HubWrites += delta(prev, s, mClient, toHub)
+		r.RaftEntries = max(r.RaftEntries, delta(prev, s, mRaftIndex, nil))
+		cpu, heap := delta(prev, s, mCPU, nil), delta(prev, s, mLiveHeap, nil)
+		if id == leader {
+			r.LeaderCPU, r.LeaderHeap = cpu, heap
+			continue
+		}
+		followers++
+		r.FollowerCPU += cpu
+		r.FollowerHeap += heap
+	}
+	if followers > 0 {
+		r.FollowerCPU /= float64(followers)
+		r.FollowerHeap /= float64(followers)
+	}
+}
+
+// cleanupReplicafed deletes the run's FederatedReplicaSets and, so the next
+// run does not wait out member garbage collection at member QPS, their pods
+// directly.
+func (b *bench) cleanupReplicafed(ctx context.Context, ns string) {
+	t := time.Now()
+	hub := b.f.HubClient
+	if err := hub.DeleteAllOf(ctx, &v1alpha1.FederatedReplicaSet{}, client.InNamespace(ns)); err != nil {
+		say("  cleanup: deleting FederatedReplicaSets: %v", err)
+	}
+	err := waitFor(ctx, 10*time.Minute, "the run's objects to be gone", func() (bool, error) {
+		left := 0
+		for name := range b.members {
+			c := b.f.MemberClients[name]
+			_ = c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0))
+			// The hub's deletion reads each MemberReplicaSet at member QPS,
+			// one FRS after another: gone ones answer fastest.
+			_ = c.DeleteAllOf(ctx, &v1alpha1.MemberReplicaSet{}, client.InNamespace(ns))
+			pods := &metav1.PartialObjectMetadataList{}
+			pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+			if err := c.List(ctx, pods, client.InNamespace(ns)); err != nil {
+				return false, err
+			}
+			left += len(pods.Items)
+		}
+		frs := &v1alpha1.FederatedReplicaSetList{}
+		if err := hub.List(ctx, frs, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		return left == 0 && len(frs.Items) == 0, fmt.Errorf("%d pods and %d FederatedReplicaSets left", left, len(frs.Items))
+	})
+	if err != nil {
+		say("  cleanup: %v", err)
+	}
+	say("  cleaned up in %s", time.Since(t).Round(time.Second))
+}
+
+// share is how many of replicas RS i gets in member j of n: an even split,
+// the remainder rotated so every member gets the same total.
+func share(replicas, i, j, n int) int {
+	s := replicas / n
+	if (i+j)%n < replicas%n {
+		s++
+	}
+	return s
+}
+
+func (b *bench) measureKCM(ctx context.Context, ns, scenario string) (report.Run, error) {
+	objects, pods := b.goal(scenario)
+	names := make([]string, 0, len(b.members))
+	for name := range b.members {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if err := createNamespace(ctx, b.f.MemberClients[name], ns); err != nil {
+			return report.Run{}, err
+		}
+	}
+	bl, err := startBaseline(b.bin, b.f.Dir, b.kubeconfigs, b.s.MemberQPS, b.s.MemberBurst)
+	if err != nil {
+		return report.Run{}, err
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			bl.stop()
+			stopped = true
+		}
+	}
+	defer func() { stop(); b.cleanupKCM(ctx, ns) }()
+	// A ReplicaSet at 0 per member (the one scaled, or a probe) shows the
+	// controller-manager has synced before the clock starts.
+	first := "warmup"
+	if scenario == scenarioSingle {
+		first = objectName(0)
+	}
+	for _, name := range names {
+		if err := b.f.MemberClients[name].Create(ctx, newRS(ns, first, 0)); err != nil {
+			return report.Run{}, fmt.Errorf("creating ReplicaSet in %s: %w", name, err)
+		}
+	}
+	err = waitFor(ctx, 2*time.Minute, "the controller-managers to sync", func() (bool, error) {
+		for _, name := range names {
+			rs := &appsv1.ReplicaSet{}
+			if err := b.f.MemberClients[name].Get(ctx, client.ObjectKey{Namespace: ns, Name: first}, rs); err != nil {
+				return false, err
+			}
+			if rs.Status.ObservedGeneration < rs.Generation {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return report.Run{}, err
+	}
+	w, err := watchPods(ctx, b.members, ns, pods)
+	if err != nil {
+		return report.Run{}, err
+	}
+	defer w.stop()
+	time.Sleep(2 * time.Second)
+	before, err := b.probe.snapshot(ctx, bl.pids())
+	if err != nil {
+		return report.Run{}, err
+	}
+	perMember := map[string]int{}
+	var mu sync.Mutex
+	t0 := time.Now()
+	w.begin(t0)
+	if scenario == scenarioSingle {
+		err = parallel(len(names), func(j int) error {
+			n := share(pods, 0, j, len(names))
+			mu.Lock()
+			perMember[names[j]] = n
+			mu.Unlock()
+			rs := newRS(ns, objectName(0), 0)
+			patch := client.RawPatch("application/merge-patch+json", fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n))
+			return b.f.MemberClients[names[j]].Patch(ctx, rs, patch)
+		})
+	} else {
+		err = parallel(objects*len(names), func(k int) error {
+			i, j := k/len(names), k%len(names)
+			n := share(b.s.FRSReplicas, i, j, len(names))
+			mu.Lock()
+			perMember[names[j]] += n
+			mu.Unlock()
+			return b.f.MemberClients[names[j]].Create(ctx, newRS(ns, objectName(i), n))
+		})
+	}
+	if err != nil {
+		return report.Run{}, fmt.Errorf("writing ReplicaSets: %w", err)
+	}
+	stalled := false
+	if err := await(ctx, w, b.timeout(pods)); err != nil {
+		if ctx.Err() != nil {
+			return report.Run{}, err
+		}
+		say("  STALLED: %v", err)
+		stalled = true
+	}
+	time.Sleep(settle)
+	after, err := b.probe.snapshot(ctx, bl.pids())
+	if err != nil {
+		return report.Run{}, err
+	}
+	created, ready, _ := w.result()
+	r := report.Run{Scenario: b.label(scenario), System: "kube-controller-manager", Pods: pods, FRS: objects,
+		Created: created, Ready: ready, Ideal: b.ideal(perMember), Stalled: stalled,
+		RaftEntries: math.NaN(), HubWrites: math.NaN(), StatusWrites: math.NaN(), FollowerCPU: math.NaN(), FollowerHeap: math.NaN()}
+	for name := range b.members {
+		r.PodWrites += delta(before.members[name], after.members[name], mRequests, podWrites)
+		r.MemberWrites += delta(before.members[name], after.members[name], mRequests,
+			func(l map[string]string) bool { return podWrites(l) || rsStatusWrites(l) || coreEventWrites(l) })
+		r.LeaderCPU += after.kcm[name].cpu - before.kcm[name].cpu
+		r.LeaderHeap += after.kcm[name].rss - before.kcm[name].rss
+	}
+	r.Writes = b.writeBreakdown(before, after)
+	return r, nil
+}
+
+// cleanupKCM removes the run's pods and ReplicaSets once the baseline
+// controller-managers are stopped (so nothing recreates the pods).
+func (b *bench) cleanupKCM(ctx context.Context, ns string) {
+	t := time.Now()
+	err := waitFor(ctx, 10*time.Minute, "the run's objects to be gone", func() (bool, error) {
+		left := 0
+		for name, c := range b.f.MemberClients {
+			_ = c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0))
+			_ = c.DeleteAllOf(ctx, &appsv1.ReplicaSet{}, client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationOrphan))
+			pods := &metav1.PartialObjectMetadataList{}
+			pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+			if err := c.List(ctx, pods, client.InNamespace(ns)); err != nil {
+				return false, fmt.Errorf("listing pods of %s: %w", name, err)
+			}
+			left += len(pods.Items)
+		}
+		return left == 0, fmt.Errorf("%d pods left", left)
+	})
+	if err != nil {
+		say("  cleanup: %v", err)
+	}
+	say("  cleaned up in %s", time.Since(t).Round(time.Second))
+}
