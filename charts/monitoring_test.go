@@ -1,10 +1,8 @@
 package charts
 
 import (
-	"bufio"
 	"crypto/x509"
 	"encoding/json"
-	"os"
 	"reflect"
 	"regexp"
 	"slices"
@@ -14,6 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/replicafed/replicafed/config"
+	"github.com/replicafed/replicafed/internal/metrics"
 )
 
 // seriesListPath lists the metric families the rules and the dashboard may
@@ -22,19 +21,8 @@ const seriesListPath = "testdata/series.txt"
 
 func readSeriesList(t *testing.T) []string {
 	t.Helper()
-	f, err := os.Open(seriesListPath)
+	names, err := metrics.ReadSeriesList(seriesListPath)
 	if err != nil {
-		t.Fatalf("reading the series list: %v", err)
-	}
-	defer f.Close()
-	var names []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
-			names = append(names, line)
-		}
-	}
-	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
 	return names

@@ -2,11 +2,12 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/replicafed/replicafed/internal/loadavg"
 )
 
 // chaosTable renders the measured results, one row per disruption kind.
@@ -24,7 +25,7 @@ func chaosTable(plan chaosPlan, results []*roundResult, took time.Duration) stri
 	fmt.Fprintf(&b, "Chaos %s form, %s: %d rounds (%d leader disruptions), scaling %d <-> %d replicas at weights 1:1:1, maxSurge %d; %d rounds failed; %s in all.\n",
 		plan.mode, time.Now().UTC().Format("2006-01-02 15:04 MST"), len(results), leaderRounds, plan.low, plan.high, chaosSurge, failed, took.Round(time.Second))
 	fmt.Fprintf(&b, "Machine: %d CPUs, load average %s, test binary race=%v. Converge bound %s from the scale request.\n\n",
-		runtime.NumCPU(), loadAverage(), raceEnabled, convergeBound)
+		runtime.NumCPU(), loadavg.Read(), raceEnabled, convergeBound)
 	b.WriteString("| disruption | rounds (up/down) | failed rounds | over-target samples | duplicate creates | deletes below target | below-target samples | not converged | time to converge (median, max) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, k := range allDisruptions {
@@ -76,16 +77,4 @@ func median(ds []time.Duration) time.Duration {
 		return ds[n/2]
 	}
 	return (ds[n/2-1] + ds[n/2]) / 2
-}
-
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }

@@ -387,9 +387,9 @@ func (e *env) memberAccessObjects() []client.Object {
 	}
 }
 
-// relabel sets (or, with an empty value, removes) a label on a member's
-// registration Secret in the hub.
-func (e *env) relabel(member, key, value string) {
+// patchRegistration applies change to a member's registration Secret in
+// the hub as a merge patch; what names the change in a failure.
+func (e *env) patchRegistration(member, what string, change func(sec *corev1.Secret)) {
 	e.t.Helper()
 	ctx := context.Background()
 	sec := &corev1.Secret{}
@@ -397,17 +397,31 @@ func (e *env) relabel(member, key, value string) {
 		e.t.Fatalf("reading registration Secret of %s: %v", member, err)
 	}
 	patch := client.MergeFrom(sec.DeepCopy())
-	if value == "" {
-		delete(sec.Labels, key)
-	} else {
-		if sec.Labels == nil {
-			sec.Labels = map[string]string{}
-		}
-		sec.Labels[key] = value
-	}
+	change(sec)
 	if err := e.f.HubClient.Patch(ctx, sec, patch); err != nil {
-		e.t.Fatalf("labelling registration Secret of %s: %v", member, err)
+		e.t.Fatalf("%s registration Secret of %s: %v", what, member, err)
 	}
+}
+
+// relabel sets (or, with an empty value, removes) a label on a member's
+// registration Secret in the hub.
+func (e *env) relabel(member, key, value string) {
+	e.t.Helper()
+	e.patchRegistration(member, "labelling", func(sec *corev1.Secret) { sec.Labels = withKey(sec.Labels, key, value) })
+}
+
+// withKey returns m with key set to value, or without key when value is
+// empty.
+func withKey(m map[string]string, key, value string) map[string]string {
+	if value == "" {
+		delete(m, key)
+		return m
+	}
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[key] = value
+	return m
 }
 
 // scale sets spec.replicas of a FederatedReplicaSet.

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/e2e/fleet"
+	"github.com/replicafed/replicafed/internal/metrics"
 	"github.com/replicafed/replicafed/internal/testcluster"
 	"github.com/replicafed/replicafed/internal/testpki"
 )
@@ -79,7 +79,10 @@ func TestMetrics(t *testing.T) {
 	frsLabels := fmt.Sprintf(`{name="web",namespace=%q}`, e.ns)
 	want["replicafed_frs_spec_replicas"+frsLabels] = 4
 	want["replicafed_frs_available_replicas"+frsLabels] = 4
-	names := readSeriesList(t)
+	names, err := metrics.ReadSeriesList(seriesList)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	var leaderID string
 	var leaderScrape map[string]*dto.MetricFamily
@@ -320,27 +323,6 @@ func missingFamilies(fams map[string]*dto.MetricFamily, names []string) []string
 		}
 	}
 	return missing
-}
-
-// readSeriesList reads the checked-in series list (# comments allowed).
-func readSeriesList(t *testing.T) []string {
-	t.Helper()
-	fh, err := os.Open(seriesList)
-	if err != nil {
-		t.Fatalf("reading the series list: %v", err)
-	}
-	defer fh.Close()
-	var names []string
-	sc := bufio.NewScanner(fh)
-	for sc.Scan() {
-		if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
-			names = append(names, line)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return names
 }
 
 // logExcerpt logs a few lines of the leader's scrape for the README.

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
-	"github.com/replicafed/replicafed/e2e/fleet"
 	"github.com/replicafed/replicafed/federation/registry"
 )
 
@@ -192,20 +191,7 @@ func TestDuplicated(t *testing.T) {
 // member's registration Secret in the hub.
 func (e *env) annotate(member, key, value string) {
 	e.t.Helper()
-	ctx := context.Background()
-	sec := &corev1.Secret{}
-	if err := e.f.HubClient.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: member}, sec); err != nil {
-		e.t.Fatalf("reading registration Secret of %s: %v", member, err)
-	}
-	patch := client.MergeFrom(sec.DeepCopy())
-	if value == "" {
-		delete(sec.Annotations, key)
-	} else {
-		metav1.SetMetaDataAnnotation(&sec.ObjectMeta, key, value)
-	}
-	if err := e.f.HubClient.Patch(ctx, sec, patch); err != nil {
-		e.t.Fatalf("annotating registration Secret of %s: %v", member, err)
-	}
+	e.patchRegistration(member, "annotating", func(sec *corev1.Secret) { sec.Annotations = withKey(sec.Annotations, key, value) })
 }
 
 // waitMemberLabels waits until the MemberClusters show each member's value

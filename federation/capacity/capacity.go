@@ -14,11 +14,11 @@ package capacity
 import (
 	"math"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
-	"k8s.io/klog/v2"
 )
 
 // Estimate returns how many more pods of tmpl fit on nodes, given every pod
@@ -26,7 +26,19 @@ import (
 // The result is capped at math.MaxInt32. Counters give the same answer from
 // informer events without the lists.
 func Estimate(nodes []corev1.Node, pods []corev1.Pod, tmpl *corev1.PodTemplateSpec) int32 {
-	used := make(map[string]*usage, len(nodes))
+	used := usageByNode(pods)
+	e := newEstimator(tmpl)
+	for i := range nodes {
+		if e.add(&nodes[i], used[nodes[i].Name]) {
+			break
+		}
+	}
+	return e.result()
+}
+
+// usageByNode sums what the counted pods take on each node.
+func usageByNode(pods []corev1.Pod) map[string]*usage {
+	used := map[string]*usage{}
 	for i := range pods {
 		p := &pods[i]
 		if !counted(p) {
@@ -39,13 +51,7 @@ func Estimate(nodes []corev1.Node, pods []corev1.Pod, tmpl *corev1.PodTemplateSp
 		}
 		u.add(podRequests(&p.Spec))
 	}
-	e := newEstimator(tmpl)
-	for i := range nodes {
-		if e.add(&nodes[i], used[nodes[i].Name]) {
-			break
-		}
-	}
-	return e.result()
+	return used
 }
 
 // counted reports whether a pod takes room on a node: bound and not
@@ -168,7 +174,8 @@ func (e eligibility) eligible(n *corev1.Node) bool {
 	if n.Spec.Unschedulable || !ready(n) {
 		return false
 	}
-	if _, bad := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), n.Spec.Taints, e.tolerations, func(t *corev1.Taint) bool {
+	// No logger: with comparison operators off the helper never logs.
+	if _, bad := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), n.Spec.Taints, e.tolerations, func(t *corev1.Taint) bool {
 		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 	}, false); bad {
 		return false

@@ -24,19 +24,7 @@ var summarised = []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory
 
 // Summarize sums nodes and what the pods bound to them request.
 func Summarize(nodes []corev1.Node, pods []corev1.Pod) Summary {
-	used := map[string]*usage{}
-	for i := range pods {
-		p := &pods[i]
-		if !counted(p) {
-			continue
-		}
-		u := used[p.Spec.NodeName]
-		if u == nil {
-			u = &usage{requests: corev1.ResourceList{}}
-			used[p.Spec.NodeName] = u
-		}
-		u.add(podRequests(&p.Spec))
-	}
+	used := usageByNode(pods)
 	all := func(yield func(string, *corev1.Node) bool) {
 		for i := range nodes {
 			if !yield(nodes[i].Name, &nodes[i]) {

@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -424,12 +425,7 @@ func (p *Propagator) memberNames(ps *pass) []string {
 	for _, m := range p.o.Members.Members() {
 		names[m.Name] = true
 	}
-	out := make([]string, 0, len(names))
-	for n := range names {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(names))
 }
 
 // reachable reports whether writes to member may be tried.

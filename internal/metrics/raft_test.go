@@ -1,9 +1,7 @@
 package metrics
 
 import (
-	"bufio"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -116,27 +114,6 @@ func help(t *testing.T, name string) string {
 	return ""
 }
 
-// readSeriesList reads the checked-in series list (# comments allowed).
-func readSeriesList(t *testing.T) []string {
-	t.Helper()
-	f, err := os.Open(seriesList)
-	if err != nil {
-		t.Fatalf("reading the series list: %v", err)
-	}
-	defer f.Close()
-	var names []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
-			names = append(names, line)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return names
-}
-
 // TestRaftMetricsRegistered runs real raft nodes and finds raft's own series
 // (leadership changes, commit time, leader last contact, FSM apply, per-peer
 // replication) with observations in controller-runtime's registry, without the legacy
@@ -155,7 +132,11 @@ func TestRaftMetricsRegistered(t *testing.T) {
 		"raft_apply", "raft_commitTime", "raft_fsm_apply", "raft_leader_lastContact",
 		"raft_replication_heartbeat", "raft_replication_appendEntries_rpc", "raft_peers",
 	}
-	for _, name := range readSeriesList(t) {
+	listed, err := ReadSeriesList(seriesList)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range listed {
 		if strings.HasPrefix(name, "raft_") && !slices.Contains(want, name) {
 			want = append(want, name)
 		}

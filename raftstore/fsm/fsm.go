@@ -317,14 +317,7 @@ func (f *FSM) prune(c *PruneMembers) {
 	}
 }
 
-func sortedNames(m map[string]Reservation) []string {
-	out := make([]string, 0, len(m))
-	for n := range m {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
+func sortedNames(m map[string]Reservation) []string { return slices.Sorted(maps.Keys(m)) }
 
 // View returns a copy of the expectations of k.
 func (f *FSM) View(k Key) KeyView {

@@ -34,6 +34,7 @@ import (
 	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/internal/kubescheme"
+	"github.com/replicafed/replicafed/internal/loadavg"
 	"github.com/replicafed/replicafed/internal/testcluster"
 )
 
@@ -149,7 +150,7 @@ func runBench(args []string) error {
 	defer stop()
 
 	started := time.Now()
-	loadBefore := loadAverage()
+	loadBefore := loadavg.Read()
 	member, err := crds.Member()
 	if err != nil {
 		return err
@@ -206,7 +207,7 @@ func runBench(args []string) error {
 		wt = o.writeTimeout.String()
 	}
 	rep := report{Pods: o.pods, Pairs: o.pairs, Nodes: nodes, BurstReplicas: o.burstReplicas, WriteTimeout: wt, Settings: o.settings, Results: results,
-		Machine: machine(), LoadBefore: loadBefore, LoadAfter: loadAverage(), Started: started, Took: time.Since(started)}
+		Machine: machine(), LoadBefore: loadBefore, LoadAfter: loadavg.Read(), Started: started, Took: time.Since(started)}
 	md := rep.markdown()
 	fmt.Println()
 	fmt.Print(md)

@@ -231,16 +231,3 @@ func machine() string {
 	}
 	return fmt.Sprintf("%s, %d cores%s", model, runtime.NumCPU(), mem)
 }
-
-// loadAverage is the 1, 5 and 15 minute load average.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
