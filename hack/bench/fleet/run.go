@@ -332,6 +332,36 @@ func await(ctx context.Context, w *podWatch, timeout time.Duration) error {
 	}
 }
 
+// watchRun starts watching the run's pods and, once the informers have had
+// a moment to sync, takes the snapshot the run is measured against. The
+// caller stops the watch.
+func (b *bench) watchRun(ctx context.Context, ns string, pods int, kcm map[string]int) (*podWatch, snapshot, error) {
+	w, err := watchPods(ctx, b.members, ns, pods)
+	if err != nil {
+		return nil, snapshot{}, err
+	}
+	time.Sleep(2 * time.Second)
+	before, err := b.probe.snapshot(ctx, kcm)
+	if err != nil {
+		w.stop()
+		return nil, snapshot{}, err
+	}
+	return w, before, nil
+}
+
+// awaitRun waits for every pod of the run; a timeout is reported as a stall
+// (true) rather than an error, unless the context itself ended.
+func (b *bench) awaitRun(ctx context.Context, w *podWatch, pods int) (bool, error) {
+	if err := await(ctx, w, b.timeout(pods)); err != nil {
+		if ctx.Err() != nil {
+			return false, err
+		}
+		say("  STALLED: %v", err)
+		return true, nil
+	}
+	return false, nil
+}
+
 func (b *bench) measureReplicafed(ctx context.Context, ns, scenario string) (report.Run, error) {
 	hub := b.f.HubClient
 	objects, pods := b.goal(scenario)
@@ -356,16 +386,11 @@ func (b *bench) measureReplicafed(ctx context.Context, ns, scenario string) (rep
 			return report.Run{}, err
 		}
 	}
-	w, err := watchPods(ctx, b.members, ns, pods)
+	w, before, err := b.watchRun(ctx, ns, pods, nil)
 	if err != nil {
 		return report.Run{}, err
 	}
 	defer w.stop()
-	time.Sleep(2 * time.Second)
-	before, err := b.probe.snapshot(ctx, nil)
-	if err != nil {
-		return report.Run{}, err
-	}
 	t0 := time.Now()
 	w.begin(t0)
 	if scenario == scenarioSingle {
@@ -385,14 +410,12 @@ func (b *bench) measureReplicafed(ctx context.Context, ns, scenario string) (rep
 			return report.Run{}, err
 		}
 	}
-	stalled := false
-	if err := await(ctx, w, b.timeout(pods)); err != nil {
-		if ctx.Err() != nil {
-			return report.Run{}, err
-		}
-		say("  STALLED: %v", err)
+	stalled, err := b.awaitRun(ctx, w, pods)
+	if err != nil {
+		return report.Run{}, err
+	}
+	if stalled {
 		b.diagnoseReplicafed(ctx, ns)
-		stalled = true
 	}
 	time.Sleep(settle)
 	after, err := b.probe.snapshot(ctx, nil)
@@ -681,16 +704,11 @@ func (b *bench) measureKCM(ctx context.Context, ns, scenario string) (report.Run
 	if err != nil {
 		return report.Run{}, err
 	}
-	w, err := watchPods(ctx, b.members, ns, pods)
+	w, before, err := b.watchRun(ctx, ns, pods, bl.pids())
 	if err != nil {
 		return report.Run{}, err
 	}
 	defer w.stop()
-	time.Sleep(2 * time.Second)
-	before, err := b.probe.snapshot(ctx, bl.pids())
-	if err != nil {
-		return report.Run{}, err
-	}
 	perMember := map[string]int{}
 	var mu sync.Mutex
 	t0 := time.Now()
@@ -718,13 +736,9 @@ func (b *bench) measureKCM(ctx context.Context, ns, scenario string) (report.Run
 	if err != nil {
 		return report.Run{}, fmt.Errorf("writing ReplicaSets: %w", err)
 	}
-	stalled := false
-	if err := await(ctx, w, b.timeout(pods)); err != nil {
-		if ctx.Err() != nil {
-			return report.Run{}, err
-		}
-		say("  STALLED: %v", err)
-		stalled = true
+	stalled, err := b.awaitRun(ctx, w, pods)
+	if err != nil {
+		return report.Run{}, err
 	}
 	time.Sleep(settle)
 	after, err := b.probe.snapshot(ctx, bl.pids())
