@@ -39,14 +39,22 @@ build_kube() {
   echo "$want" > "$bin/.kube.stamp"
 }
 
-build_etcd() {
-  local v; v=$(module_version etcd go.etcd.io/etcd/server/v3)
-  local want="go.etcd.io/etcd/server/v3@$v $gover"
-  if up_to_date etcd "$want" etcd; then echo "etcd $v: up to date"; return; fi
-  echo "etcd $v: building"
-  (cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" go.etcd.io/etcd/server/v3)
-  echo "$want" > "$bin/.etcd.stamp"
+# build_one <tool> <module> <main package> [ldflags]: builds the single
+# binary <tool> from hack/tools/<tool>, unless its stamp is current. "@V" in
+# the ldflags stands for the pinned module version.
+build_one() {
+  local tool=$1 mod=$2 pkg=$3 ld=${4-}
+  local v; v=$(module_version "$tool" "$mod")
+  local want="$mod@$v $gover"
+  if up_to_date "$tool" "$want" "$tool"; then echo "$tool $v: up to date"; return; fi
+  echo "$tool $v: building"
+  local args=(-trimpath)
+  [ -z "$ld" ] || args+=(-ldflags "${ld//@V/$v}")
+  (cd "$root/hack/tools/$tool" && go build "${args[@]}" -o "$bin/$tool" "$pkg")
+  echo "$want" > "$bin/.$tool.stamp"
 }
+
+build_etcd() { build_one etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 "-s -w"; }
 
 build_kwok() {
   local v; v=$(module_version kwok sigs.k8s.io/kwok)
@@ -74,41 +82,13 @@ build_kwok() {
   echo "$want" > "$bin/.kwok.stamp"
 }
 
-build_helm() {
-  local v; v=$(module_version helm helm.sh/helm/v4)
-  local want="helm.sh/helm/v4@$v $gover"
-  if up_to_date helm "$want" helm; then echo "helm $v: up to date"; return; fi
-  echo "helm $v: building"
-  (cd "$root/hack/tools/helm" && go build -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$v" -o "$bin/helm" helm.sh/helm/v4/cmd/helm)
-  echo "$want" > "$bin/.helm.stamp"
-}
+build_helm() { build_one helm helm.sh/helm/v4 helm.sh/helm/v4/cmd/helm "-s -w -X helm.sh/helm/v4/internal/version.version=@V"; }
 
-build_controller_gen() {
-  local v; v=$(module_version controller-gen sigs.k8s.io/controller-tools)
-  local want="sigs.k8s.io/controller-tools@$v $gover"
-  if up_to_date controller-gen "$want" controller-gen; then echo "controller-gen $v: up to date"; return; fi
-  echo "controller-gen $v: building"
-  (cd "$root/hack/tools/controller-gen" && go build -trimpath -o "$bin/controller-gen" sigs.k8s.io/controller-tools/cmd/controller-gen)
-  echo "$want" > "$bin/.controller-gen.stamp"
-}
+build_controller_gen() { build_one controller-gen sigs.k8s.io/controller-tools sigs.k8s.io/controller-tools/cmd/controller-gen; }
 
-build_actionlint() {
-  local v; v=$(module_version actionlint github.com/rhysd/actionlint)
-  local want="github.com/rhysd/actionlint@$v $gover"
-  if up_to_date actionlint "$want" actionlint; then echo "actionlint $v: up to date"; return; fi
-  echo "actionlint $v: building"
-  (cd "$root/hack/tools/actionlint" && go build -trimpath -ldflags "-s -w -X github.com/rhysd/actionlint.version=$v" -o "$bin/actionlint" github.com/rhysd/actionlint/cmd/actionlint)
-  echo "$want" > "$bin/.actionlint.stamp"
-}
+build_actionlint() { build_one actionlint github.com/rhysd/actionlint github.com/rhysd/actionlint/cmd/actionlint "-s -w -X github.com/rhysd/actionlint.version=@V"; }
 
-build_staticcheck() {
-  local v; v=$(module_version staticcheck honnef.co/go/tools)
-  local want="honnef.co/go/tools@$v $gover"
-  if up_to_date staticcheck "$want" staticcheck; then echo "staticcheck $v: up to date"; return; fi
-  echo "staticcheck $v: building"
-  (cd "$root/hack/tools/staticcheck" && go build -trimpath -o "$bin/staticcheck" honnef.co/go/tools/cmd/staticcheck)
-  echo "$want" > "$bin/.staticcheck.stamp"
-}
+build_staticcheck() { build_one staticcheck honnef.co/go/tools honnef.co/go/tools/cmd/staticcheck; }
 
 tools=("$@")
 [ ${#tools[@]} -gt 0 ] || tools=(controller-gen etcd kube kwok helm)
