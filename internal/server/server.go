@@ -52,6 +52,7 @@ import (
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/leaderlease"
 	"github.com/replicafed/replicafed/internal/metrics"
+	"github.com/replicafed/replicafed/internal/writefence"
 	raftexp "github.com/replicafed/replicafed/raftstore/expectations"
 	"github.com/replicafed/replicafed/raftstore/node"
 )
@@ -103,7 +104,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		SecretSelector:  cfg.Clusters.SecretSelector,
 		SecretKey:       cfg.Clusters.SecretKey,
 		Scheme:          scheme,
-		RESTOptions:     []func(*rest.Config) error{memberLimits(cfg.Controller), memberWriteDeadline(cfg.Controller.MemberWriteTimeout, func() bool { return n.WriteLease(cfg.Controller.MemberWriteTimeout) })},
+		RESTOptions:     []func(*rest.Config) error{memberLimits(cfg.Controller), writefence.Option(cfg.Controller.MemberWriteTimeout, func() bool { return n.WriteLease(cfg.Controller.MemberWriteTimeout) })},
 		Health:          monitor,
 	}
 	for _, s := range cfg.Clusters.Static {

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -33,6 +31,7 @@ import (
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/logging"
+	"github.com/replicafed/replicafed/internal/writefence"
 	raftexp "github.com/replicafed/replicafed/raftstore/expectations"
 	"github.com/replicafed/replicafed/raftstore/node"
 )
@@ -114,7 +113,9 @@ func runEngine(args []string) error {
 	if err != nil {
 		return fmt.Errorf("loading member kubeconfig: %w", err)
 	}
-	memberClient(rc, cfg.Controller, n)
+	if err := memberClient(rc, cfg.Controller, n); err != nil {
+		return fmt.Errorf("configuring the member client: %w", err)
+	}
 	cl, err := cluster.New(rc, func(o *cluster.Options) {
 		o.Scheme = kubescheme.Must()
 		worker.CacheOptions(o)
@@ -296,7 +297,7 @@ func waitGate(ctx context.Context, n *node.Node, timeout time.Duration) error {
 // rate limit (or none), the user agent, and every write bounded by
 // controller.memberWriteTimeout with pod writes sent only under the raft
 // write lease.
-func memberClient(rc *rest.Config, c config.Controller, n *node.Node) {
+func memberClient(rc *rest.Config, c config.Controller, n *node.Node) error {
 	if c.MemberRateLimit {
 		rc.QPS, rc.Burst = c.MemberQPS, c.MemberBurst
 	} else {
@@ -304,61 +305,7 @@ func memberClient(rc *rest.Config, c config.Controller, n *node.Node) {
 	}
 	rc.UserAgent = "replicafed"
 	d := c.MemberWriteTimeout
-	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return &writeFence{next: rt, d: d, permitted: func() bool { return n.WriteLease(d) }}
-	})
-}
-
-// writeFence bounds member writes by a deadline and refuses pod writes
-// without the raft write lease.
-type writeFence struct {
-	next      http.RoundTripper
-	d         time.Duration
-	permitted func() bool
-}
-
-func (f *writeFence) RoundTrip(req *http.Request) (*http.Response, error) {
-	switch req.Method {
-	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-	default:
-		return f.next.RoundTrip(req)
-	}
-	if isPodPath(req.URL.Path) && !f.permitted() {
-		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, engine.ErrNotSent)
-	}
-	if f.d <= 0 {
-		return f.next.RoundTrip(req)
-	}
-	ctx, cancel := context.WithTimeout(req.Context(), f.d)
-	resp, err := f.next.RoundTrip(req.WithContext(ctx))
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
-	return resp, nil
-}
-
-// isPodPath reports whether path names the pods of a namespace or one pod,
-// not a subresource: the writes the engine makes under its lease.
-func isPodPath(path string) bool {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	// api/v1/namespaces/NS/pods[/NAME]
-	return len(parts) >= 5 && len(parts) <= 6 && parts[0] == "api" && parts[2] == "namespaces" && parts[4] == "pods"
-}
-
-// WrappedRoundTripper lets client-go find the transport underneath.
-func (f *writeFence) WrappedRoundTripper() http.RoundTripper { return f.next }
-
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (c *cancelOnClose) Close() error {
-	err := c.ReadCloser.Close()
-	c.cancel()
-	return err
+	return writefence.Option(d, func() bool { return n.WriteLease(d) })(rc)
 }
 
 // resync re-enqueues every MemberReplicaSet every 10 s, as the leader does.

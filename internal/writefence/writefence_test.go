@@ -1,4 +1,4 @@
-package server
+package writefence
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/replicafed/replicafed/controller/engine"
 )
 
-func TestMemberWriteDeadline(t *testing.T) {
+func TestWriteDeadline(t *testing.T) {
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("slow") != "" {
@@ -34,7 +34,7 @@ func TestMemberWriteDeadline(t *testing.T) {
 	// one, so a loaded machine cannot make it miss.
 	clientWith := func(deadline time.Duration) *http.Client {
 		rc := &rest.Config{Host: srv.URL}
-		if err := memberWriteDeadline(deadline, nil)(rc); err != nil {
+		if err := Option(deadline, nil)(rc); err != nil {
 			t.Fatal(err)
 		}
 		hc, err := rest.HTTPClientFor(rc)
@@ -88,7 +88,7 @@ func TestPodWritesFencedByLease(t *testing.T) {
 	defer srv.Close()
 	permitted := false
 	rc := &rest.Config{Host: srv.URL}
-	if err := memberWriteDeadline(time.Minute, func() bool { return permitted })(rc); err != nil {
+	if err := Option(time.Minute, func() bool { return permitted })(rc); err != nil {
 		t.Fatal(err)
 	}
 	hc, err := rest.HTTPClientFor(rc)
@@ -118,7 +118,7 @@ func TestPodWritesFencedByLease(t *testing.T) {
 			}
 			wantRefused := c.fenced && !lease
 			if wantRefused {
-				if !errors.Is(err, errWriteNotPermitted) || len(hits) != 0 {
+				if !errors.Is(err, ErrNotPermitted) || len(hits) != 0 {
 					t.Errorf("lease=%v %s %s: err %v, server saw %v; want refused before sending", lease, c.method, c.path, err, hits)
 				}
 				continue
@@ -139,7 +139,7 @@ func TestFencedCreateIsKnownNotSent(t *testing.T) {
 	}))
 	defer srv.Close()
 	rc := &rest.Config{Host: srv.URL}
-	if err := memberWriteDeadline(time.Minute, func() bool { return false })(rc); err != nil {
+	if err := Option(time.Minute, func() bool { return false })(rc); err != nil {
 		t.Fatal(err)
 	}
 	cs, err := kubernetes.NewForConfig(rc)

@@ -1,4 +1,7 @@
-package server
+// Package writefence bounds the writes a replica sends to member clusters: a
+// deadline on every mutating request, and pod writes refused once the raft
+// write lease has run out. The replica and the side-by-side bench both use it.
+package writefence
 
 import (
 	"context"
@@ -13,7 +16,7 @@ import (
 	"github.com/replicafed/replicafed/controller/engine"
 )
 
-// memberWriteDeadline gives every mutating request to a member (POST, PUT,
+// Option gives every mutating request to a member (POST, PUT,
 // PATCH, DELETE) a deadline of d, counted from when the request leaves the
 // client, after client-side rate limiting. config refuses d >= the raft
 // leader lease, so a write the leader permitted ends before another leader
@@ -25,7 +28,7 @@ import (
 // send, or while it waited in the client's rate limiter, resumes with a
 // lease that has run out by its monotonic clock, and its stale creates and
 // deletes are dropped here instead of landing after a newer leader acted.
-func memberWriteDeadline(d time.Duration, permitted func() bool) func(*rest.Config) error {
+func Option(d time.Duration, permitted func() bool) func(*rest.Config) error {
 	return func(rc *rest.Config) error {
 		if d <= 0 && permitted == nil {
 			return nil
@@ -37,9 +40,9 @@ func memberWriteDeadline(d time.Duration, permitted func() bool) func(*rest.Conf
 	}
 }
 
-// errWriteNotPermitted is returned for a pod write this replica may no
-// longer send; the request never left.
-var errWriteNotPermitted = fmt.Errorf("this replica does not hold the leader's write lease: %w", engine.ErrNotSent)
+// ErrNotPermitted is returned for a pod write this replica may no longer
+// send; the request never left.
+var ErrNotPermitted = fmt.Errorf("this replica does not hold the leader's write lease: %w", engine.ErrNotSent)
 
 type deadlineRT struct {
 	next      http.RoundTripper
@@ -54,7 +57,7 @@ func (t *deadlineRT) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.next.RoundTrip(req)
 	}
 	if t.permitted != nil && isPodPath(req.URL.Path) && !t.permitted() {
-		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, errWriteNotPermitted)
+		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, ErrNotPermitted)
 	}
 	if t.d <= 0 {
 		return t.next.RoundTrip(req)
