@@ -386,16 +386,24 @@ func ptrEq(a, b *bool) bool {
 	return *a == *b
 }
 
+// deleted is the object of a delete event: the object itself, or the last
+// state the informer knew when it missed the delete (a tombstone).
+func deleted[T any](obj any) (T, bool) {
+	if o, ok := obj.(T); ok {
+		return o, true
+	}
+	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		o, ok := tomb.Obj.(T)
+		return o, ok
+	}
+	var zero T
+	return zero, false
+}
+
 func (h *handlers) deletePod(obj any) {
-	p, ok := obj.(*corev1.Pod)
+	p, ok := deleted[*corev1.Pod](obj)
 	if !ok {
-		tomb, ok := obj.(toolscache.DeletedFinalStateUnknown)
-		if !ok {
-			return
-		}
-		if p, ok = tomb.Obj.(*corev1.Pod); !ok {
-			return
-		}
+		return
 	}
 	ref := metav1.GetControllerOfNoCopy(p)
 	if ref == nil {
@@ -424,15 +432,9 @@ func (h *handlers) updateOwner(oldObj, newObj any) {
 }
 
 func (h *handlers) deleteOwner(obj any) {
-	mrs, ok := obj.(*v1alpha1.MemberReplicaSet)
+	mrs, ok := deleted[*v1alpha1.MemberReplicaSet](obj)
 	if !ok {
-		tomb, ok := obj.(toolscache.DeletedFinalStateUnknown)
-		if !ok {
-			return
-		}
-		if mrs, ok = tomb.Obj.(*v1alpha1.MemberReplicaSet); !ok {
-			return
-		}
+		return
 	}
 	nn := client.ObjectKeyFromObject(mrs)
 	// A recreated owner starts without expectations.
