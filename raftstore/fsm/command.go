@@ -283,22 +283,18 @@ func (c *Reserve) validate() error {
 	if c.Count <= 0 || c.Count > maxItems || c.Active < 0 || c.Target < 0 || c.TTL <= 0 || len(c.Prefix) > maxNameLen {
 		return fmt.Errorf("reserve for %s: invalid count, active, target, ttl or prefix", c.Key)
 	}
-	if len(c.Settle) > maxItems {
-		return errors.New("reserve: too many settlements")
-	}
-	for _, s := range c.Settle {
-		if err := s.Validate(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return validateSettlements(c.Settle, "reserve: too many settlements")
 }
 
-func (c *Settle) validate() error {
-	if len(c.Items) > maxItems {
-		return errors.New("settle: too many items")
+func (c *Settle) validate() error { return validateSettlements(c.Items, "settle: too many items") }
+
+// validateSettlements checks a batch of settlements; tooMany is the error
+// for a batch longer than maxItems.
+func validateSettlements(items []Settlement, tooMany string) error {
+	if len(items) > maxItems {
+		return errors.New(tooMany)
 	}
-	for _, s := range c.Items {
+	for _, s := range items {
 		if err := s.Validate(); err != nil {
 			return err
 		}
