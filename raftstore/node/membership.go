@@ -130,9 +130,7 @@ func (n *Node) membershipLoop() {
 			if p.ID == n.cfg.ID {
 				continue
 			}
-			cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
-			resp, err := n.call(cctx, p.Address, &rpcRequest{Op: "status", Token: n.cfg.AdminToken})
-			ccancel()
+			resp, err := n.peerStatus(ctx, p.Address)
 			if err != nil {
 				continue
 			}
@@ -168,6 +166,14 @@ func (n *Node) membershipLoop() {
 	}
 }
 
+// peerStatus asks the peer at addr for its raft status, waiting at most two
+// seconds.
+func (n *Node) peerStatus(ctx context.Context, addr string) (*rpcResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return n.call(ctx, addr, &rpcRequest{Op: "status", Token: n.cfg.AdminToken})
+}
+
 // allPeersAnswered is true when every other peer answered a status call with
 // no configuration: only then is a fresh bootstrap safe (a peer that is down
 // may hold the cluster's state).
@@ -176,9 +182,7 @@ func (n *Node) allPeersAnswered(ctx context.Context) bool {
 		if p.ID == n.cfg.ID {
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		resp, err := n.call(cctx, p.Address, &rpcRequest{Op: "status", Token: n.cfg.AdminToken})
-		cancel()
+		resp, err := n.peerStatus(ctx, p.Address)
 		if err != nil || resp.HasState {
 			return false
 		}
