@@ -146,30 +146,19 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	if c.opts.Scheduler {
-		if err := c.startComponent("kube-scheduler",
-			"--kubeconfig="+c.Kubeconfig,
-			"--authentication-kubeconfig="+c.Kubeconfig,
-			"--authorization-kubeconfig="+c.Kubeconfig,
-			"--leader-elect=false",
-			"--secure-port=0",
-		); err != nil {
+		if err := c.startComponent("kube-scheduler", c.kubeComponentArgs()...); err != nil {
 			return err
 		}
 	}
 	if c.opts.ControllerManager {
-		if err := c.startComponent("kube-controller-manager",
-			"--kubeconfig="+c.Kubeconfig,
-			"--authentication-kubeconfig="+c.Kubeconfig,
-			"--authorization-kubeconfig="+c.Kubeconfig,
-			"--leader-elect=false",
-			"--secure-port=0",
+		if err := c.startComponent("kube-controller-manager", append(c.kubeComponentArgs(),
 			"--use-service-account-credentials=false",
 			"--controllers=garbagecollector,nodelifecycle,namespace,podgc",
 			// Fake nodes report promptly; a short monitor period lifts the
 			// not-ready taint within a second or two.
 			"--node-monitor-period=1s",
 			"--concurrent-gc-syncs=10",
-		); err != nil {
+		)...); err != nil {
 			return err
 		}
 	}
@@ -364,6 +353,18 @@ func (c *Cluster) waitReady(ctx context.Context, p *Process) error {
 		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		return err
 	})
+}
+
+// kubeComponentArgs are the flags kube-scheduler and kube-controller-manager
+// share: the admin kubeconfig for everything, one instance, no serving port.
+func (c *Cluster) kubeComponentArgs() []string {
+	return []string{
+		"--kubeconfig=" + c.Kubeconfig,
+		"--authentication-kubeconfig=" + c.Kubeconfig,
+		"--authorization-kubeconfig=" + c.Kubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+	}
 }
 
 func (c *Cluster) startComponent(name string, args ...string) error {
