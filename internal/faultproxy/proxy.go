@@ -165,16 +165,7 @@ func New(o Options) (*Proxy, error) {
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: 10 * time.Second,
 	}
-	p.rp = &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(up)
-			pr.Out.Host = up.Host
-		},
-		Transport: transport,
-		// Watches stream: every write goes out at once.
-		FlushInterval: -1,
-		ErrorLog:      log.New(io.Discard, "", 0),
-	}
+	p.rp = ReverseProxy(up, transport)
 	p.srv = &http.Server{
 		Handler:           p,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -186,6 +177,22 @@ func New(o Options) (*Proxy, error) {
 }
 
 // requireLoopback fails unless host is a loopback IP or "localhost".
+// ReverseProxy forwards every request to the API server at up through rt,
+// streaming responses (watches) as they come and keeping quiet about
+// requests their callers cancel.
+func ReverseProxy(up *url.URL, rt http.RoundTripper) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(up)
+			pr.Out.Host = up.Host
+		},
+		Transport: rt,
+		// Watches stream: every write goes out at once.
+		FlushInterval: -1,
+		ErrorLog:      log.New(io.Discard, "", 0),
+	}
+}
+
 func requireLoopback(host string) error {
 	if host == "localhost" {
 		return nil

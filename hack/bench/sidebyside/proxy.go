@@ -3,17 +3,16 @@ package main
 import (
 	"crypto/tls"
 	"fmt"
-	"io"
-	"log"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
 
 	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
+
+	"github.com/replicafed/replicafed/internal/faultproxy"
 )
 
 // requestKind names a request for counting: its verb (create, update, patch,
@@ -141,17 +140,7 @@ func startProxy(cfg *rest.Config) (*countingProxy, error) {
 		return nil, fmt.Errorf("listening for the proxy: %w", err)
 	}
 	p := &countingProxy{addr: l.Addr().String(), ca: certPEM, cur: counts{}}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(r *httputil.ProxyRequest) {
-			r.SetURL(target)
-			r.Out.Host = target.Host
-		},
-		Transport: rt,
-		// Watches stream: pass every chunk on at once.
-		FlushInterval: -1,
-		// A controller stopped mid-watch cancels its requests; not news.
-		ErrorLog: log.New(io.Discard, "", 0),
-	}
+	rp := faultproxy.ReverseProxy(target, rt)
 	p.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			k := classify(r.Method, r.URL)
