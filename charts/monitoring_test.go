@@ -196,12 +196,7 @@ func TestServiceMonitor(t *testing.T) {
 		t.Errorf("Prometheus would refuse the metrics certificate: %v", err)
 	}
 
-	var binding *rbacv1.ClusterRoleBinding
-	for _, b := range m.clusterRoleBindings {
-		if b.Name == fullname+"-metrics-scraper" {
-			binding = b
-		}
-	}
+	binding := findNamed(m.clusterRoleBindings, fullname+"-metrics-scraper")
 	if binding == nil {
 		t.Fatal("no scraper ClusterRoleBinding")
 	}
@@ -363,12 +358,7 @@ func TestDashboard(t *testing.T) {
 // the same Lease; with leaderLease off there is neither.
 func TestLeaderLeaseRBAC(t *testing.T) {
 	m := template(t, "--set", "leaderLease.renewInterval=10s")
-	var role *rbacv1.Role
-	for _, r := range m.roles {
-		if r.Name == fullname+"-leader-lease" {
-			role = r
-		}
-	}
+	role := findNamed(m.roles, fullname+"-leader-lease")
 	if role == nil {
 		t.Fatal("no leader Lease Role")
 	}
@@ -436,4 +426,15 @@ func TestMonitoringSchema(t *testing.T) {
 			}
 		})
 	}
+}
+
+// findNamed is the rendered object called name, or nil when there is none.
+func findNamed[T interface{ GetName() string }](objs []T, name string) T {
+	var found T
+	for _, o := range objs {
+		if o.GetName() == name {
+			found = o
+		}
+	}
+	return found
 }
