@@ -317,13 +317,7 @@ func (h *handlers) addPod(obj any) {
 		return
 	}
 	if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
-		mrs := h.resolve(p.Namespace, ref)
-		if mrs == nil {
-			return
-		}
-		nn := client.ObjectKeyFromObject(mrs)
-		h.w.o.Store.CreationObserved(h.key(nn), p.Name)
-		h.w.queue.Add(nn)
+		h.observe(p, ref, h.w.o.Store.CreationObserved)
 		return
 	}
 	for _, nn := range h.matching(p) {
@@ -405,16 +399,20 @@ func (h *handlers) deletePod(obj any) {
 	if !ok {
 		return
 	}
-	ref := metav1.GetControllerOfNoCopy(p)
-	if ref == nil {
-		return
+	if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
+		h.observe(p, ref, h.w.o.Store.DeletionObserved)
 	}
+}
+
+// observe records p under the MemberReplicaSet its controller reference
+// names and queues that owner; a pod of an owner not known here is ignored.
+func (h *handlers) observe(p *corev1.Pod, ref *metav1.OwnerReference, record func(fedref.MemberObject, string)) {
 	mrs := h.resolve(p.Namespace, ref)
 	if mrs == nil {
 		return
 	}
 	nn := client.ObjectKeyFromObject(mrs)
-	h.w.o.Store.DeletionObserved(h.key(nn), p.Name)
+	record(h.key(nn), p.Name)
 	h.w.queue.Add(nn)
 }
 
