@@ -48,21 +48,24 @@ func (s State) Observe(err error, now time.Time, th Thresholds) State {
 		s.LastError = err.Error()
 		s.failures++
 		s.successes = 0
-		if s.Health != v1alpha1.ClusterUnreachable && s.failures >= max(th.Failure, 1) {
-			s.Health = v1alpha1.ClusterUnreachable
-			s.Since = now
-		}
+		s.flip(v1alpha1.ClusterUnreachable, s.failures, th.Failure, now)
 		return s
 	}
 	s.LastError = ""
 	s.LastSuccess = now
 	s.successes++
 	s.failures = 0
-	if s.Health != v1alpha1.ClusterHealthy && s.successes >= max(th.Success, 1) {
-		s.Health = v1alpha1.ClusterHealthy
+	s.flip(v1alpha1.ClusterHealthy, s.successes, th.Success, now)
+	return s
+}
+
+// flip moves the state to h at now once run consecutive results reach
+// threshold (at least 1), unless it already holds h.
+func (s *State) flip(h v1alpha1.ClusterHealth, run, threshold int, now time.Time) {
+	if s.Health != h && run >= max(threshold, 1) {
+		s.Health = h
 		s.Since = now
 	}
-	return s
 }
 
 // UnreachableFor returns how long the member has been unreachable at now, or
