@@ -760,7 +760,8 @@ func TestAdminToken(t *testing.T) {
 func TestTLSAndStaticMembers(t *testing.T) {
 	m := template(t,
 		"--set", "raft.tls.secretName=raft-tls",
-		"--set-json", `clusters.static=[{"name":"eu.west","secretName":"eu-kubeconfig","secretKey":"config","labels":{"region":"eu"}}]`,
+		"--set-json", `clusters.static=[{"name":"eu.west","secretName":"eu-kubeconfig","secretKey":"config","labels":{"region":"eu"},`+
+			`"taints":[{"key":"maintenance","value":"planned","effect":"NoExecute","timeAdded":"2026-01-02T03:04:05Z"}]}]`,
 	)
 	_, err := m.loadConfig(t, fullname+"-0")
 	// The files only exist inside the pod: the config must name them and
@@ -781,6 +782,25 @@ func TestTLSAndStaticMembers(t *testing.T) {
 
 	// Read the paths from the raw file and check they land in the mounts.
 	raw := m.configMap.Data[configKey]
+	var rendered struct {
+		Clusters struct {
+			Static []struct {
+				Name   string            `json:"name"`
+				Labels map[string]string `json:"labels"`
+				Taints []struct {
+					Key, Value, Effect, TimeAdded string
+				} `json:"taints"`
+			} `json:"static"`
+		} `json:"clusters"`
+	}
+	if err := utilyaml.Unmarshal([]byte(raw), &rendered); err != nil {
+		t.Fatalf("decoding the rendered config: %v", err)
+	}
+	if st := rendered.Clusters.Static; len(st) != 1 || st[0].Labels["region"] != "eu" || len(st[0].Taints) != 1 ||
+		st[0].Taints[0].Key != "maintenance" || st[0].Taints[0].Value != "planned" || st[0].Taints[0].Effect != "NoExecute" ||
+		st[0].Taints[0].TimeAdded != "2026-01-02T03:04:05Z" {
+		t.Errorf("static member labels and taints not rendered into the config: %+v\n%s", st, raw)
+	}
 	c := m.container(t)
 	mounts := map[string]corev1.VolumeMount{}
 	for _, vm := range c.VolumeMounts {
@@ -842,6 +862,9 @@ func TestSchema(t *testing.T) {
 		{"bad port", []string{"--set", "raft.port=70000"}, false},
 		{"bad anti-affinity", []string{"--set", "podAntiAffinity=maybe"}, false},
 		{"static member without secret", []string{"--set-json", `clusters.static=[{"name":"m1"}]`}, false},
+		{"static member taint", []string{"--set-json", `clusters.static=[{"name":"m1","secretName":"s","taints":[{"key":"spot","effect":"NoExecute","timeAdded":"2026-01-02T03:04:05Z"}]}]`}, true},
+		{"static member taint with bad effect", []string{"--set-json", `clusters.static=[{"name":"m1","secretName":"s","taints":[{"key":"spot","effect":"PreferNoSchedule"}]}]`}, false},
+		{"static member taint without key", []string{"--set-json", `clusters.static=[{"name":"m1","secretName":"s","taints":[{"effect":"NoSchedule"}]}]`}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"template", release, chartDir, "--namespace", namespace}, tc.flags...)

@@ -63,7 +63,7 @@ var settings = []setting{
 	{key: "raft.maxAppendEntries", def: 64, usage: "entries per AppendEntries RPC (1-1024)"},
 	{key: "raft.applyTimeout", def: 5 * time.Second, usage: "timeout of one raft apply"},
 	{key: "raft.observationBatchSize", def: 256, usage: "informer observations per raft apply"},
-	{key: "raft.observationFlushInterval", def: 25 * time.Millisecond, usage: "longest wait before a partial observation batch is applied"},
+	{key: "raft.observationFlushInterval", def: time.Second, usage: "longest wait before a partial observation batch is applied (the leader counts unflushed observations at once; the flush only serves a later leader, which settles from a quorum list anyway)"},
 	{key: "raft.adminAddress", def: "0.0.0.0:7001", usage: "join/leave endpoint host:port"},
 	{key: "raft.adminToken", def: "", usage: "bearer token that authorizes every admin endpoint call and is required for raft joins and membership changes; empty: only peer certificates authorize (voters' for changes)"},
 	{key: "raft.clusterID", def: "replicafed", usage: "raft cluster name; a data dir of another cluster is refused"},

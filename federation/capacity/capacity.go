@@ -6,7 +6,10 @@
 // node readiness and cordoning, NoSchedule/NoExecute taints the template does
 // not tolerate, the template's nodeSelector and required node affinity, and
 // the allocatable cpu, memory and pod count minus what bound pods request.
-// It ignores pod affinity, topology spread and extended resources other than
+// Pods not bound yet (just created, or waiting for room) take room too: their
+// summed requests are subtracted from the total in units of the template, so a
+// member's own pods created a moment ago are never counted as both running and
+// free. It ignores pod affinity, topology spread and extended resources other than
 // those the template requests; the planner's unschedulable feedback covers
 // what it misses.
 package capacity
@@ -22,7 +25,8 @@ import (
 )
 
 // Estimate returns how many more pods of tmpl fit on nodes, given every pod
-// currently known in the member (only non-terminal pods bound to a node count).
+// currently known in the member (only non-terminal pods count; those not
+// bound to a node yet take room from the total).
 // The result is capped at math.MaxInt32. Counters give the same answer from
 // informer events without the lists.
 func Estimate(nodes []corev1.Node, pods []corev1.Pod, tmpl *corev1.PodTemplateSpec) int32 {
@@ -33,10 +37,15 @@ func Estimate(nodes []corev1.Node, pods []corev1.Pod, tmpl *corev1.PodTemplateSp
 			break
 		}
 	}
-	return e.result()
+	return e.result(used[unbound])
 }
 
-// usageByNode sums what the counted pods take on each node.
+// unbound is the node name under which usage of pods not yet bound to a node
+// is kept.
+const unbound = ""
+
+// usageByNode sums what the counted pods take on each node; pods not bound
+// yet are summed under unbound.
 func usageByNode(pods []corev1.Pod) map[string]*usage {
 	used := map[string]*usage{}
 	for i := range pods {
@@ -54,10 +63,10 @@ func usageByNode(pods []corev1.Pod) map[string]*usage {
 	return used
 }
 
-// counted reports whether a pod takes room on a node: bound and not
-// finished, as the scheduler counts it.
+// counted reports whether a pod takes room: not finished, as the scheduler
+// counts it. A pod not bound yet will take room once it is.
 func counted(p *corev1.Pod) bool {
-	return p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+	return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
 
 // estimator sums, node by node, how many pods of one template fit.
@@ -85,8 +94,39 @@ func (e *estimator) add(n *corev1.Node, u *usage) bool {
 	return e.total >= math.MaxInt32
 }
 
-func (e *estimator) result() int32 {
-	return int32(min(e.total, math.MaxInt32))
+// result is the total less the room the pending pods (summed in pending,
+// nil for none) will take once bound.
+// A saturated total means unbounded room (nodes without a limit for the
+// template) and stays saturated: how far past the cap it got depends on the
+// order nodes were added in.
+func (e *estimator) result(pending *usage) int32 {
+	if e.total >= math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int32(max(e.total-displaced(pending, e.req), 0))
+}
+
+// displaced returns how many pods requesting req the pending pods take the
+// room of: at least one each (a pod slot), and for every resource req names,
+// their summed request in units of req, rounded up. Pending pods of the same
+// template displace exactly their number.
+func displaced(pending *usage, req corev1.ResourceList) int64 {
+	if pending == nil || pending.pods <= 0 {
+		return 0
+	}
+	n := pending.pods
+	for name, want := range req {
+		if want.IsZero() {
+			continue
+		}
+		have, ok := pending.requests[name]
+		if !ok || have.Sign() <= 0 {
+			continue
+		}
+		w := want.MilliValue()
+		n = max(n, (have.MilliValue()+w-1)/w)
+	}
+	return n
 }
 
 // usage is what the pods bound to one node take.

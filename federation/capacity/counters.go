@@ -14,7 +14,8 @@ import (
 // events, so an estimate reads each node's running totals instead of
 // listing and summing every pod of the member: per node its scheduling
 // facts (the Node object as the informer holds it), and per node name the
-// count and summed requests of the non-terminal pods bound to it. Estimate
+// count and summed requests of the non-terminal pods bound to it (pods not
+// bound yet under the empty name). Estimate
 // gives exactly what the list-based Estimate gives for the same objects.
 //
 // Its handlers (PodHandler, NodeHandler) go on the member's shared
@@ -70,8 +71,8 @@ func (c *Counters) Estimate(tmpl *corev1.PodTemplateSpec) int32 {
 			break
 		}
 	}
+	free := e.result(c.used[unbound])
 	c.mu.RUnlock()
-	free := e.result()
 	if keyed {
 		c.memoMu.Lock()
 		if len(c.memo) >= memoSize {
@@ -184,7 +185,7 @@ func (c *Counters) NodeHandler() toolscache.ResourceEventHandler {
 	}
 }
 
-// addPod counts a bound, non-terminal pod; the caller holds mu. Usage is
+// addPod counts a non-terminal pod; the caller holds mu. Usage is
 // kept by node name whether or not the node is known yet: a pod's event may
 // come before its node's.
 func (c *Counters) addPod(p *corev1.Pod) {
@@ -212,7 +213,8 @@ func (c *Counters) removePod(p *corev1.Pod) {
 }
 
 // sameContribution reports whether two versions of a pod take the same
-// room: both uncounted, or bound to the same node with the same requests.
+// room: both uncounted, or on the same node (or both unbound) with the same
+// requests.
 // Most pod updates (status, conditions) end here without any arithmetic.
 func sameContribution(a, b *corev1.Pod) bool {
 	ca, cb := counted(a), counted(b)

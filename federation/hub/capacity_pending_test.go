@@ -13,7 +13,7 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/engine"
-	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/internal/fedref"
 )
 
 // TestCapacityCountsUnboundPodsOnce: a member's capacity for the planner is
@@ -48,11 +48,13 @@ func TestCapacityCountsUnboundPodsOnce(t *testing.T) {
 		pods = append(pods, p)
 	}
 	e := newEnv(t, true, hubObj, healthy("a", "b"), map[string][]client.Object{"a": pods}, nil)
-	ref := FRSRef{Namespace: "default", Name: "web"}
-	_ = e.targets.SetTargets(context.Background(), ref, 3, map[string]int32{"a": 4, "b": 2})
-	e.r.Reports.Report(context.Background(), expectations.Key{Cluster: "a", Namespace: "default", Name: "web"},
+	ref := fedref.FRS{Namespace: "default", Name: "web"}
+	if err := e.targets.SetTargets(context.Background(), ref, 3, map[string]int32{"a": 4, "b": 2}); err != nil {
+		t.Fatal(err)
+	}
+	e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: "a", Namespace: "default", Name: "web"},
 		engine.MemberStatus{Target: 4, Replicas: 4, FullyLabeledReplicas: 4, ReadyReplicas: 2, AvailableReplicas: 2, ReportedAt: now})
-	e.r.Reports.Report(context.Background(), expectations.Key{Cluster: "b", Namespace: "default", Name: "web"},
+	e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: "b", Namespace: "default", Name: "web"},
 		engine.MemberStatus{Target: 2, ReportedAt: now})
 	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
 		t.Fatal(err)

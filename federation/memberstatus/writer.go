@@ -51,6 +51,12 @@ type HealthSource interface {
 	State(cluster string) (health.State, bool)
 }
 
+// CapacitySummaries gives a member's capacity summary (capacity.Tracker);
+// ok is false while it has none.
+type CapacitySummaries interface {
+	Summary(member string) (capacity.Summary, bool)
+}
+
 // Gate permits writes on the raft leader only.
 type Gate interface {
 	Allowed() (context.Context, bool)
@@ -80,6 +86,10 @@ type Writer struct {
 	VersionTTL time.Duration
 	// Clock is injected for tests; the real clock when nil.
 	Clock clock.WithTicker
+	// Capacity summarises a member's nodes from counters its informers keep
+	// (capacity.Tracker); optional. Without it, or before its counters are
+	// synced, each pass lists the member's nodes and pods.
+	Capacity CapacitySummaries
 	// OnPlacementInputsChanged is called after a pass that recorded a change
 	// of some member's taints or labels (the hub then re-plans: nothing else
 	// watches the registration Secrets' labels and annotations, and
@@ -218,7 +228,9 @@ func (w *Writer) status(ctx context.Context, reg registry.Registration, frsCount
 	if h, ok := w.Health.State(reg.Name); ok && h.Health != "" {
 		st.Health, st.LastProbeError = h.Health, truncate(h.LastError)
 		if !h.Since.IsZero() {
-			since := metav1.NewTime(h.Since)
+			// Whole seconds, as the API stores it: a sub-second part would
+			// make every pass differ from what it reads back, and write.
+			since := metav1.NewTime(h.Since.Truncate(time.Second))
 			st.HealthSince = &since
 		}
 	}
@@ -236,16 +248,31 @@ func (w *Writer) status(ctx context.Context, reg registry.Registration, frsCount
 		return st
 	}
 	st.Problem = truncate(st.Problem)
-	nodes := &corev1.NodeList{}
-	podList := &corev1.PodList{}
-	if err := m.Cluster.GetCache().List(ctx, nodes, client.UnsafeDisableDeepCopy); err == nil {
-		if err := m.Cluster.GetCache().List(ctx, podList, client.UnsafeDisableDeepCopy); err == nil {
-			sum := capacity.Summarize(nodes.Items, podList.Items)
-			st.Nodes, st.ReadyNodes, st.Allocatable, st.Free = sum.Nodes, sum.Ready, sum.Allocatable, sum.Free
-		}
+	if sum, ok := w.summary(ctx, m); ok {
+		st.Nodes, st.ReadyNodes, st.Allocatable, st.Free = sum.Nodes, sum.Ready, sum.Allocatable, sum.Free
 	}
 	st.KubernetesVersion = w.version(ctx, m, st.Health == v1alpha1.ClusterHealthy)
 	return st
+}
+
+// summary sums the member's nodes and what their pods take: from the
+// counters when they have it, else from lists of the member's cache (every
+// pod of the member, so only as the fallback).
+func (w *Writer) summary(ctx context.Context, m *registry.Member) (capacity.Summary, bool) {
+	if w.Capacity != nil {
+		if sum, ok := w.Capacity.Summary(m.Name); ok {
+			return sum, true
+		}
+	}
+	nodes := &corev1.NodeList{}
+	if err := m.Cluster.GetCache().List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return capacity.Summary{}, false
+	}
+	podList := &corev1.PodList{}
+	if err := m.Cluster.GetCache().List(ctx, podList, client.UnsafeDisableDeepCopy); err != nil {
+		return capacity.Summary{}, false
+	}
+	return capacity.Summarize(nodes.Items, podList.Items), true
 }
 
 // version returns the member's version, asking it at most once per TTL

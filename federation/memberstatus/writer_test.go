@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/federation/capacity"
 	"github.com/replicafed/replicafed/federation/health"
 	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/internal/fakecluster"
@@ -72,7 +73,9 @@ func TestSync(t *testing.T) {
 		},
 		Members: members{"a": {Name: "a", Cluster: fakecluster.New(memberA)}},
 		Health: healthMap{
-			"a": {Health: v1alpha1.ClusterHealthy, Since: now.Add(-time.Hour)},
+			// A sub-second part, as the health recorder's clock gives: the
+			// API keeps whole seconds, and an unchanged pass must not write.
+			"a": {Health: v1alpha1.ClusterHealthy, Since: now.Add(-time.Hour + 300*time.Millisecond)},
 			"b": {Health: v1alpha1.ClusterUnreachable, Since: now.Add(-time.Minute), LastError: "dial tcp: connection refused"},
 		},
 		Problem: func(_ context.Context, c string) string {
@@ -168,5 +171,52 @@ func TestStampTaints(t *testing.T) {
 	}
 	if taints[1].TimeAdded != nil {
 		t.Error("stampTaints changed its input")
+	}
+}
+
+type summaries map[string]capacity.Summary
+
+func (s summaries) Summary(member string) (capacity.Summary, bool) { x, ok := s[member]; return x, ok }
+
+// TestSummaryFromCounters: with counters for a member, its size comes from
+// them; a member the counters do not have yet falls back to its cache.
+func TestSummaryFromCounters(t *testing.T) {
+	s, err := kubescheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := fake.NewClientBuilder().WithScheme(s).WithStatusSubresource(&v1alpha1.MemberCluster{}).Build()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{
+		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")},
+		Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+	}}
+	member := func() *registry.Member {
+		return &registry.Member{Cluster: fakecluster.New(fake.NewClientBuilder().WithScheme(s).WithObjects(node.DeepCopy()).Build())}
+	}
+	a, b := member(), member()
+	a.Name, b.Name = "a", "b"
+	w := &Writer{
+		Hub: hub,
+		Registered: func(context.Context) ([]registry.Registration, error) {
+			return []registry.Registration{{Name: "a"}, {Name: "b"}}, nil
+		},
+		Members:  members{"a": a, "b": b},
+		Health:   healthMap{},
+		Capacity: summaries{"a": {Nodes: 40, Ready: 39}},
+		Version:  func(context.Context, *registry.Member) (string, error) { return "v1.36.3", nil },
+		Clock:    clocktesting.NewFakeClock(now),
+	}
+	ctx := context.Background()
+	if err := w.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][2]int32{"a": {40, 39}, "b": {1, 1}} {
+		mc := &v1alpha1.MemberCluster{}
+		if err := hub.Get(ctx, client.ObjectKey{Name: name}, mc); err != nil {
+			t.Fatal(err)
+		}
+		if mc.Status.Nodes != want[0] || mc.Status.ReadyNodes != want[1] {
+			t.Errorf("member %s: nodes %d ready %d, want %d and %d", name, mc.Status.Nodes, mc.Status.ReadyNodes, want[0], want[1])
+		}
 	}
 }

@@ -258,7 +258,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		},
 		Clock: clock.RealClock{},
 	}
-	if err := local.Add(&memberstatus.Writer{Hub: local.GetClient(), Registered: reg.Registered, Members: reg, Health: rec.Health, Gate: n,
+	if err := local.Add(&memberstatus.Writer{Hub: local.GetClient(), Registered: reg.Registered, Members: reg, Health: rec.Health, Gate: n, Capacity: tracker,
 		OnPlacementInputsChanged: func() { enqueueAll(ctx, local, trigger) },
 		Problem: func(ctx context.Context, c string) string {
 			return cmp.Or(rec.MemberProblems(c), reg.SecretProblem(ctx, c))

@@ -101,6 +101,9 @@ the binary resolves them from $POD_NAME and this pod's raft.peers entry.
 {{- if .labels }}
 {{- $_ := set $entry "labels" .labels }}
 {{- end }}
+{{- if .taints }}
+{{- $_ := set $entry "taints" .taints }}
+{{- end }}
 {{- $static = append $static $entry }}
 {{- end }}
 {{- $cfg := dict
