@@ -26,6 +26,7 @@ import (
 	"github.com/replicafed/replicafed/e2e/fleet"
 	"github.com/replicafed/replicafed/hack/bench/fleet/promtext"
 	"github.com/replicafed/replicafed/hack/bench/fleet/report"
+	"github.com/replicafed/replicafed/internal/loadavg"
 	"github.com/replicafed/replicafed/internal/testcluster"
 )
 
@@ -80,7 +81,7 @@ func run(ctx context.Context, s settings) error {
 		"controller": map[string]any{"memberQPS": s.MemberQPS, "memberBurst": s.MemberBurst},
 	}
 	mergeMaps(cfg, s.Config)
-	say("machine: %d CPUs, load %s", runtime.NumCPU(), loadAverage())
+	say("machine: %d CPUs, load %s", runtime.NumCPU(), loadavg.Read())
 	say("settings: %d members, memberQPS %g burst %d, single 0->%d, many %d x %d, %d runs, scenarios %v, systems %v",
 		s.Members, s.MemberQPS, s.MemberBurst, s.Replicas, s.FRS, s.FRSReplicas, s.Runs, s.Scenarios, s.Systems)
 	start := time.Now()
@@ -130,7 +131,7 @@ func run(ctx context.Context, s settings) error {
 				fig := report.Derive(r)
 				say("run %d %s %s: created %.1fs ready %.1fs ideal %.1fs, raft %.1f/1k pods, writes/pod %.3f (pods %.3f, hub %.3f), leader CPU %.2fs/1k, status %.2f/FRS/min (took %s, load %s)",
 					i, sc, sys, fig.Created, fig.Ready, fig.Ideal, fig.RaftPer1k, fig.WritesPerPod, fig.PodWritesPerPod,
-					fig.HubWritesPerPod, fig.LeaderCPUPer1k, fig.StatusPerFRSMin, time.Since(t).Round(time.Second), loadAverage())
+					fig.HubWritesPerPod, fig.LeaderCPUPer1k, fig.StatusPerFRSMin, time.Since(t).Round(time.Second), loadavg.Read())
 				say("  writes: %s", topWrites(r.Writes, 14))
 				if raw != nil {
 					line, _ := json.Marshal(r)
@@ -149,7 +150,7 @@ func run(ctx context.Context, s settings) error {
 			return fmt.Errorf("BENCH_OUT: %w", err)
 		}
 	}
-	say("done in %s, load %s", time.Since(start).Round(time.Second), loadAverage())
+	say("done in %s, load %s", time.Since(start).Round(time.Second), loadavg.Read())
 	return nil
 }
 
@@ -160,19 +161,7 @@ func legend(s settings) string {
 		"kcm = one ReplicaSet per member (per FRS) under each member's kube-controller-manager --controllers=replicaset. "+
 		"Medians of %d runs. Ideal = most pods one member creates / QPS. For kcm, 'leader CPU' is the four controller-managers' sum "+
 		"and 'leader heap' their resident set growth; all writes = pod + ReplicaSet status + core event writes.\n",
-		host, runtime.NumCPU(), loadAverage(), s.Members, s.MemberQPS, s.MemberBurst, s.Replicas, s.FRS, s.FRSReplicas, s.Runs)
-}
-
-func loadAverage() string {
-	raw, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(raw))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
+		host, runtime.NumCPU(), loadavg.Read(), s.Members, s.MemberQPS, s.MemberBurst, s.Replicas, s.FRS, s.FRSReplicas, s.Runs)
 }
 
 func mergeMaps(dst, src map[string]any) {
@@ -327,7 +316,7 @@ func await(ctx context.Context, w *podWatch, timeout time.Duration) error {
 		case err := <-done:
 			return err
 		case <-tick.C:
-			say("  %s (load %s)", w.progress(), loadAverage())
+			say("  %s (load %s)", w.progress(), loadavg.Read())
 		}
 	}
 }
