@@ -89,7 +89,11 @@ func followsAMember(t *testing.T, tc *testcluster.Cluster) {
 		}),
 		template("100m", ""),
 	}
-	agree := func(what string) {
+	// agree waits until the cache shows the writes made so far (seen) and
+	// the counters then give what the lists give. Both read the same
+	// informers, so without the first condition they agree at once on a
+	// cache that has not seen the writes yet.
+	agree := func(what string, seen func(nodes []corev1.Node, pods []corev1.Pod) bool) {
 		t.Helper()
 		var last string
 		deadline := time.Now().Add(60 * time.Second)
@@ -102,6 +106,9 @@ func followsAMember(t *testing.T, tc *testcluster.Cluster) {
 			}
 			if err := c.List(ctx, podList); err != nil {
 				t.Fatal(err)
+			}
+			if !seen(nodes.Items, podList.Items) {
+				last = fmt.Sprintf(" the cache has %d nodes and %d pods, not yet the writes;", len(nodes.Items), len(podList.Items))
 			}
 			for i, tmpl := range templates {
 				want := Estimate(nodes.Items, podList.Items, tmpl)
@@ -119,10 +126,11 @@ func followsAMember(t *testing.T, tc *testcluster.Cluster) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	agree("after creates")
+	agree("after creates", func(nodes []corev1.Node, pods []corev1.Pod) bool { return len(nodes) == 3 && len(pods) == 12 })
 
 	// A pod finishes, one is deleted, a node is relabelled and one appears
 	// for the pods already bound to it.
+	pods1Name := pods[1].Name
 	done := pods[1].DeepCopy()
 	done.Status.Phase = corev1.PodSucceeded
 	if err := c.Status().Update(ctx, done); err != nil {
@@ -143,7 +151,21 @@ func followsAMember(t *testing.T, tc *testcluster.Cluster) {
 	if err := c.Create(ctx, &n3); err != nil {
 		t.Fatal(err)
 	}
-	agree("after changes")
+	agree("after changes", func(nodes []corev1.Node, pods []corev1.Pod) bool {
+		relabelled, finished, live := false, false, 0
+		for _, n := range nodes {
+			relabelled = relabelled || (n.Name == "n0" && n.Labels["zone"] == "b")
+		}
+		for _, p := range pods {
+			finished = finished || (p.Name == pods1Name && p.Status.Phase == corev1.PodSucceeded)
+			// A bound pod's delete is graceful: it stays, marked, with no
+			// kubelet here to finish it.
+			if p.DeletionTimestamp == nil {
+				live++
+			}
+		}
+		return len(nodes) == 4 && live == 11 && relabelled && finished
+	})
 
 	if _, ok := tr.Free(ctx, "other", templates[0]); ok {
 		t.Fatal("a member never engaged has a known capacity")
