@@ -651,12 +651,26 @@ func (r *podRunner) stopAll() {
 	}
 }
 
+// logSizes marks where each pod's log ends now, for forbidden.
+func (r *podRunner) logSizes() map[string]int {
+	out := map[string]int{}
+	for _, p := range r.pods {
+		b, _ := os.ReadFile(p.logPath)
+		out[p.name] = len(b)
+	}
+	return out
+}
+
 // forbidden reports log lines where the hub refused replicafed: the chart's
-// RBAC is short of something.
-func (r *podRunner) forbidden() []string {
+// RBAC is short of something. Only lines after since (logSizes; nil: from
+// the start) count: an uninstall removes the RBAC while the processes that
+// stand for its pods still run, and their refusals then say nothing about
+// the chart.
+func (r *podRunner) forbidden(since map[string]int) []string {
 	var out []string
 	for _, p := range r.pods {
 		b, _ := os.ReadFile(p.logPath)
+		b = b[min(since[p.name], len(b)):]
 		for _, line := range bytes.Split(b, []byte("\n")) {
 			if bytes.Contains(bytes.ToLower(line), []byte("forbidden")) {
 				out = append(out, p.name+": "+string(line))
