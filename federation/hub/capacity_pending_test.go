@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +27,75 @@ import (
 // two pods bound, two just created and unbound. Member b has not created
 // its 2 pods yet. The plan should stay a:4 b:2; it becomes a:6 b:0.
 func TestCapacityCountsUnboundPodsOnce(t *testing.T) {
+	hubObj, pods := costOrderedOnePodsOfTwoCPU(t)
+	e := newEnv(t, true, hubObj, healthy("a", "b"), map[string][]client.Object{"a": pods}, nil)
+	ref := fedref.FRS{Namespace: "default", Name: "web"}
+	if err := e.targets.SetTargets(context.Background(), ref, 3, map[string]int32{"a": 4, "b": 2}); err != nil {
+		t.Fatal(err)
+	}
+	e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: "a", Namespace: "default", Name: "web"},
+		engine.MemberStatus{Target: 4, Replicas: 4, FullyLabeledReplicas: 4, ReadyReplicas: 2, AvailableReplicas: 2, ReportedAt: now})
+	e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: "b", Namespace: "default", Name: "web"},
+		engine.MemberStatus{Target: 2, ReportedAt: now})
+	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+		t.Fatal(err)
+	}
+	tg, _, _ := e.targets.Targets(ref)
+	if tg["a"] != 4 || tg["b"] != 2 {
+		t.Fatalf("targets = %v, want a:4 b:2 (a has room for 4 pods of 2 cpu; 2 of its 4 are not bound yet)", tg)
+	}
+}
+
+// TestCapacityWithLaggingReport: the same member a, but its report still
+// counts the two pods it had before the two new ones (created, not bound):
+// the counters already take the new pods' room, so adding their free room
+// to the stale report would give a only 2. The plan stays a:4 b:2.
+func TestCapacityWithLaggingReport(t *testing.T) {
+	hubObj, pods := costOrderedOnePodsOfTwoCPU(t)
+	e := newEnv(t, true, hubObj, healthy("a", "b"), map[string][]client.Object{"a": pods}, nil)
+	ref := fedref.FRS{Namespace: "default", Name: "web"}
+	if err := e.targets.SetTargets(context.Background(), ref, 3, map[string]int32{"a": 4, "b": 2}); err != nil {
+		t.Fatal(err)
+	}
+	e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: "a", Namespace: "default", Name: "web"},
+		engine.MemberStatus{Target: 4, Replicas: 2, FullyLabeledReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, ReportedAt: now})
+	e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: "b", Namespace: "default", Name: "web"},
+		engine.MemberStatus{Target: 2, ReportedAt: now})
+	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+		t.Fatal(err)
+	}
+	tg, _, _ := e.targets.Targets(ref)
+	if tg["a"] != 4 || tg["b"] != 2 {
+		t.Fatalf("targets = %v, want a:4 b:2 (a's report lags its cache by the two unbound pods)", tg)
+	}
+}
+
+func TestRoomBeyondReport(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		free, own, reported int32
+		want                int32
+	}{
+		{"report and cache agree", 2, 4, 4, 2},
+		{"report lags the cache", 0, 4, 2, 2},
+		{"report ahead of the cache", 2, 2, 4, 0},
+		{"own pods unknown", 3, -1, 4, 3},
+		{"unlimited room stays unlimited", math.MaxInt32, 5, 1, math.MaxInt32},
+		{"never negative", 0, 0, 3, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := roomBeyondReport(tc.free, tc.own, tc.reported); got != tc.want {
+				t.Errorf("roomBeyondReport(%d, %d, %d) = %d, want %d", tc.free, tc.own, tc.reported, got, tc.want)
+			}
+		})
+	}
+}
+
+// costOrderedOnePodsOfTwoCPU is an FRS of 6 pods of 2 cpu, CostOrdered over
+// a (filled first) and b, and member a's pods: two bound and running, two
+// created and not bound yet. a's one 8-cpu node has room for 4.
+func costOrderedOnePodsOfTwoCPU(t *testing.T) (*v1alpha1.FederatedReplicaSet, []client.Object) {
+	t.Helper()
 	hubObj := frs(6, func(f *v1alpha1.FederatedReplicaSet) {
 		f.Spec.Template.Spec.Containers = []corev1.Container{{Name: "app", Image: "x",
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}}}
@@ -47,20 +117,5 @@ func TestCapacityCountsUnboundPodsOnce(t *testing.T) {
 		}
 		pods = append(pods, p)
 	}
-	e := newEnv(t, true, hubObj, healthy("a", "b"), map[string][]client.Object{"a": pods}, nil)
-	ref := fedref.FRS{Namespace: "default", Name: "web"}
-	if err := e.targets.SetTargets(context.Background(), ref, 3, map[string]int32{"a": 4, "b": 2}); err != nil {
-		t.Fatal(err)
-	}
-	e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: "a", Namespace: "default", Name: "web"},
-		engine.MemberStatus{Target: 4, Replicas: 4, FullyLabeledReplicas: 4, ReadyReplicas: 2, AvailableReplicas: 2, ReportedAt: now})
-	e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: "b", Namespace: "default", Name: "web"},
-		engine.MemberStatus{Target: 2, ReportedAt: now})
-	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
-		t.Fatal(err)
-	}
-	tg, _, _ := e.targets.Targets(ref)
-	if tg["a"] != 4 || tg["b"] != 2 {
-		t.Fatalf("targets = %v, want a:4 b:2 (a has room for 4 pods of 2 cpu; 2 of its 4 are not bound yet)", tg)
-	}
+	return hubObj, pods
 }

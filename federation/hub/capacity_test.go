@@ -21,12 +21,18 @@ func (f fixedCapacity) Free(_ context.Context, cluster string, _ *corev1.PodTemp
 }
 
 // With a CapacitySource the reconciler plans from it and never lists a
-// member's nodes or pods.
+// member's nodes or all its pods: only the FRS's own pods, by namespace and
+// selector (what they take is counted against the counters' room).
 func TestCapacityFromCountersNotLists(t *testing.T) {
 	noLists := interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, o ...client.ListOption) error {
+		lo := (&client.ListOptions{}).ApplyOptions(o)
 		switch l.(type) {
-		case *corev1.PodList, *corev1.NodeList:
+		case *corev1.NodeList:
 			t.Errorf("listed %T although counters are configured", l)
+		case *corev1.PodList:
+			if lo.Namespace == "" || lo.LabelSelector == nil || lo.LabelSelector.Empty() {
+				t.Errorf("listed every pod of a member although counters are configured (%+v)", lo)
+			}
 		}
 		return c.List(ctx, l, o...)
 	}}

@@ -159,6 +159,7 @@ func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaS
 			}
 			if pm.Health == planner.Healthy {
 				if free, ok := r.memberCapacity(ctx, m, &frs.Spec.Template); ok {
+					free = roomBeyondReport(free, r.podsTakingRoom(ctx, m, frs), pm.Current)
 					pm.FreeCapacity = &free
 				}
 			}

@@ -353,6 +353,43 @@ func (r *Reconciler) memberCapacity(ctx context.Context, m *registry.Member, tmp
 	return capacity.Estimate(nodes.Items, pods.Items, tmpl), true
 }
 
+// podsTakingRoom counts the member's non-terminal pods of frs as its cache
+// holds them (the cache the capacity counters are fed from), or -1 when it
+// cannot tell.
+func (r *Reconciler) podsTakingRoom(ctx context.Context, m *registry.Member, frs *v1alpha1.FederatedReplicaSet) int32 {
+	sel, err := metav1.LabelSelectorAsSelector(frs.Spec.Selector)
+	if err != nil || sel.Empty() {
+		return -1
+	}
+	pods := &corev1.PodList{}
+	if err := m.Cluster.GetCache().List(ctx, pods, client.InNamespace(frs.Namespace),
+		client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
+		return -1
+	}
+	var n int32
+	for i := range pods.Items {
+		if p := pods.Items[i].Status.Phase; p != corev1.PodSucceeded && p != corev1.PodFailed {
+			n++
+		}
+	}
+	return n
+}
+
+// roomBeyondReport turns the member's free room (from the capacity counters,
+// every non-terminal pod's room already taken, bound or not) into the room
+// beyond the pods the member's report counts, which is what the planner adds
+// to that report. The FRS's own pods in the same cache (own, -1 unknown) are
+// the base: a report that lags the cache (pods created a moment ago, counted
+// by the counters but not yet reported) or runs ahead of it moves the room
+// the other way, so the total own + free is the same whichever was seen
+// first, and a plan does not flap with the lag.
+func roomBeyondReport(free, own, reported int32) int32 {
+	if own < 0 {
+		return free
+	}
+	return max(int32(min(int64(free)+int64(own)-int64(reported), math.MaxInt32)), 0)
+}
+
 // writeStatus writes what the members run, against the targets they were
 // last given (committed), whether or not the latest plan was committed
 // (planErr says what failed). Every member that reports pods of frs has a

@@ -5,9 +5,11 @@ package testutil
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -19,15 +21,27 @@ import (
 	"github.com/replicafed/replicafed/raftstore/node"
 )
 
-// FreePort returns a loopback address with a port that was free a moment ago.
+// FreePort returns a loopback address with a port that was free a moment
+// ago, chosen below the kernel's ephemeral range (32768 and up on Linux):
+// a port the kernel hands out for listen(":0") can be taken by any process's
+// outgoing connection between this check and the node's bind, or while a
+// killed node is down before its restart, which failed a fresh-clone make
+// test with "address already in use" while another ran beside it.
 func FreePort(tb testing.TB) string {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
+	var last error
+	for range 200 {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(20000+rand.IntN(12000))))
+		if err != nil {
+			last = err
+			continue
+		}
+		addr := l.Addr().String()
+		_ = l.Close()
+		return addr
 	}
-	defer l.Close()
-	return l.Addr().String()
+	tb.Fatalf("no free port between 20000 and 32000: %v", last)
+	return ""
 }
 
 // Cluster is a set of nodes in one process.
