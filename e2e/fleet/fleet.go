@@ -286,7 +286,7 @@ func (f *Fleet) startReplicas(o Options, binary string) error {
 			"metrics": map[string]any{"bindAddress": loopback(ps[i].metrics), "secure": true, "perFRS": "members"},
 			"health":  map[string]any{"probeAddress": loopback(ps[i].health)},
 		}
-		merge(cfg, o.Config)
+		MergeConfig(cfg, o.Config)
 		raw, err := yaml.Marshal(cfg)
 		if err != nil {
 			return fmt.Errorf("encoding replica config: %w", err)
@@ -307,12 +307,13 @@ func (f *Fleet) startReplicas(o Options, binary string) error {
 	return nil
 }
 
-// merge copies src into dst, descending into nested maps.
-func merge(dst, src map[string]any) {
+// MergeConfig copies src into dst, descending into nested maps (a
+// configuration overlay).
+func MergeConfig(dst, src map[string]any) {
 	for k, v := range src {
 		if sv, ok := v.(map[string]any); ok {
 			if dv, ok := dst[k].(map[string]any); ok {
-				merge(dv, sv)
+				MergeConfig(dv, sv)
 				continue
 			}
 		}

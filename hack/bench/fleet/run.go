@@ -80,7 +80,7 @@ func run(ctx context.Context, s settings) error {
 		"metrics":    map[string]any{"secure": false, "perFRS": "summary"},
 		"controller": map[string]any{"memberQPS": s.MemberQPS, "memberBurst": s.MemberBurst},
 	}
-	mergeMaps(cfg, s.Config)
+	fleet.MergeConfig(cfg, s.Config)
 	say("machine: %d CPUs, load %s", runtime.NumCPU(), loadavg.Read())
 	say("settings: %d members, memberQPS %g burst %d, single 0->%d, many %d x %d, %d runs, scenarios %v, systems %v",
 		s.Members, s.MemberQPS, s.MemberBurst, s.Replicas, s.FRS, s.FRSReplicas, s.Runs, s.Scenarios, s.Systems)
@@ -162,18 +162,6 @@ func legend(s settings) string {
 		"Medians of %d runs. Ideal = most pods one member creates / QPS. For kcm, 'leader CPU' is the four controller-managers' sum "+
 		"and 'leader heap' their resident set growth; all writes = pod + ReplicaSet status + core event writes.\n",
 		host, runtime.NumCPU(), loadavg.Read(), s.Members, s.MemberQPS, s.MemberBurst, s.Replicas, s.FRS, s.FRSReplicas, s.Runs)
-}
-
-func mergeMaps(dst, src map[string]any) {
-	for k, v := range src {
-		if sv, ok := v.(map[string]any); ok {
-			if dv, ok := dst[k].(map[string]any); ok {
-				mergeMaps(dv, sv)
-				continue
-			}
-		}
-		dst[k] = v
-	}
 }
 
 // measure runs one scenario with one system and cleans up after it.
