@@ -108,6 +108,7 @@ const cacheLagRequeue = 200 * time.Millisecond
 type Engine struct {
 	o        Options
 	verified verified
+	written  written
 }
 
 // Result tells the caller when to sync the key again without an event.
@@ -178,6 +179,7 @@ func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, err
 	case mrs == nil && (!wanted || w.Deleting):
 		e.o.Store.Delete(key)
 		e.verified.forget(key)
+		e.written.forget(key)
 		return Result{}, nil
 	case !wanted:
 		// Removing the MemberReplicaSet (and with it the pods) is the
@@ -189,9 +191,10 @@ func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, err
 		// their add events resolve to it and settle expectations.
 		return Result{}, e.createOwner(ctx, nn, w)
 	}
+	mrs = e.written.newest(key, mrs)
 	if mrs.DeletionTimestamp == nil && !w.Deleting && ownerSpecDiffers(mrs, w) {
 		var err error
-		if mrs, err = e.updateOwner(ctx, mrs, w); err != nil {
+		if mrs, err = e.updateOwner(ctx, key, mrs, w); err != nil {
 			return Result{}, err
 		}
 	}
@@ -277,7 +280,7 @@ func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, err
 	st.Conditions = withDependencyCondition(st.Conditions, gate, waiting)
 	if replicastatus.Changed(mrs.Status, st, mrs.Generation) {
 		st.ObservedGeneration = mrs.Generation
-		if mrs, err = e.writeStatus(ctx, mrs, st); err != nil {
+		if mrs, err = e.writeStatus(ctx, key, mrs, st); err != nil {
 			return Result{}, err
 		}
 	}
@@ -362,12 +365,13 @@ func (e *Engine) namespaceMissing(ctx context.Context, nn types.NamespacedName, 
 	return e.o.Client.Create(ctx, mrs)
 }
 
-func (e *Engine) updateOwner(ctx context.Context, mrs *v1alpha1.MemberReplicaSet, w *Workload) (*v1alpha1.MemberReplicaSet, error) {
+func (e *Engine) updateOwner(ctx context.Context, key fedref.MemberObject, mrs *v1alpha1.MemberReplicaSet, w *Workload) (*v1alpha1.MemberReplicaSet, error) {
 	upd := mrs.DeepCopy()
 	upd.Spec = ownerSpec(w)
 	if err := e.o.Client.Update(ctx, upd); err != nil {
 		return nil, fmt.Errorf("updating MemberReplicaSet %s spec: %w", klog.KObj(mrs), err)
 	}
+	e.written.record(key, mrs, upd)
 	ctrl.LoggerFrom(ctx).V(1).Info("Updated MemberReplicaSet spec", "target", w.Target, "previousTarget", mrs.Spec.Replicas)
 	return upd, nil
 }
@@ -581,22 +585,27 @@ func (e *Engine) deleteExact(ctx context.Context, key fedref.MemberObject, mrs *
 }
 
 // writeStatus PUTs the status subresource, retrying once on a live copy with
-// the same new status, as upstream.
-func (e *Engine) writeStatus(ctx context.Context, mrs *v1alpha1.MemberReplicaSet, st v1alpha1.MemberReplicaSetStatus) (*v1alpha1.MemberReplicaSet, error) {
+// the same new status, as upstream. What the API server returns is
+// remembered, so the next sync does not start from a cache that has not
+// shown this write yet.
+func (e *Engine) writeStatus(ctx context.Context, key fedref.MemberObject, mrs *v1alpha1.MemberReplicaSet, st v1alpha1.MemberReplicaSetStatus) (*v1alpha1.MemberReplicaSet, error) {
 	upd := mrs.DeepCopy()
 	upd.Status = st
 	err := e.o.Client.Status().Update(ctx, upd)
 	if err == nil {
+		e.written.record(key, mrs, upd)
 		return upd, nil
 	}
 	fresh := &v1alpha1.MemberReplicaSet{}
 	if gerr := e.o.APIReader.Get(ctx, client.ObjectKeyFromObject(mrs), fresh); gerr != nil {
 		return nil, fmt.Errorf("re-reading MemberReplicaSet %s after failed status update: %w", klog.KObj(mrs), gerr)
 	}
+	liveRV := fresh.ResourceVersion
 	fresh.Status = st
 	if err := e.o.Client.Status().Update(ctx, fresh); err != nil {
 		return nil, fmt.Errorf("updating MemberReplicaSet %s status: %w", klog.KObj(mrs), err)
 	}
+	e.written.record(key, mrs, fresh, liveRV)
 	return fresh, nil
 }
 

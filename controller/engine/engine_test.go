@@ -861,3 +861,86 @@ func TestNewPodNaming(t *testing.T) {
 	}
 	_ = claim.Kind
 }
+
+// TestSyncStatusFromOwnWrite: a sync that starts before the cache shows the
+// engine's last status write works from that write, so it neither rewrites
+// the same status nor runs into a 409 (and a live read) on a stale resource
+// version. Once the cache shows another writer's version, the cache wins.
+func TestSyncStatusFromOwnWrite(t *testing.T) {
+	w := workload(2)
+	m := mrsFor(w)
+	var stale atomic.Pointer[v1alpha1.MemberReplicaSet]
+	h := newHarness(t, w, hopts{
+		objs: []client.Object{ownedPod(m, "a"), ownedPod(m, "b")},
+		funcs: interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if s, ok := obj.(*v1alpha1.MemberReplicaSet); ok && stale.Load() != nil {
+				stale.Load().DeepCopyInto(s)
+				return nil
+			}
+			return c.Get(ctx, k, obj, opts...)
+		}},
+	})
+	// The cache stays at the version before the first status write.
+	stale.Store(h.owner())
+	live := func() v1alpha1.MemberReplicaSetStatus {
+		t.Helper()
+		s := stale.Swap(nil)
+		defer stale.Store(s)
+		return h.owner().Status
+	}
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := live(); got.Replicas != 2 || got.ReadyReplicas != 0 {
+		t.Fatalf("status after first sync = %+v", got)
+	}
+
+	// Nothing changed: nothing to write, although the cache shows no status.
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if u, g := h.n.statusUpdates.Load(), h.n.liveGets.Load(); u != 1 || g != 0 {
+		t.Fatalf("unchanged sync on a lagging cache: status updates=%d live gets=%d, want 1 and 0", u, g)
+	}
+
+	// A pod becomes Ready: one write, on the version the first write made.
+	p := &corev1.Pod{}
+	if err := h.cl.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "a"}, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))}}
+	if err := h.cl.Status().Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	h.n.statusUpdates.Add(-1) // the pod's, above
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if u, g := h.n.statusUpdates.Load(), h.n.liveGets.Load(); u != 2 || g != 0 {
+		t.Fatalf("changed sync on a lagging cache: status updates=%d live gets=%d, want 2 and 0", u, g)
+	}
+	if got := live(); got.Replicas != 2 || got.ReadyReplicas != 1 {
+		t.Fatalf("status after the pod became Ready = %+v", got)
+	}
+	if r := h.report[len(h.report)-1]; r.ReadyReplicas != 1 {
+		t.Fatalf("last report = %+v, want ReadyReplicas 1", r)
+	}
+
+	// Another writer changes the object: the cache's version wins and the
+	// remembered write is dropped.
+	stale.Store(nil)
+	cur := h.owner()
+	cur.Labels = map[string]string{"other": "writer"}
+	if err := h.cl.Update(context.Background(), cur); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if u := h.n.statusUpdates.Load(); u != 2 {
+		t.Fatalf("status updates = %d after another writer's change, want 2", u)
+	}
+	if _, ok := h.eng.written.m[h.key()]; ok {
+		t.Fatal("remembered write kept after the cache showed another version")
+	}
+}
