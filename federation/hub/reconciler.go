@@ -179,10 +179,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			committed = targets
 			metrics.Plans.WithLabelValues("committed").Inc()
 			log.V(1).Info("Targets committed", "frs", klog.KObj(frs), "targets", targets, "shortfall", res.Shortfall)
-			for _, ch := range res.Changes {
-				r.event(frs, corev1.EventTypeNormal, string(ch.Reason), "Plan",
-					"cluster %s: target %d -> %d (%s)", ch.Cluster, ch.From, ch.To, ch.Reason)
-			}
+			r.planEvents(frs, res.Changes)
 			for name := range targets {
 				r.Poker.Enqueue(fedref.MemberObject{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
 			}
@@ -214,6 +211,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		result.RequeueAfter = d
 	}
 	return result, nil
+}
+
+// planEvents emits one event per reason for a committed plan, listing its
+// members' changes: an FRS created or scaled across many members costs the
+// hub one event write, not one per member.
+func (r *Reconciler) planEvents(frs *v1alpha1.FederatedReplicaSet, changes []planner.Change) {
+	var reasons []planner.Reason
+	byReason := map[planner.Reason][]string{}
+	for _, ch := range changes {
+		if ch.From == ch.To {
+			continue
+		}
+		if _, seen := byReason[ch.Reason]; !seen {
+			reasons = append(reasons, ch.Reason)
+		}
+		byReason[ch.Reason] = append(byReason[ch.Reason], fmt.Sprintf("%s %d -> %d", ch.Cluster, ch.From, ch.To))
+	}
+	for _, reason := range reasons {
+		r.event(frs, corev1.EventTypeNormal, string(reason), "Plan", "targets: %s (%s)", strings.Join(byReason[reason], ", "), reason)
+	}
 }
 
 // pokeLagging asks the workers of members that have not taken up their

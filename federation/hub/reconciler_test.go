@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -211,8 +212,15 @@ func TestFollowerWritesNothing(t *testing.T) {
 
 func TestLeaderPlansCommitsAndReports(t *testing.T) {
 	e := newEnv(t, true, frs(4), healthy("a", "b"), nil, nil)
+	rec := events.NewFakeRecorder(20)
+	e.r.Recorder = rec
 	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
 		t.Fatal(err)
+	}
+	// One event for the plan, not one per member.
+	if evs := drain(rec.Events); len(evs) != 1 || !strings.Contains(evs[0], "ScaleUp") ||
+		!strings.Contains(evs[0], "a 0 -> 2") || !strings.Contains(evs[0], "b 0 -> 2") {
+		t.Fatalf("plan events = %q, want one ScaleUp event naming a and b", evs)
 	}
 	tg, gen, ok := e.targets.Targets(fedref.FRS{Namespace: "default", Name: "web"})
 	if !ok || gen != 3 || tg["a"] != 2 || tg["b"] != 2 {

@@ -53,6 +53,14 @@ var (
 		Help:    "Time to commit a replicated write through raft, by operation.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
 	}, []string{"operation"})
+
+	// RaftCommandsPerEntry is how many commands the leader combined into
+	// each raft entry it proposed (group commit).
+	RaftCommandsPerEntry = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "replicafed_raft_commands_per_entry",
+		Help:    "Replicated commands the leader combined into each raft entry it proposed.",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+	})
 )
 
 // BuildInfo is always 1; its labels identify the running binary, so a
@@ -69,5 +77,5 @@ func newBuildInfo(v version.Info) prometheus.Gauge {
 
 func init() {
 	BuildInfo.Set(1)
-	crmetrics.Registry.MustRegister(PodOperations, Plans, Shortfall, MemberHealthy, RaftLeader, RaftTerm, RaftApplyDuration, BuildInfo)
+	crmetrics.Registry.MustRegister(PodOperations, Plans, Shortfall, MemberHealthy, RaftLeader, RaftTerm, RaftApplyDuration, RaftCommandsPerEntry, BuildInfo)
 }

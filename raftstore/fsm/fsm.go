@@ -99,6 +99,9 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
+	if isBatch(l.Data) {
+		return f.applyBatch(l.Data, l.Term)
+	}
 	r := f.ApplyAt(l.Data, l.Term)
 	return &r
 }

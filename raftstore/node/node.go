@@ -37,7 +37,12 @@ type Node struct {
 	serverID raft.ServerID
 	observer *raft.Observer
 
-	lead leadership
+	lead      leadership
+	applier   applier
+	batchGate batchGate
+	// noBatchFeature makes the status answer omit featureBatch, as an older
+	// version's would; set only by tests.
+	noBatchFeature atomic.Bool
 	// started is set once raft exists; RPCs arriving earlier are dropped.
 	started atomic.Bool
 

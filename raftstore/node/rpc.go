@@ -46,6 +46,9 @@ type rpcResponse struct {
 	HasState   bool     `json:"hasState,omitempty"`
 	LeaderAddr string   `json:"leaderAddr,omitempty"`
 	Servers    []string `json:"servers,omitempty"`
+	// Features lists optional abilities of the answering replica
+	// (featureBatch).
+	Features []string `json:"features,omitempty"`
 }
 
 func writeFrame(w io.Writer, v any) error {
@@ -112,6 +115,9 @@ func (n *Node) handleRPC(req *rpcRequest) *rpcResponse {
 	case "status":
 		addr, _ := n.raft.LeaderWithID()
 		r := &rpcResponse{LeaderAddr: string(addr)}
+		if !n.noBatchFeature.Load() {
+			r.Features = []string{featureBatch}
+		}
 		if f := n.raft.GetConfiguration(); f.Error() == nil {
 			for _, s := range f.Configuration().Servers {
 				r.Servers = append(r.Servers, string(s.ID))
@@ -177,18 +183,6 @@ func (n *Node) call(ctx context.Context, addr string, req *rpcRequest) (*rpcResp
 		return nil, fmt.Errorf("reading %s reply from %s: %w", req.Op, addr, err)
 	}
 	return &resp, nil
-}
-
-func (n *Node) applyLocal(data []byte) (*fsm.Result, error) {
-	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
-	if err := f.Error(); err != nil {
-		return nil, err
-	}
-	res, ok := f.Response().(*fsm.Result)
-	if !ok {
-		return nil, fmt.Errorf("unexpected FSM response %T", f.Response())
-	}
-	return res, nil
 }
 
 // Apply commits cmd through raft and returns the FSM's result. On a follower

@@ -1,0 +1,206 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/replicafed/replicafed/internal/metrics"
+	"github.com/replicafed/replicafed/raftstore/fsm"
+)
+
+// maxBatchBytes bounds the commands combined into one entry; a larger
+// command is committed alone.
+const maxBatchBytes = 1 << 20
+
+// pendingApply is one command waiting to be committed on this leader.
+type pendingApply struct {
+	data []byte
+	done chan struct{}
+	res  *fsm.Result
+	err  error
+}
+
+// applier combines the commands that reach this leader while an entry is
+// being committed into the next entry (group commit). Under load (many keys
+// reserving names at once, the hub committing targets of many FRS) the log
+// grows by one entry per commit round rather than one per command, with one
+// disk sync and one replication round each. Every command keeps its own
+// result, request ID and proposer term (fsm.TypeBatch); a command arriving
+// while nothing is in flight is committed at once, alone, as before.
+type applier struct {
+	mu      sync.Mutex
+	queue   []*pendingApply
+	running bool
+}
+
+// applyLocal commits one encoded command through this node's raft (it must
+// be the leader) and returns the FSM's result.
+func (n *Node) applyLocal(data []byte) (*fsm.Result, error) {
+	p := &pendingApply{data: data, done: make(chan struct{})}
+	a := &n.applier
+	a.mu.Lock()
+	a.queue = append(a.queue, p)
+	if !a.running {
+		a.running = true
+		go n.commitQueued()
+	}
+	a.mu.Unlock()
+	<-p.done
+	return p.res, p.err
+}
+
+// commitQueued commits what is queued, one entry at a time, until the queue
+// is empty.
+func (n *Node) commitQueued() {
+	a := &n.applier
+	for {
+		limit := 1
+		if n.batchAllowed() {
+			limit = fsm.MaxBatchCommands
+		}
+		a.mu.Lock()
+		batch := takeBatch(&a.queue, limit)
+		if len(batch) == 0 {
+			a.running = false
+			a.mu.Unlock()
+			return
+		}
+		a.mu.Unlock()
+		n.commit(batch)
+	}
+}
+
+// takeBatch removes the longest prefix of q that fits one entry of at most
+// limit commands.
+func takeBatch(q *[]*pendingApply, limit int) []*pendingApply {
+	size, k := 0, 0
+	for k < len(*q) && k < limit {
+		d := len((*q)[k].data)
+		if k > 0 && size+d > maxBatchBytes {
+			break
+		}
+		size += d
+		k++
+	}
+	batch := (*q)[:k:k]
+	*q = (*q)[k:]
+	return batch
+}
+
+// commit proposes batch as one raft entry and hands each command its result.
+func (n *Node) commit(batch []*pendingApply) {
+	defer func() {
+		for _, p := range batch {
+			close(p.done)
+		}
+	}()
+	metrics.RaftCommandsPerEntry.Observe(float64(len(batch)))
+	data := batch[0].data
+	if len(batch) > 1 {
+		cmds := make([][]byte, len(batch))
+		for i, p := range batch {
+			cmds[i] = p.data
+		}
+		var err error
+		if data, err = fsm.EncodeBatch(cmds); err != nil {
+			for _, p := range batch {
+				p.err = err
+			}
+			return
+		}
+	}
+	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
+	if err := f.Error(); err != nil {
+		for _, p := range batch {
+			p.err = err
+		}
+		return
+	}
+	if len(batch) == 1 {
+		res, ok := f.Response().(*fsm.Result)
+		if !ok {
+			batch[0].err = fmt.Errorf("unexpected FSM response %T", f.Response())
+			return
+		}
+		batch[0].res = res
+		return
+	}
+	br, ok := f.Response().(*fsm.BatchResult)
+	if !ok || len(br.Results) != len(batch) {
+		err := fmt.Errorf("unexpected FSM response %T to a batch of %d commands", f.Response(), len(batch))
+		for _, p := range batch {
+			p.err = err
+		}
+		return
+	}
+	for i, p := range batch {
+		p.res = &br.Results[i]
+	}
+}
+
+// featureBatch is listed in a replica's status answer when its FSM applies
+// batch entries. A replica of an older version lists nothing, and a batch
+// entry would be lost on it (its FSM refuses the unknown type while the
+// others apply it), so the leader combines commands only while every server
+// in the configuration lists the feature: a rolling upgrade is safe.
+const featureBatch = "batch"
+
+// batchRecheck is how long an answer about the servers' features is used.
+// A server added since is asked at the next check; until then a new
+// server of an older version could miss batches, so membership changes
+// during an upgrade should wait this long after the new server is up.
+const batchRecheck = 10 * time.Second
+
+// batchGate caches whether every server applies batch entries.
+type batchGate struct {
+	mu       sync.Mutex
+	ok       bool
+	checked  time.Time
+	checking bool
+}
+
+// batchAllowed reports whether this leader may combine commands. It never
+// waits: a stale answer starts a check in the background and is used (no,
+// at first) meanwhile.
+func (n *Node) batchAllowed() bool {
+	g := &n.batchGate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.checking && (g.checked.IsZero() || n.clock.Now().Sub(g.checked) >= batchRecheck) {
+		g.checking = true
+		go n.checkBatchSupport(context.Background())
+	}
+	return g.ok
+}
+
+// checkBatchSupport asks every other server of the configuration for its
+// features and records whether all apply batch entries.
+func (n *Node) checkBatchSupport(ctx context.Context) bool {
+	ok := n.allServersBatch(ctx)
+	g := &n.batchGate
+	g.mu.Lock()
+	g.ok, g.checked, g.checking = ok, n.clock.Now(), false
+	g.mu.Unlock()
+	return ok
+}
+
+func (n *Node) allServersBatch(ctx context.Context) bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.ID == n.serverID {
+			continue
+		}
+		resp, err := n.peerStatus(ctx, string(s.Address))
+		if err != nil || resp.Err != "" || !slices.Contains(resp.Features, featureBatch) {
+			n.log.V(2).Info("Not combining raft commands: a server does not apply batch entries", "server", s.ID, "error", err)
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,167 @@
+package node_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/replicafed/replicafed/raftstore/fsm"
+	tu "github.com/replicafed/replicafed/raftstore/internal/testutil"
+)
+
+// TestGroupCommit: commands that reach the leader while an entry is in
+// flight are committed together as one entry, each with its own result,
+// fencing and deduplication, on every replica.
+func TestGroupCommit(t *testing.T) {
+	c := tu.NewCluster(t, 3, tu.StableTimers)
+	c.StartAll()
+	l := c.WaitVoters(3, 60*time.Second)
+	term := l.LastLeaderTerm()
+	tu.Eventually(t, 30*time.Second, func() error {
+		if !l.CheckBatchSupport() {
+			return errors.New("the servers do not all say they apply batch entries yet")
+		}
+		return nil
+	})
+	// Commit one command first, so the entries counted below are ours.
+	if _, err := l.Apply(tu.Ctx(t, 10*time.Second), &fsm.SetHealth{Meta: l.Meta(), Cluster: "m0", Healthy: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	const keys = 40
+	type outcome struct {
+		res *fsm.Result
+		err error
+	}
+	out := make([]outcome, keys+3)
+	cmds := make([]fsm.Command, 0, keys+3)
+	for i := range keys {
+		cmds = append(cmds, &fsm.Reserve{Meta: l.Meta(), Key: fsm.Key{Cluster: "m1", Namespace: "ns", Name: fmt.Sprintf("web%d", i)},
+			Target: 2, Count: 2, Prefix: fmt.Sprintf("web%d-", i), TTL: int64(time.Hour)})
+	}
+	// The same request twice: the second gets the first's result.
+	dup := fsm.Meta{ReqID: "same-request", Now: l.Meta().Now, Term: term}
+	dupKey := fsm.Key{Cluster: "m2", Namespace: "ns", Name: "dup"}
+	cmds = append(cmds,
+		&fsm.Reserve{Meta: dup, Key: dupKey, Target: 3, Count: 3, Prefix: "dup-", TTL: int64(time.Hour)},
+		&fsm.Reserve{Meta: dup, Key: dupKey, Target: 3, Count: 3, Prefix: "dup-", TTL: int64(time.Hour)})
+	// Proposed for an earlier term: refused, and only this one.
+	stale := l.Meta()
+	stale.Term = term - 1
+	cmds = append(cmds, &fsm.Reserve{Meta: stale, Key: fsm.Key{Cluster: "m3", Namespace: "ns", Name: "old"}, Target: 1, Count: 1, Prefix: "old-", TTL: int64(time.Hour)})
+
+	queued, release := l.HoldCommits()
+	before := l.Raft().AppliedIndex()
+	var wg sync.WaitGroup
+	for i, cmd := range cmds {
+		wg.Go(func() {
+			res, err := l.Apply(tu.Ctx(t, 30*time.Second), cmd)
+			out[i] = outcome{res, err}
+		})
+	}
+	tu.Eventually(t, 30*time.Second, func() error {
+		if q := queued(); q != len(cmds) {
+			return fmt.Errorf("%d of %d commands queued", q, len(cmds))
+		}
+		return nil
+	})
+	release()
+	wg.Wait()
+
+	for i := range keys {
+		o := out[i]
+		if o.err != nil {
+			t.Fatalf("reserve %d: %v", i, o.err)
+		}
+		if len(o.res.Names) != 2 || !strings.HasPrefix(o.res.Names[0], fmt.Sprintf("web%d-", i)) {
+			t.Fatalf("reserve %d: names %v", i, o.res.Names)
+		}
+	}
+	if a, b := out[keys], out[keys+1]; a.err != nil || b.err != nil || len(a.res.Names) != 3 || !slices.Equal(a.res.Names, b.res.Names) {
+		t.Fatalf("duplicate request: %v %v / %v %v, want the same 3 names", a.res, a.err, b.res, b.err)
+	}
+	if o := out[keys+2]; !errors.Is(o.err, fsm.ErrStale) {
+		t.Fatalf("command of an earlier term: %v %v, want ErrStale", o.res, o.err)
+	}
+	if l.LastLeaderTerm() == term && l.IsLeader() {
+		if got := l.Raft().AppliedIndex() - before; got != 1 {
+			t.Fatalf("%d commands took %d raft entries, want 1", len(cmds), got)
+		}
+	} else {
+		t.Logf("leadership moved during the test (term %d -> %d); entry count not checked", term, l.LastLeaderTerm())
+	}
+
+	// Every replica applied the same reservations.
+	tu.Eventually(t, 30*time.Second, func() error {
+		for _, n := range c.Live() {
+			for i := range keys {
+				k := fsm.Key{Cluster: "m1", Namespace: "ns", Name: fmt.Sprintf("web%d", i)}
+				if r := n.FSM().View(k).Reservations; len(r) != 2 {
+					return fmt.Errorf("%s: key %s has %d reservations, want 2", n.ServerID(), k, len(r))
+				}
+			}
+			if r := n.FSM().View(dupKey).Reservations; len(r) != 3 {
+				return fmt.Errorf("%s: duplicate key has %d reservations, want 3", n.ServerID(), len(r))
+			}
+			if len(n.FSM().View(fsm.Key{Cluster: "m3", Namespace: "ns", Name: "old"}).Reservations) != 0 {
+				return fmt.Errorf("%s: the stale command reserved names", n.ServerID())
+			}
+		}
+		return nil
+	})
+}
+
+// TestNoGroupCommitWithAnOlderServer: while a server of the configuration
+// does not say it applies batch entries (an older version during a rolling
+// upgrade), the leader commits every command in its own entry.
+func TestNoGroupCommitWithAnOlderServer(t *testing.T) {
+	c := tu.NewCluster(t, 3, tu.StableTimers)
+	c.StartAll()
+	l := c.WaitVoters(3, 60*time.Second)
+	term := l.LastLeaderTerm()
+	for _, n := range c.Live() {
+		if n != l {
+			n.WithoutBatchFeature()
+			break
+		}
+	}
+	if l.CheckBatchSupport() {
+		t.Fatal("the leader would combine commands although a server lacks the feature")
+	}
+
+	const cmds = 5
+	queued, release := l.HoldCommits()
+	before := l.Raft().AppliedIndex()
+	errs := make(chan error, cmds)
+	var wg sync.WaitGroup
+	for i := range cmds {
+		wg.Go(func() {
+			_, err := l.Apply(tu.Ctx(t, 30*time.Second), &fsm.SetHealth{Meta: l.Meta(), Cluster: fmt.Sprintf("m%d", i), Healthy: true})
+			errs <- err
+		})
+	}
+	tu.Eventually(t, 30*time.Second, func() error {
+		if q := queued(); q != cmds {
+			return fmt.Errorf("%d of %d commands queued", q, cmds)
+		}
+		return nil
+	})
+	release()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l.LastLeaderTerm() != term || !l.IsLeader() {
+		t.Skipf("leadership moved during the test (term %d -> %d); nothing to check", term, l.LastLeaderTerm())
+	}
+	if got := l.Raft().AppliedIndex() - before; got != cmds {
+		t.Fatalf("%d commands took %d raft entries, want one each", cmds, got)
+	}
+}

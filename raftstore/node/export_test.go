@@ -1,0 +1,37 @@
+package node
+
+import (
+	"context"
+	"time"
+)
+
+// HoldCommits makes this node queue the commands it is asked to commit, as
+// while an entry is in flight, until release is called; queued says how many
+// wait. For the group commit test.
+func (n *Node) HoldCommits() (queued func() int, release func()) {
+	a := &n.applier
+	for {
+		a.mu.Lock()
+		if !a.running {
+			a.running = true
+			a.mu.Unlock()
+			break
+		}
+		a.mu.Unlock()
+		time.Sleep(time.Millisecond) // an entry is in flight; it ends within ApplyTimeout
+	}
+	queued = func() int {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.queue)
+	}
+	return queued, func() { go n.commitQueued() }
+}
+
+// WithoutBatchFeature makes n answer status as a replica of a version that
+// cannot apply batch entries.
+func (n *Node) WithoutBatchFeature() { n.noBatchFeature.Store(true) }
+
+// CheckBatchSupport asks the other servers now and returns whether this
+// node may combine commands.
+func (n *Node) CheckBatchSupport() bool { return n.checkBatchSupport(context.Background()) }
