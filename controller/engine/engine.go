@@ -109,6 +109,7 @@ type Engine struct {
 	o        Options
 	verified verified
 	written  written
+	paced    statusPace
 }
 
 // Result tells the caller when to sync the key again without an event.
@@ -180,6 +181,7 @@ func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, err
 		e.o.Store.Delete(key)
 		e.verified.forget(key)
 		e.written.forget(key)
+		e.paced.forget(key)
 		return Result{}, nil
 	case !wanted:
 		// Removing the MemberReplicaSet (and with it the pods) is the
@@ -278,19 +280,32 @@ func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, err
 		ManageErr: manageErr, Now: now,
 	})
 	st.Conditions = withDependencyCondition(st.Conditions, gate, waiting)
+	var statusDue time.Duration
 	if replicastatus.Changed(mrs.Status, st, mrs.Generation) {
-		st.ObservedGeneration = mrs.Generation
-		if mrs, err = e.writeStatus(ctx, key, mrs, st); err != nil {
-			return Result{}, err
+		if !replicastatus.Urgent(mrs.Status, st, mrs.Generation, mrs.Spec.Replicas) {
+			statusDue = e.paced.wait(key, now)
+		}
+		if statusDue == 0 {
+			st.ObservedGeneration = mrs.Generation
+			if mrs, err = e.writeStatus(ctx, key, mrs, st); err != nil {
+				return Result{}, err
+			}
+			e.paced.wrote(key, now)
+		} else {
+			log.V(4).Info("Pacing a count-only status write", "in", statusDue)
 		}
 	}
-	e.report(ctx, key, mrs, claimed, now)
+	// The report carries this sync's counts, written or paced.
+	e.report(ctx, key, mrs, st, claimed, now)
 	if manageErr != nil {
 		return Result{}, manageErr
 	}
 	var res Result
-	if d, ok := replicastatus.RequeueAfter(mrs.Status, mrs.Spec.MinReadySeconds, claimed, now, e.o.Clock); ok {
+	if d, ok := replicastatus.RequeueAfter(st, mrs.Spec.MinReadySeconds, claimed, now, e.o.Clock); ok {
 		res.RequeueAfter = d
+	}
+	if statusDue > 0 && (res.RequeueAfter == 0 || statusDue < res.RequeueAfter) {
+		res.RequeueAfter = statusDue
 	}
 	if gate == gateClosed && (res.RequeueAfter == 0 || res.RequeueAfter > e.o.DependencyRecheck) {
 		// The hub pokes the worker when it has copied the dependencies;
@@ -609,22 +624,24 @@ func (e *Engine) writeStatus(ctx context.Context, key fedref.MemberObject, mrs *
 	return fresh, nil
 }
 
-func (e *Engine) report(ctx context.Context, key fedref.MemberObject, mrs *v1alpha1.MemberReplicaSet, active []*corev1.Pod, now time.Time) {
+// report sends the hub this sync's view of the member: mrs's spec and the
+// status computed now (cur), whether or not it was written yet.
+func (e *Engine) report(ctx context.Context, key fedref.MemberObject, mrs *v1alpha1.MemberReplicaSet, cur v1alpha1.MemberReplicaSetStatus, active []*corev1.Pod, now time.Time) {
 	if e.o.Sink == nil {
 		return
 	}
 	uns, since := replicastatus.Unschedulable(active)
 	st := MemberStatus{
 		Target: mrs.Spec.Replicas, Hub: mrs.Spec.Hub,
-		Replicas: mrs.Status.Replicas, FullyLabeledReplicas: mrs.Status.FullyLabeledReplicas,
-		ReadyReplicas: mrs.Status.ReadyReplicas, AvailableReplicas: mrs.Status.AvailableReplicas,
+		Replicas: cur.Replicas, FullyLabeledReplicas: cur.FullyLabeledReplicas,
+		ReadyReplicas: cur.ReadyReplicas, AvailableReplicas: cur.AvailableReplicas,
 		Unschedulable: uns, UnschedulableSince: since,
-		ObservedGeneration: mrs.Status.ObservedGeneration, ReportedAt: now,
+		ObservedGeneration: cur.ObservedGeneration, ReportedAt: now,
 	}
-	if mrs.Status.TerminatingReplicas != nil {
-		st.TerminatingReplicas = *mrs.Status.TerminatingReplicas
+	if cur.TerminatingReplicas != nil {
+		st.TerminatingReplicas = *cur.TerminatingReplicas
 	}
-	if c := replicastatus.FindCondition(mrs.Status.Conditions, replicastatus.ConditionReplicaFailure); c != nil {
+	if c := replicastatus.FindCondition(cur.Conditions, replicastatus.ConditionReplicaFailure); c != nil {
 		cc := *c
 		st.ReplicaFailure = &cc
 	}

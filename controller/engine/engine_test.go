@@ -87,6 +87,7 @@ type harness struct {
 	mrs    *v1alpha1.MemberReplicaSet
 	report []MemberStatus
 	mu     sync.Mutex
+	clock  *clocktesting.FakePassiveClock
 }
 
 type hopts struct {
@@ -103,7 +104,7 @@ type hopts struct {
 func newHarness(t *testing.T, w *Workload, o hopts) *harness {
 	t.Helper()
 	s := kubescheme.Must()
-	h := &harness{t: t, n: &counters{}, src: staticSource{}, rec: events.NewFakeRecorder(1000)}
+	h := &harness{t: t, n: &counters{}, src: staticSource{}, rec: events.NewFakeRecorder(1000), clock: clocktesting.NewFakePassiveClock(now)}
 	objs := o.objs
 	if w != nil {
 		h.src[w.Key] = w
@@ -167,7 +168,7 @@ func newHarness(t *testing.T, w *Workload, o hopts) *harness {
 			h.report = append(h.report, ms)
 			h.mu.Unlock()
 		}),
-		Gate: o.gate, Recorder: h.rec, BurstReplicas: o.burst, Clock: clocktesting.NewFakePassiveClock(now),
+		Gate: o.gate, Recorder: h.rec, BurstReplicas: o.burst, Clock: h.clock,
 		Dependencies: o.deps,
 	})
 	return h
@@ -290,7 +291,9 @@ func TestSyncCreatesOwnerThenPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Status is computed from the pods seen before the deletes, as upstream;
-	// the next sync reflects them.
+	// the next sync reflects them (a count-only change, so once the status
+	// pacing interval has passed).
+	h.clock.SetTime(now.Add(StatusInterval))
 	if _, err := h.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -903,16 +906,10 @@ func TestSyncStatusFromOwnWrite(t *testing.T) {
 		t.Fatalf("unchanged sync on a lagging cache: status updates=%d live gets=%d, want 1 and 0", u, g)
 	}
 
-	// A pod becomes Ready: one write, on the version the first write made.
-	p := &corev1.Pod{}
-	if err := h.cl.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "a"}, p); err != nil {
-		t.Fatal(err)
-	}
-	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))}}
-	if err := h.cl.Status().Update(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-	h.n.statusUpdates.Add(-1) // the pod's, above
+	// A pod becomes Ready: one write (once the status pacing interval has
+	// passed), on the version the first write made.
+	h.setReady("a")
+	h.clock.SetTime(now.Add(StatusInterval))
 	if _, err := h.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -942,5 +939,67 @@ func TestSyncStatusFromOwnWrite(t *testing.T) {
 	}
 	if _, ok := h.eng.written.m[h.key()]; ok {
 		t.Fatal("remembered write kept after the cache showed another version")
+	}
+}
+
+// setReady marks the named pods Ready (a minute ago) without counting the
+// pod status writes as the engine's.
+func (h *harness) setReady(names ...string) {
+	h.t.Helper()
+	for _, name := range names {
+		p := &corev1.Pod{}
+		if err := h.cl.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: name}, p); err != nil {
+			h.t.Fatal(err)
+		}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))}}
+		if err := h.cl.Status().Update(context.Background(), p); err != nil {
+			h.t.Fatal(err)
+		}
+		h.n.statusUpdates.Add(-1)
+	}
+}
+
+// TestSyncPacesCountOnlyStatus: counts in flux are written at most once per
+// StatusInterval (the report carries them at once); a new generation, a
+// condition or settled pods are written at once.
+func TestSyncPacesCountOnlyStatus(t *testing.T) {
+	w := workload(3)
+	m := mrsFor(w)
+	h := newHarness(t, w, hopts{objs: []client.Object{ownedPod(m, "a"), ownedPod(m, "b"), ownedPod(m, "c")}})
+	step := func(what string, wantWrites int32, wantReady int32) Result {
+		t.Helper()
+		res, err := h.sync()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := h.n.statusUpdates.Load(); got != wantWrites {
+			t.Fatalf("%s: status writes = %d, want %d", what, got, wantWrites)
+		}
+		if r := h.report[len(h.report)-1]; r.ReadyReplicas != wantReady || r.Replicas != 3 || r.ObservedGeneration != m.Generation {
+			t.Fatalf("%s: report = %+v, want 3 replicas, %d ready, generation %d", what, r, wantReady, m.Generation)
+		}
+		return res
+	}
+	step("first sync (generation not observed)", 1, 0)
+
+	h.setReady("a")
+	res := step("one pod ready within the interval", 1, 1)
+	if res.RequeueAfter <= 0 || res.RequeueAfter > StatusInterval {
+		t.Fatalf("paced write: RequeueAfter = %v, want (0, %v]", res.RequeueAfter, StatusInterval)
+	}
+	if st := h.owner().Status; st.ReadyReplicas != 0 {
+		t.Fatalf("paced write happened: status %+v", st)
+	}
+
+	h.clock.SetTime(now.Add(StatusInterval))
+	step("after the interval", 2, 1)
+	if st := h.owner().Status; st.ReadyReplicas != 1 {
+		t.Fatalf("status after the interval = %+v, want 1 ready", st)
+	}
+
+	h.setReady("b", "c")
+	step("all ready within the interval (settled)", 3, 3)
+	if st := h.owner().Status; st.ReadyReplicas != 3 || st.AvailableReplicas != 3 {
+		t.Fatalf("settled status = %+v, want 3 ready and available", st)
 	}
 }

@@ -108,6 +108,19 @@ func Changed(cur, next v1alpha1.MemberReplicaSetStatus, generation int64) bool {
 		!equality.Semantic.DeepEqual(cur.Conditions, next.Conditions)
 }
 
+// Urgent reports whether a changed status must be written at once rather
+// than paced: the generation is not observed yet, a condition changed, or the
+// pods have settled (as many as the target, all fully labelled, ready and
+// available, none terminating). What is left are counts in flux, which the
+// next write carries anyway.
+func Urgent(cur, next v1alpha1.MemberReplicaSetStatus, generation int64, target int32) bool {
+	if generation != cur.ObservedGeneration || !equality.Semantic.DeepEqual(cur.Conditions, next.Conditions) {
+		return true
+	}
+	return next.Replicas == target && next.FullyLabeledReplicas == target && next.ReadyReplicas == target &&
+		next.AvailableReplicas == target && ptr.Deref(next.TerminatingReplicas, 0) == 0
+}
+
 // FindCondition returns the condition of type t, or nil.
 func FindCondition(conds []metav1.Condition, t string) *metav1.Condition {
 	for i := range conds {

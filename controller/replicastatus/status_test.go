@@ -133,6 +133,40 @@ func TestChanged(t *testing.T) {
 	}
 }
 
+func TestUrgent(t *testing.T) {
+	settled := v1alpha1.MemberReplicaSetStatus{Replicas: 3, FullyLabeledReplicas: 3, ReadyReplicas: 3, AvailableReplicas: 3,
+		TerminatingReplicas: ptr.To[int32](0), ObservedGeneration: 2}
+	with := func(f func(*v1alpha1.MemberReplicaSetStatus)) v1alpha1.MemberReplicaSetStatus {
+		s := *settled.DeepCopy()
+		f(&s)
+		return s
+	}
+	inFlux := with(func(s *v1alpha1.MemberReplicaSetStatus) { s.ReadyReplicas, s.AvailableReplicas = 1, 1 })
+	failure := []metav1.Condition{{Type: ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: ReasonFailedCreate}}
+	for _, tc := range []struct {
+		name       string
+		cur, next  v1alpha1.MemberReplicaSetStatus
+		generation int64
+		target     int32
+		want       bool
+	}{
+		{"counts in flux", inFlux, with(func(s *v1alpha1.MemberReplicaSetStatus) { s.ReadyReplicas, s.AvailableReplicas = 2, 2 }), 2, 3, false},
+		{"settled at the target", inFlux, settled, 2, 3, true},
+		{"all ready but below the target", inFlux, settled, 2, 4, false},
+		{"new generation", settled, inFlux, 3, 3, true},
+		{"condition appears", inFlux, with(func(s *v1alpha1.MemberReplicaSetStatus) { s.ReadyReplicas = 2; s.Conditions = failure }), 2, 3, true},
+		{"condition clears", with(func(s *v1alpha1.MemberReplicaSetStatus) { s.Conditions = failure }), inFlux, 2, 3, true},
+		{"ready, not yet available", inFlux, with(func(s *v1alpha1.MemberReplicaSetStatus) { s.AvailableReplicas = 2 }), 2, 3, false},
+		{"pods still terminating", inFlux, with(func(s *v1alpha1.MemberReplicaSetStatus) { s.TerminatingReplicas = ptr.To[int32](1) }), 2, 3, false},
+		{"not fully labelled", inFlux, with(func(s *v1alpha1.MemberReplicaSetStatus) { s.FullyLabeledReplicas = 2 }), 2, 3, false},
+		{"scaled to zero", inFlux, v1alpha1.MemberReplicaSetStatus{ObservedGeneration: 2, TerminatingReplicas: ptr.To[int32](0)}, 2, 0, true},
+	} {
+		if got := Urgent(tc.cur, tc.next, tc.generation, tc.target); got != tc.want {
+			t.Errorf("%s: Urgent = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 // TestAvailabilityCheck mirrors upstream TestReplicaSetAvailabilityCheck: pods
 // ready at 0, -2s and -4.3s plus one pending with minReadySeconds 5.
 func TestAvailabilityCheck(t *testing.T) {
