@@ -326,6 +326,25 @@ func (b *bench) watchRun(ctx context.Context, ns string, pods int, kcm map[strin
 	return w, before, nil
 }
 
+// statusComplete reports whether all of ns's want FederatedReplicaSets have
+// a status for their generation that shows every replica Ready.
+func statusComplete(ctx context.Context, hub client.Client, ns string, want int) (bool, error) {
+	l := &v1alpha1.FederatedReplicaSetList{}
+	if err := hub.List(ctx, l, client.InNamespace(ns)); err != nil {
+		return false, err
+	}
+	done := 0
+	for _, f := range l.Items {
+		if f.Status.ObservedGeneration == f.Generation && f.Status.ReadyReplicas == ptrOr(f.Spec.Replicas) {
+			done++
+		}
+	}
+	if done < want {
+		return false, fmt.Errorf("%d of %d FederatedReplicaSets show all replicas Ready", done, want)
+	}
+	return true, nil
+}
+
 // awaitRun waits for every pod of the run; a timeout is reported as a stall
 // (true) rather than an error, unless the context itself ended.
 func (b *bench) awaitRun(ctx context.Context, w *podWatch, pods int) (bool, error) {
@@ -394,6 +413,22 @@ func (b *bench) measureReplicafed(ctx context.Context, ns, scenario string) (rep
 	if stalled {
 		b.diagnoseReplicafed(ctx, ns)
 	}
+	// The hub status is part of the job: the run's writes and the idle
+	// window below start only once every FRS says its pods are Ready.
+	var statusDone time.Duration
+	if !stalled {
+		err := waitFor(ctx, 10*time.Minute, "every FederatedReplicaSet's status to show its replicas Ready", func() (bool, error) {
+			return statusComplete(ctx, hub, ns, objects)
+		})
+		switch {
+		case err == nil:
+			statusDone = time.Since(t0)
+		case ctx.Err() != nil:
+			return report.Run{}, err
+		default:
+			say("  hub status incomplete: %v", err)
+		}
+	}
 	time.Sleep(settle)
 	after, err := b.probe.snapshot(ctx, nil)
 	if err != nil {
@@ -401,7 +436,7 @@ func (b *bench) measureReplicafed(ctx context.Context, ns, scenario string) (rep
 	}
 	created, ready, perMember := w.result()
 	r := report.Run{Scenario: b.label(scenario), System: systemReplicafed, Pods: pods, FRS: objects,
-		Created: created, Ready: ready, Ideal: b.ideal(perMember), Stalled: stalled}
+		Created: created, Ready: ready, Ideal: b.ideal(perMember), Stalled: stalled, StatusComplete: statusDone}
 	b.replicafedFigures(&r, before, after)
 	if b.s.Idle > 0 && !stalled {
 		// Steady state: everything Ready, nothing asked. What replicafed

@@ -50,6 +50,10 @@ type Run struct {
 	LeaderHeap, FollowerHeap float64
 	// StatusWrites are FederatedReplicaSet status writes on the hub.
 	StatusWrites float64
+	// StatusComplete is the time from the first write until every
+	// FederatedReplicaSet's hub status showed all its replicas Ready
+	// (replicafed only; 0 when not measured or not reached).
+	StatusComplete time.Duration `json:",omitempty"`
 	// Idle is what the fleet cost while nothing changed, after the run
 	// (replicafed only; nil when not measured).
 	Idle *Idle `json:",omitempty"`
@@ -82,6 +86,7 @@ type Figures struct {
 	LeaderCPUPer1k, FollowerCPU1k float64 // CPU seconds per 1,000 pods
 	LeaderHeapPer1k, FollowerHeap float64 // MiB per 1,000 pods
 	StatusPerFRSMin               float64 // status writes per FRS per minute (until Ready)
+	StatusComplete                float64 // seconds until every FRS status showed its pods Ready
 }
 
 // Derive computes the figures of one run.
@@ -101,7 +106,10 @@ func Derive(r Run) Figures {
 		FollowerCPU1k:   per(r.FollowerCPU, 1000),
 		LeaderHeapPer1k: per(r.LeaderHeap/(1<<20), 1000),
 		FollowerHeap:    per(r.FollowerHeap/(1<<20), 1000),
-		CreatedRatio:    NA, ReadyRatio: NA, StatusPerFRSMin: NA,
+		CreatedRatio:    NA, ReadyRatio: NA, StatusPerFRSMin: NA, StatusComplete: NA,
+	}
+	if r.StatusComplete > 0 {
+		f.StatusComplete = r.StatusComplete.Seconds()
 	}
 	f.WritesPerPod = per(r.MemberWrites+nanZero(r.HubWrites), 1)
 	if r.Stalled {
@@ -164,6 +172,7 @@ var columns = []column{
 	{"leader heap MiB /1k pods", func(f Figures) float64 { return f.LeaderHeapPer1k }, 2},
 	{"follower heap MiB /1k pods", func(f Figures) float64 { return f.FollowerHeap }, 2},
 	{"status writes /FRS/min", func(f Figures) float64 { return f.StatusPerFRSMin }, 2},
+	{"hub status complete s", func(f Figures) float64 { return f.StatusComplete }, 1},
 }
 
 // Table renders one row per scenario and system (in first-seen order), each
