@@ -5,9 +5,13 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/internal/fedref"
 )
@@ -22,7 +26,8 @@ func (f fixedCapacity) Free(_ context.Context, cluster string, _ *corev1.PodTemp
 
 // With a CapacitySource the reconciler plans from it and never lists a
 // member's nodes or all its pods: only the FRS's own pods, by namespace and
-// selector (what they take is counted against the counters' room).
+// the engine's controller index (what they take is counted against the
+// counters' room).
 func TestCapacityFromCountersNotLists(t *testing.T) {
 	noLists := interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, o ...client.ListOption) error {
 		lo := (&client.ListOptions{}).ApplyOptions(o)
@@ -30,7 +35,14 @@ func TestCapacityFromCountersNotLists(t *testing.T) {
 		case *corev1.NodeList:
 			t.Errorf("listed %T although counters are configured", l)
 		case *corev1.PodList:
-			if lo.Namespace == "" || lo.LabelSelector == nil || lo.LabelSelector.Empty() {
+			byIndex := lo.FieldSelector != nil && !lo.FieldSelector.Empty()
+			if byIndex {
+				for _, r := range lo.FieldSelector.Requirements() {
+					byIndex = byIndex && r.Field == engine.PodControllerIndex
+				}
+			}
+			bySelector := lo.LabelSelector != nil && !lo.LabelSelector.Empty()
+			if lo.Namespace == "" || (!byIndex && !bySelector) {
 				t.Errorf("listed every pod of a member although counters are configured (%+v)", lo)
 			}
 		}
@@ -75,5 +87,44 @@ func TestUnchangedPlanPokesLaggingMembers(t *testing.T) {
 	}
 	if len(e.pokes.keys) != 1 || e.pokes.keys[0].Cluster != "b" {
 		t.Fatalf("poked %v, want only b (no report of its target)", e.pokes.keys)
+	}
+}
+
+// The FRS's own pods in a member are its MemberReplicaSet's non-terminal
+// pods and the orphans its selector matches; pods of other controllers and
+// other orphans are not its own.
+func TestPodsTakingRoom(t *testing.T) {
+	obj := frs(4)
+	mrs := &v1alpha1.MemberReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "mrs-uid"}}
+	pod := func(name string, lbls map[string]string, owner types.UID, phase corev1.PodPhase) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: lbls}, Status: corev1.PodStatus{Phase: phase}}
+		if owner != "" {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "x/v1", Kind: "K", Name: "o", UID: owner, Controller: ptr.To(true)}}
+		}
+		return p
+	}
+	own := obj.Spec.Selector.MatchLabels
+	other := map[string]string{"app": "other"}
+	for _, tc := range []struct {
+		name string
+		objs []client.Object
+		want int32
+	}{
+		{"no MemberReplicaSet, no pods", nil, 0},
+		{"owned pods, terminal ones left out", []client.Object{mrs,
+			pod("a", own, "mrs-uid", corev1.PodRunning), pod("b", own, "mrs-uid", corev1.PodPending), pod("c", own, "mrs-uid", corev1.PodSucceeded)}, 2},
+		{"orphans the selector matches count", []client.Object{mrs,
+			pod("a", own, "mrs-uid", corev1.PodRunning), pod("o1", own, "", corev1.PodRunning), pod("o2", other, "", corev1.PodRunning)}, 2},
+		{"another controller's pods do not", []client.Object{mrs,
+			pod("a", own, "mrs-uid", corev1.PodRunning), pod("x", own, "someone-else", corev1.PodRunning)}, 1},
+		{"orphans count without a MemberReplicaSet", []client.Object{pod("o1", own, "", corev1.PodFailed), pod("o2", own, "", corev1.PodRunning)}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, true, obj, healthy("a"), map[string][]client.Object{"a": tc.objs}, nil)
+			m, _ := e.r.Registry.Get("a")
+			if got := e.r.podsTakingRoom(context.Background(), m, obj); got != tc.want {
+				t.Fatalf("podsTakingRoom = %d, want %d", got, tc.want)
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/federation/aggregate"
 	"github.com/replicafed/replicafed/federation/capacity"
 	"github.com/replicafed/replicafed/federation/planner"
@@ -372,21 +374,39 @@ func (r *Reconciler) memberCapacity(ctx context.Context, m *registry.Member, tmp
 
 // podsTakingRoom counts the member's non-terminal pods of frs as its cache
 // holds them (the cache the capacity counters are fed from), or -1 when it
-// cannot tell.
+// cannot tell. They are the pods of the FRS's MemberReplicaSet and the
+// orphans its selector matches, read through the engine's controller index:
+// a list by selector would match every pod of the namespace for every FRS
+// (with 1,000 FRS in one namespace, most of the idle leader's CPU).
 func (r *Reconciler) podsTakingRoom(ctx context.Context, m *registry.Member, frs *v1alpha1.FederatedReplicaSet) int32 {
 	sel, err := metav1.LabelSelectorAsSelector(frs.Spec.Selector)
 	if err != nil || sel.Empty() {
 		return -1
 	}
-	pods := &corev1.PodList{}
-	if err := m.Cluster.GetCache().List(ctx, pods, client.InNamespace(frs.Namespace),
-		client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
+	c := m.Cluster.GetCache()
+	owners := []string{engine.OrphanIndexValue}
+	mrs := &v1alpha1.MemberReplicaSet{}
+	switch err := c.Get(ctx, client.ObjectKeyFromObject(frs), mrs); {
+	case err == nil:
+		owners = append(owners, string(mrs.UID))
+	case !apierrors.IsNotFound(err):
 		return -1
 	}
 	var n int32
-	for i := range pods.Items {
-		if p := pods.Items[i].Status.Phase; p != corev1.PodSucceeded && p != corev1.PodFailed {
-			n++
+	for _, owner := range owners {
+		pods := &corev1.PodList{}
+		if err := c.List(ctx, pods, client.InNamespace(frs.Namespace),
+			client.MatchingFields{engine.PodControllerIndex: owner}, client.UnsafeDisableDeepCopy); err != nil {
+			return -1
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if owner == engine.OrphanIndexValue && !sel.Matches(labels.Set(p.Labels)) {
+				continue
+			}
+			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				n++
+			}
 		}
 	}
 	return n

@@ -161,7 +161,8 @@ func newEnv(t *testing.T, open bool, hubObj *v1alpha1.FederatedReplicaSet, healt
 	e := &env{hub: hb.Build(), members: map[string]client.Client{}, targets: &memTargets{targets: map[string]map[string]int32{}, gens: map[string]int64{}}, pokes: &pokes{}, forgot: &forgotten{}}
 	ms := fakeMembers{}
 	for name := range health {
-		b := fake.NewClientBuilder().WithScheme(s).WithObjects(node(name + "-n1")).WithObjects(memberObjs[name]...)
+		b := fake.NewClientBuilder().WithScheme(s).WithObjects(node(name+"-n1")).WithObjects(memberObjs[name]...).
+			WithIndex(&corev1.Pod{}, engine.PodControllerIndex, engine.PodControllerIndexFunc)
 		if f, ok := funcs[name]; ok {
 			b = b.WithInterceptorFuncs(f)
 		}
