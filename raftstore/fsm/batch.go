@@ -9,7 +9,7 @@ import (
 // not a Command: it has no meta of its own, and each command inside keeps its
 // own request ID and proposer term. A replica that does not know this type
 // cannot apply such entries, so every replica must run a version that does
-// before a leader proposes one (see the README, "Upgrades").
+// before a leader proposes one; the leader checks (raftstore/doc.go, item 13).
 const TypeBatch Type = 9
 
 // MaxBatchCommands is the most commands one batch entry may carry.
