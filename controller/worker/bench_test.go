@@ -31,7 +31,7 @@ func BenchmarkCreate5000Pods(b *testing.B) {
 			e.set("bench", n)
 			e.eventually("5000 pods", 25*time.Minute, func() (bool, string) {
 				var l corev1.PodList
-				if err := e.cl.List(context.Background(), &l, client.InNamespace("default"), client.MatchingLabels{"app": "bench"}); err != nil {
+				if err := e.cl.List(context.Background(), &l, client.InNamespace(e.ns), client.MatchingLabels{"app": "bench"}); err != nil {
 					return false, err.Error()
 				}
 				return len(l.Items) >= n, fmt.Sprintf("pods=%d", len(l.Items))

@@ -72,8 +72,11 @@ func (w writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 type env struct {
-	t      testing.TB
-	c      *testcluster.Cluster
+	t testing.TB
+	c *testcluster.Cluster
+	// ns is the namespace the test's objects live in: its own on the
+	// package's shared cluster, "default" on a cluster of its own.
+	ns     string
 	cl     client.Client // direct, for the test's own reads and writes
 	src    *testworkload.Source
 	store  *countingStore
@@ -86,6 +89,9 @@ type env struct {
 }
 
 type envOpts struct {
+	// nodes starts a cluster of the test's own with a scheduler and this
+	// many kwok nodes; with neither nodes nor kwokNodes the test shares the
+	// package's cluster (see sharedCluster) in a namespace of its own.
 	nodes      int
 	burst      int
 	qps        float32
@@ -103,8 +109,12 @@ func scheme() *runtime.Scheme { return kubescheme.Must() }
 
 func startEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
-	c := o.reuseClust
-	if c == nil {
+	c, ns := o.reuseClust, "default"
+	switch {
+	case c != nil:
+	case o.nodes == 0 && o.kwokNodes == 0:
+		c, ns = sharedCluster(t), testNamespace(t)
+	default:
 		member, err := crds.Member()
 		if err != nil {
 			t.Fatal(err)
@@ -118,11 +128,16 @@ func startEnv(t testing.TB, o envOpts) *env {
 		}
 		c = testcluster.Start(t, opts)
 	}
-	e := &env{t: t, c: c, src: testworkload.NewSource(), writes: &atomic.Int64{}, podCreates: &atomic.Int64{}, nodeGets: &atomic.Int64{}}
+	e := &env{t: t, c: c, ns: ns, src: testworkload.NewSource(), writes: &atomic.Int64{}, podCreates: &atomic.Int64{}, nodeGets: &atomic.Int64{}}
 	e.store = &countingStore{Memory: expectations.NewMemory(0, nil)}
 	var err2 error
 	if e.cl, err2 = client.New(c.Config, client.Options{Scheme: scheme()}); err2 != nil {
 		t.Fatal(err2)
+	}
+	if ns != "default" {
+		if err := e.cl.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatalf("creating namespace %s: %v", ns, err)
+		}
 	}
 	cfg := rest.CopyConfig(c.Config)
 	cfg.QPS, cfg.Burst = 20, 30
@@ -154,7 +169,7 @@ func startEnv(t testing.TB, o envOpts) *env {
 func member0() string { return member }
 
 func (e *env) key(name string) fedref.MemberObject {
-	return fedref.MemberObject{Cluster: member, Namespace: "default", Name: name}
+	return fedref.MemberObject{Cluster: member, Namespace: e.ns, Name: name}
 }
 
 func (e *env) set(name string, target int32, mutate ...func(*engine.Workload)) {
@@ -170,7 +185,7 @@ func (e *env) set(name string, target int32, mutate ...func(*engine.Workload)) {
 // pods returns the pods with the given app label.
 func (e *env) pods(app string) []corev1.Pod {
 	var l corev1.PodList
-	if err := e.cl.List(context.Background(), &l, client.InNamespace("default"), client.MatchingLabels{"app": app}); err != nil {
+	if err := e.cl.List(context.Background(), &l, client.InNamespace(e.ns), client.MatchingLabels{"app": app}); err != nil {
 		e.t.Fatal(err)
 	}
 	return l.Items
@@ -178,11 +193,11 @@ func (e *env) pods(app string) []corev1.Pod {
 
 func (e *env) owned(name string) (active []corev1.Pod, mrs *v1alpha1.MemberReplicaSet) {
 	mrs = &v1alpha1.MemberReplicaSet{}
-	if err := e.cl.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: name}, mrs); err != nil {
+	if err := e.cl.Get(context.Background(), types.NamespacedName{Namespace: e.ns, Name: name}, mrs); err != nil {
 		return nil, nil
 	}
 	var l corev1.PodList
-	if err := e.cl.List(context.Background(), &l, client.InNamespace("default")); err != nil {
+	if err := e.cl.List(context.Background(), &l, client.InNamespace(e.ns)); err != nil {
 		e.t.Fatal(err)
 	}
 	for _, p := range l.Items {
@@ -347,7 +362,7 @@ func TestIntegrationAdoptionAndRelease(t *testing.T) {
 	ctx := context.Background()
 	lbls := map[string]string{"app": "adopt"}
 	mk := func(name string, refs ...metav1.OwnerReference) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: lbls, OwnerReferences: refs},
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name, Labels: lbls, OwnerReferences: refs},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause"}}}}
 		if err := e.cl.Create(ctx, p); err != nil {
 			t.Fatal(err)
@@ -433,7 +448,7 @@ func TestIntegrationOverlappingSelectors(t *testing.T) {
 	e.converged("one", 1)
 	e.converged("two", 2)
 	var l corev1.PodList
-	if err := e.cl.List(context.Background(), &l, client.MatchingLabels{"shared": "yes"}); err != nil {
+	if err := e.cl.List(context.Background(), &l, client.InNamespace(e.ns), client.MatchingLabels{"shared": "yes"}); err != nil {
 		t.Fatal(err)
 	}
 	if len(l.Items) != 3 {
@@ -454,7 +469,7 @@ func TestIntegrationBadTemplate(t *testing.T) {
 			}
 			c := replicastatus.FindCondition(mrs.Status.Conditions, replicastatus.ConditionReplicaFailure)
 			var evs eventsv1.EventList
-			if err := e.cl.List(context.Background(), &evs, client.InNamespace("default")); err != nil {
+			if err := e.cl.List(context.Background(), &evs, client.InNamespace(e.ns)); err != nil {
 				return false, err.Error()
 			}
 			found := false

@@ -177,7 +177,7 @@ func equalNodeCost(a, b *v1alpha1.NodeCost) bool {
 func (e *env) placePod(app string, j int, pl placed, nodes map[string]string) string {
 	e.t.Helper()
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("%s-%02d", app, j), Labels: map[string]string{"app": app}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: fmt.Sprintf("%s-%02d", app, j), Labels: map[string]string{"app": app}},
 		Spec: corev1.PodSpec{
 			NodeName:   nodes[pl.node],
 			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}},
@@ -205,7 +205,7 @@ func (e *env) waitPlaced(app string, pls []placed, names []string) {
 	e.t.Helper()
 	for j, pl := range pls {
 		if pl.notReady {
-			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: names[j]}}
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: names[j]}}
 			e.setPodStatus(p, func(p *corev1.Pod) {
 				p.Status.Phase = corev1.PodRunning
 				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()}}
@@ -215,7 +215,7 @@ func (e *env) waitPlaced(app string, pls []placed, names []string) {
 	e.eventually(app+" pods placed", 60*time.Second, func() (bool, string) {
 		for j, pl := range pls {
 			p := &corev1.Pod{}
-			if err := e.cl.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: names[j]}, p); err != nil {
+			if err := e.cl.Get(context.Background(), types.NamespacedName{Namespace: e.ns, Name: names[j]}, p); err != nil {
 				return false, err.Error()
 			}
 			ready := false
