@@ -109,27 +109,16 @@ func Changed(cur, next v1alpha1.MemberReplicaSetStatus, generation int64) bool {
 }
 
 // Urgent reports whether a changed status must be written at once rather
-// than paced: the generation is not observed yet, a condition changed, the
-// pods have just come to exist (as many as the target, all fully labelled,
-// none terminating), or they have settled (also all ready and available).
-// What is left are counts in flux, which the next write carries anyway. The
-// "just come to exist" step is written at once because it is what readers
-// wait for after a scale, and it happens once per change of target, not once
-// per pod.
+// than paced: the generation is not observed yet, a condition changed, or the
+// pods have settled (as many as the target, all fully labelled, ready and
+// available, none terminating). What is left are counts in flux, which the
+// next write carries anyway.
 func Urgent(cur, next v1alpha1.MemberReplicaSetStatus, generation int64, target int32) bool {
 	if generation != cur.ObservedGeneration || !equality.Semantic.DeepEqual(cur.Conditions, next.Conditions) {
 		return true
 	}
-	if exist(next, target) && !exist(cur, target) {
-		return true
-	}
-	return exist(next, target) && next.ReadyReplicas == target && next.AvailableReplicas == target
-}
-
-// exist reports whether st counts exactly target pods, all fully labelled,
-// and none terminating.
-func exist(st v1alpha1.MemberReplicaSetStatus, target int32) bool {
-	return st.Replicas == target && st.FullyLabeledReplicas == target && ptr.Deref(st.TerminatingReplicas, 0) == 0
+	return next.Replicas == target && next.FullyLabeledReplicas == target && next.ReadyReplicas == target &&
+		next.AvailableReplicas == target && ptr.Deref(next.TerminatingReplicas, 0) == 0
 }
 
 // FindCondition returns the condition of type t, or nil.

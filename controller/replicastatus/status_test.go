@@ -159,18 +159,6 @@ func TestUrgent(t *testing.T) {
 		{"ready, not yet available", inFlux, with(func(s *v1alpha1.MemberReplicaSetStatus) { s.AvailableReplicas = 2 }), 2, 3, false},
 		{"pods still terminating", inFlux, with(func(s *v1alpha1.MemberReplicaSetStatus) { s.TerminatingReplicas = ptr.To[int32](1) }), 2, 3, false},
 		{"not fully labelled", inFlux, with(func(s *v1alpha1.MemberReplicaSetStatus) { s.FullyLabeledReplicas = 2 }), 2, 3, false},
-		{"pods come to exist, none ready", with(func(s *v1alpha1.MemberReplicaSetStatus) {
-			s.Replicas, s.FullyLabeledReplicas, s.ReadyReplicas, s.AvailableReplicas = 2, 2, 0, 0
-		}),
-			with(func(s *v1alpha1.MemberReplicaSetStatus) { s.ReadyReplicas, s.AvailableReplicas = 0, 0 }), 2, 3, true},
-		{"all exist already, readiness in flux", with(func(s *v1alpha1.MemberReplicaSetStatus) { s.ReadyReplicas, s.AvailableReplicas = 0, 0 }), inFlux, 2, 3, false},
-		{"exist but one terminating", with(func(s *v1alpha1.MemberReplicaSetStatus) {
-			s.Replicas, s.FullyLabeledReplicas, s.ReadyReplicas, s.AvailableReplicas = 2, 2, 0, 0
-		}),
-			with(func(s *v1alpha1.MemberReplicaSetStatus) {
-				s.ReadyReplicas, s.AvailableReplicas = 0, 0
-				s.TerminatingReplicas = ptr.To[int32](1)
-			}), 2, 3, false},
 		{"scaled to zero", inFlux, v1alpha1.MemberReplicaSetStatus{ObservedGeneration: 2, TerminatingReplicas: ptr.To[int32](0)}, 2, 0, true},
 	} {
 		if got := Urgent(tc.cur, tc.next, tc.generation, tc.target); got != tc.want {
