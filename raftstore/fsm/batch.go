@@ -25,13 +25,11 @@ func EncodeBatch(cmds [][]byte) ([]byte, error) {
 	if err := validateBatch(cmds); err != nil {
 		return nil, fmt.Errorf("encoding batch: %w", err)
 	}
-	body, err := json.Marshal(batchBody{Cmds: cmds})
+	out, err := frame(TypeBatch, batchBody{Cmds: cmds})
 	if err != nil {
 		return nil, fmt.Errorf("encoding batch: %w", err)
 	}
-	out := make([]byte, 0, len(body)+2)
-	out = append(out, byte(TypeBatch), Version1)
-	return append(out, body...), nil
+	return out, nil
 }
 
 func validateBatch(cmds [][]byte) error {

@@ -376,13 +376,23 @@ func Encode(cmd Command) ([]byte, error) {
 	if err := cmd.validate(); err != nil {
 		return nil, fmt.Errorf("encoding command type %d: %w", cmd.Type(), err)
 	}
-	body, err := json.Marshal(cmd)
+	out, err := frame(cmd.Type(), cmd)
 	if err != nil {
 		return nil, fmt.Errorf("encoding command type %d: %w", cmd.Type(), err)
 	}
-	out := make([]byte, 0, len(body)+2)
-	out = append(out, byte(cmd.Type()), Version1)
-	return append(out, body...), nil
+	return out, nil
+}
+
+// frame renders one log entry: the type byte, the version byte, then body
+// as JSON.
+func frame(t Type, body any) ([]byte, error) {
+	js, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(js)+2)
+	out = append(out, byte(t), Version1)
+	return append(out, js...), nil
 }
 
 // Decode parses bytes produced by Encode. Unknown types or versions and

@@ -98,6 +98,19 @@ func (n *Node) commit(batch []*pendingApply) {
 		}
 	}()
 	metrics.RaftCommandsPerEntry.Observe(float64(len(batch)))
+	res, err := n.apply(batch)
+	for i, p := range batch {
+		if err != nil {
+			p.err = err
+			continue
+		}
+		p.res = res[i]
+	}
+}
+
+// apply commits batch as one raft entry (a batch entry when it holds more
+// than one command) and returns one result per command, in order.
+func (n *Node) apply(batch []*pendingApply) ([]*fsm.Result, error) {
 	data := batch[0].data
 	if len(batch) > 1 {
 		cmds := make([][]byte, len(batch))
@@ -106,39 +119,29 @@ func (n *Node) commit(batch []*pendingApply) {
 		}
 		var err error
 		if data, err = fsm.EncodeBatch(cmds); err != nil {
-			for _, p := range batch {
-				p.err = err
-			}
-			return
+			return nil, err
 		}
 	}
 	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
 	if err := f.Error(); err != nil {
-		for _, p := range batch {
-			p.err = err
-		}
-		return
+		return nil, err
 	}
 	if len(batch) == 1 {
 		res, ok := f.Response().(*fsm.Result)
 		if !ok {
-			batch[0].err = fmt.Errorf("unexpected FSM response %T", f.Response())
-			return
+			return nil, fmt.Errorf("unexpected FSM response %T", f.Response())
 		}
-		batch[0].res = res
-		return
+		return []*fsm.Result{res}, nil
 	}
 	br, ok := f.Response().(*fsm.BatchResult)
 	if !ok || len(br.Results) != len(batch) {
-		err := fmt.Errorf("unexpected FSM response %T to a batch of %d commands", f.Response(), len(batch))
-		for _, p := range batch {
-			p.err = err
-		}
-		return
+		return nil, fmt.Errorf("unexpected FSM response %T to a batch of %d commands", f.Response(), len(batch))
 	}
-	for i, p := range batch {
-		p.res = &br.Results[i]
+	out := make([]*fsm.Result, len(batch))
+	for i := range br.Results {
+		out[i] = &br.Results[i]
 	}
+	return out, nil
 }
 
 // featureBatch is listed in a replica's status answer when its FSM applies
