@@ -54,6 +54,11 @@ type Run struct {
 	// FederatedReplicaSet's hub status showed all its replicas Ready
 	// (replicafed only; 0 when not measured or not reached).
 	StatusComplete time.Duration `json:",omitempty"`
+	// EventSeries counts the event series replicafed left in the run's
+	// namespace (members and hub). client-go writes each series' final
+	// count once more after 6 to 12 quiet minutes, outside the run's
+	// window: a write the run causes but does not count.
+	EventSeries int `json:",omitempty"`
 	// Idle is what the fleet cost while nothing changed, after the run
 	// (replicafed only; nil when not measured).
 	Idle *Idle `json:",omitempty"`
