@@ -142,8 +142,8 @@ func run(ctx context.Context, s settings) error {
 					fig.HubWritesPerPod, fig.LeaderCPUPer1k, fig.StatusPerFRSMin, time.Since(t).Round(time.Second), loadavg.Read())
 				say("  writes: %s", topWrites(r.Writes, 14))
 				if r.EventSeries > 0 {
-					say("  event series left: %d (each is written once more 6-12 min later: %.3f writes/pod outside the window)",
-						r.EventSeries, float64(r.EventSeries)/float64(r.Pods))
+					say("  event series left: %.0f (each is written once more 6-12 min later: %.3f writes/pod outside the window)",
+						r.EventSeries, fig.LaterWritesPerPod)
 				}
 				if raw != nil {
 					line, _ := json.Marshal(r)
@@ -504,9 +504,11 @@ func (b *bench) measureReplicafed(ctx context.Context, ns, scenario string) (rep
 	r := report.Run{Scenario: b.label(scenario), System: systemReplicafed, Pods: pods, FRS: objects,
 		Created: created, Ready: ready, Ideal: b.ideal(perMember), Stalled: stalled, StatusComplete: statusDone}
 	b.replicafedFigures(&r, before, after)
-	if r.EventSeries, err = b.eventSeries(ctx, ns); err != nil {
+	series, err := b.eventSeries(ctx, ns)
+	if err != nil {
 		return report.Run{}, err
 	}
+	r.EventSeries = float64(series)
 	if b.s.Idle > 0 && !stalled {
 		// Steady state: everything Ready, nothing asked. What replicafed
 		// spends here it spends all the time, per FRS and member.
@@ -829,7 +831,8 @@ func (b *bench) measureKCM(ctx context.Context, ns, scenario string) (report.Run
 	created, ready, _ := w.result()
 	r := report.Run{Scenario: b.label(scenario), System: "kube-controller-manager", Pods: pods, FRS: objects,
 		Created: created, Ready: ready, Ideal: b.ideal(perMember), Stalled: stalled,
-		RaftEntries: math.NaN(), HubWrites: math.NaN(), StatusWrites: math.NaN(), FollowerCPU: math.NaN(), FollowerHeap: math.NaN()}
+		RaftEntries: math.NaN(), HubWrites: math.NaN(), StatusWrites: math.NaN(), FollowerCPU: math.NaN(), FollowerHeap: math.NaN(),
+		EventSeries: math.NaN()}
 	for name := range b.members {
 		r.PodWrites += delta(before.members[name], after.members[name], mRequests, podWrites)
 		r.MemberWrites += delta(before.members[name], after.members[name], mRequests,

@@ -57,8 +57,9 @@ type Run struct {
 	// EventSeries counts the event series replicafed left in the run's
 	// namespace (members and hub). client-go writes each series' final
 	// count once more after 6 to 12 quiet minutes, outside the run's
-	// window: a write the run causes but does not count.
-	EventSeries int `json:",omitempty"`
+	// window: a write the run causes but does not count. NaN for the
+	// baseline (kube-controller-manager's core events are not deferred).
+	EventSeries float64
 	// Idle is what the fleet cost while nothing changed, after the run
 	// (replicafed only; nil when not measured).
 	Idle *Idle `json:",omitempty"`
@@ -87,6 +88,7 @@ type Figures struct {
 	RaftPer1k                     float64 // raft entries per 1,000 pods
 	PodWritesPerPod               float64
 	WritesPerPod                  float64 // member + hub writes per pod
+	LaterWritesPerPod             float64 // event series' final writes, after the run, per pod
 	HubWritesPerPod               float64
 	LeaderCPUPer1k, FollowerCPU1k float64 // CPU seconds per 1,000 pods
 	LeaderHeapPer1k, FollowerHeap float64 // MiB per 1,000 pods
@@ -104,14 +106,15 @@ func Derive(r Run) Figures {
 	}
 	f := Figures{
 		Created: r.Created.Seconds(), Ready: r.Ready.Seconds(), Ideal: r.Ideal.Seconds(),
-		RaftPer1k:       per(r.RaftEntries, 1000),
-		PodWritesPerPod: per(r.PodWrites, 1),
-		HubWritesPerPod: per(r.HubWrites, 1),
-		LeaderCPUPer1k:  per(r.LeaderCPU, 1000),
-		FollowerCPU1k:   per(r.FollowerCPU, 1000),
-		LeaderHeapPer1k: per(r.LeaderHeap/(1<<20), 1000),
-		FollowerHeap:    per(r.FollowerHeap/(1<<20), 1000),
-		CreatedRatio:    NA, ReadyRatio: NA, StatusPerFRSMin: NA, StatusComplete: NA,
+		RaftPer1k:         per(r.RaftEntries, 1000),
+		PodWritesPerPod:   per(r.PodWrites, 1),
+		HubWritesPerPod:   per(r.HubWrites, 1),
+		LaterWritesPerPod: per(r.EventSeries, 1),
+		LeaderCPUPer1k:    per(r.LeaderCPU, 1000),
+		FollowerCPU1k:     per(r.FollowerCPU, 1000),
+		LeaderHeapPer1k:   per(r.LeaderHeap/(1<<20), 1000),
+		FollowerHeap:      per(r.FollowerHeap/(1<<20), 1000),
+		CreatedRatio:      NA, ReadyRatio: NA, StatusPerFRSMin: NA, StatusComplete: NA,
 	}
 	if r.StatusComplete > 0 {
 		f.StatusComplete = r.StatusComplete.Seconds()
@@ -171,6 +174,7 @@ var columns = []column{
 	{"raft entries /1k pods", func(f Figures) float64 { return f.RaftPer1k }, 1},
 	{"pod writes /pod", func(f Figures) float64 { return f.PodWritesPerPod }, 3},
 	{"all writes /pod", func(f Figures) float64 { return f.WritesPerPod }, 3},
+	{"later event writes /pod", func(f Figures) float64 { return f.LaterWritesPerPod }, 3},
 	{"hub writes /pod", func(f Figures) float64 { return f.HubWritesPerPod }, 3},
 	{"leader CPU s /1k pods", func(f Figures) float64 { return f.LeaderCPUPer1k }, 2},
 	{"follower CPU s /1k pods", func(f Figures) float64 { return f.FollowerCPU1k }, 2},
