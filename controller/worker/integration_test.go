@@ -90,9 +90,13 @@ type env struct {
 
 type envOpts struct {
 	// nodes starts a cluster of the test's own with a scheduler and this
-	// many kwok nodes; with neither nodes nor kwokNodes the test shares the
-	// package's cluster (see sharedCluster) in a namespace of its own.
-	nodes      int
+	// many kwok nodes. With neither nodes, kwokNodes nor ownCluster the
+	// test shares the package's cluster (see sharedCluster) in a namespace
+	// of its own.
+	nodes int
+	// ownCluster starts a cluster for this test alone (benchmarks: no other
+	// test's pods in the member cache).
+	ownCluster bool
 	burst      int
 	qps        float32
 	burstQPS   int
@@ -112,7 +116,7 @@ func startEnv(t testing.TB, o envOpts) *env {
 	c, ns := o.reuseClust, "default"
 	switch {
 	case c != nil:
-	case o.nodes == 0 && o.kwokNodes == 0:
+	case o.nodes == 0 && o.kwokNodes == 0 && !o.ownCluster:
 		c, ns = sharedCluster(t), testNamespace(t)
 	default:
 		member, err := crds.Member()
