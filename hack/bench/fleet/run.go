@@ -16,10 +16,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -367,16 +367,12 @@ func (b *bench) restartReplicas(ctx context.Context) error {
 // eventSeries counts the events replicafed wrote in ns, on the members and
 // the hub, that are series (seen more than once).
 func (b *bench) eventSeries(ctx context.Context, ns string) (int, error) {
-	cfgs := map[string]*rest.Config{"hub": b.f.Hub.Config()}
-	maps.Copy(cfgs, b.members)
+	clients := map[string]client.Client{"hub": b.f.HubClient}
+	maps.Copy(clients, b.f.MemberClients)
 	n := 0
-	for name, cfg := range cfgs {
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return 0, fmt.Errorf("client for %s: %w", name, err)
-		}
-		l, err := cs.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
+	for name, c := range clients {
+		var l eventsv1.EventList
+		if err := c.List(ctx, &l, client.InNamespace(ns)); err != nil {
 			return 0, fmt.Errorf("listing events of %s in %s: %w", name, ns, err)
 		}
 		for _, ev := range l.Items {
