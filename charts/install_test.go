@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/testcluster"
@@ -51,7 +52,15 @@ func installFlags(t *testing.T) []string {
 // reinstalls, deletes it, and uninstalls in the documented order.
 func TestInstallOnHub(t *testing.T) {
 	h := startHub(t, "hub", testcluster.Options{})
-	member := testcluster.Start(t, testcluster.Options{Name: memberName, Scheduler: true, Nodes: 2})
+	memberCRDs, err := crds.Member()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The member has the MemberReplicaSet CRD before its garbage collector
+	// starts, as a member joined a while ago has (join finds it in place);
+	// installed by join here, the FederatedReplicaSet's deletion would wait
+	// up to 30 s for the collector to rediscover resources.
+	member := testcluster.Start(t, testcluster.Options{Name: memberName, Scheduler: true, Nodes: 2, CRDs: memberCRDs})
 	memberClient := clientFor(t, member)
 	binary := buildReplicafed(t)
 	flags := installFlags(t)

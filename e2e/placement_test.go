@@ -108,12 +108,12 @@ func TestSpreadConstraints(t *testing.T) {
 
 // TestTaintNoExecute taints member-c NoExecute through its registration
 // Secret (replicafed.io/taints): a FederatedReplicaSet without a toleration
-// leaves it at once, one tolerating the taint for 30 seconds leaves it once
+// leaves it at once, one tolerating the taint for 10 seconds leaves it once
 // they ran out, and never before.
 func TestTaintNoExecute(t *testing.T) {
 	e := newEnv(t, "e2e-taint")
 	clusters := []v1alpha1.ClusterPreference{pref(memberA, 1, -1), pref(memberB, 1, -1), pref(memberC, 1, -1)}
-	const tolerated = 30
+	const tolerated = 10
 	e.create(frsSpec{name: "intolerant", replicas: 3, clusters: clusters})
 	e.create(frsSpec{name: "tolerant", replicas: 3, clusters: clusters, placement: v1alpha1.Placement{
 		Tolerations: []v1alpha1.ClusterToleration{{Key: "maintenance", Operator: v1alpha1.TolerationExists,

@@ -91,7 +91,7 @@ type env struct {
 type envOpts struct {
 	// nodes starts a cluster of the test's own with a scheduler and this
 	// many kwok nodes. With neither nodes, kwokNodes nor ownCluster the
-	// test shares the package's cluster (see sharedCluster) in a namespace
+	// test shares the package's cluster (see shared) in a namespace
 	// of its own.
 	nodes int
 	// ownCluster starts a cluster for this test alone (benchmarks: no other
@@ -117,7 +117,7 @@ func startEnv(t testing.TB, o envOpts) *env {
 	switch {
 	case c != nil:
 	case o.nodes == 0 && o.kwokNodes == 0 && !o.ownCluster:
-		c, ns = sharedCluster(t), testNamespace(t)
+		c, ns = shared.Cluster(t), testcluster.Namespace(t)
 	default:
 		member, err := crds.Member()
 		if err != nil {

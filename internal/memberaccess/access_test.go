@@ -49,8 +49,18 @@ func TestOnRealClusters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	memberCRDs, err := crds.Member()
+	if err != nil {
+		t.Fatal(err)
+	}
 	member := testcluster.Start(t, testcluster.Options{
 		Name: "member", Nodes: 1, Scheduler: true,
+		// In place before the garbage collector starts, as in a member
+		// joined a while ago: installed later, a foreground deletion waits
+		// up to 30 s for the collector to rediscover resources. Grant and
+		// EnsureCRDs find it; `replicafed join` installing it is covered
+		// by cmd/replicafed and e2e.
+		CRDs: memberCRDs,
 		// Real clusters often enforce that whoever sets blockOwnerDeletion may
 		// update the owner's finalizers; prove the role covers it.
 		APIServerArgs: []string{"--enable-admission-plugins=OwnerReferencesPermissionEnforcement"},

@@ -150,6 +150,15 @@ func (c *Cluster) start(ctx context.Context) error {
 			return err
 		}
 	}
+	// The CRDs go in before kube-controller-manager starts: its garbage
+	// collector rediscovers resources only every 30 s, so it would ignore
+	// the foreground deletion of a custom object (and its dependents) for up
+	// to 30 s after a later install.
+	if len(c.opts.CRDs) > 0 {
+		if err := InstallCRDs(ctx, c.Config, c.opts.CRDs); err != nil {
+			return err
+		}
+	}
 	if c.opts.ControllerManager {
 		if err := c.startComponent("kube-controller-manager", append(c.kubeComponentArgs(),
 			"--use-service-account-credentials=false",
@@ -159,11 +168,6 @@ func (c *Cluster) start(ctx context.Context) error {
 			"--node-monitor-period=1s",
 			"--concurrent-gc-syncs=10",
 		)...); err != nil {
-			return err
-		}
-	}
-	if len(c.opts.CRDs) > 0 {
-		if err := InstallCRDs(ctx, c.Config, c.opts.CRDs); err != nil {
 			return err
 		}
 	}
