@@ -40,8 +40,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 // own, each working in a namespace of its own (see Namespace). A cluster of
 // its own costs a test several seconds: starting etcd and kube-apiserver, the
 // new CRDs' watch caches, and the API server holding the first create of a
-// CRD Established less than 2 s before. The zero value is not usable; set
-// Options, and call Stop from TestMain after m.Run.
+// CRD Established less than 2 s before. Set Options before the first test
+// asks for the cluster, and call Stop from TestMain after m.Run.
 type Shared struct {
 	// Options start the cluster on first use.
 	Options Options
