@@ -18,6 +18,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/replicafed/replicafed/internal/testnet"
 )
 
 // Validity of issued certificates; long enough for any test run.
@@ -60,7 +62,8 @@ func NewCA(name string) (*CA, error) {
 }
 
 // IssuePEM returns a certificate and key (PEM) with common name name, DNS
-// names name, localhost and dnsNames, and IP SANs 127.0.0.1 and ::1.
+// names name, localhost and dnsNames, and IP SANs 127.0.0.1, ::1 and the
+// process's own loopback address (testnet.Host).
 func (ca *CA) IssuePEM(name string, dnsNames ...string) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -76,7 +79,7 @@ func (ca *CA) IssuePEM(name string, dnsNames ...string) (certPEM, keyPEM []byte,
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validity),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback, net.ParseIP(testnet.Host)},
 		DNSNames:    append([]string{name, "localhost"}, dnsNames...),
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)

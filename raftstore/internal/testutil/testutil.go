@@ -5,11 +5,8 @@ package testutil
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -17,31 +14,25 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 
+	"github.com/replicafed/replicafed/internal/testnet"
 	"github.com/replicafed/replicafed/internal/testpki"
 	"github.com/replicafed/replicafed/raftstore/node"
 )
 
-// FreePort returns a loopback address with a port that was free a moment
-// ago, chosen below the kernel's ephemeral range (32768 and up on Linux):
-// a port the kernel hands out for listen(":0") can be taken by any process's
-// outgoing connection between this check and the node's bind, or while a
-// killed node is down before its restart, which failed a fresh-clone make
-// test with "address already in use" while another ran beside it.
+// FreePort returns an address on this test process's own loopback address
+// (testnet.Host) with a port no other process takes and this process never
+// hands out twice. Ports on 127.0.0.1 chosen a moment before the bind were
+// taken in between while another make test ran beside this one ("address
+// already in use"): first from the kernel's ephemeral range, then from
+// 20000-32000, where the other run's raft tests and this process's own later
+// picks could land on it.
 func FreePort(tb testing.TB) string {
 	tb.Helper()
-	var last error
-	for range 200 {
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(20000+rand.IntN(12000))))
-		if err != nil {
-			last = err
-			continue
-		}
-		addr := l.Addr().String()
-		_ = l.Close()
-		return addr
+	addr, err := testnet.FreePort()
+	if err != nil {
+		tb.Fatal(err)
 	}
-	tb.Fatalf("no free port between 20000 and 32000: %v", last)
-	return ""
+	return addr
 }
 
 // Cluster is a set of nodes in one process.
