@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/replicafed/replicafed/internal/testnet"
 )
 
 // Process is one child process (a control-plane binary here, a replicafed
@@ -171,15 +173,13 @@ func (p *Process) Tail(n int64) string {
 	return string(buf)
 }
 
-// FreePort asks the kernel for a free loopback port. Another process could
-// take it before it is bound; callers retry the whole start on a bind failure.
+// FreePort returns a loopback port that was free a moment ago, below the
+// kernel's ephemeral range and never handed out twice by this process
+// (testnet.Port): a port from listen(":0") can be taken by any outgoing
+// connection before the component binds it, or while a stopped API server
+// is down before its restart.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return testnet.Port("127.0.0.1")
 }
 
 func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }

@@ -2,14 +2,18 @@ package testnet
 
 import (
 	"net"
+	"runtime"
 	"strconv"
 	"testing"
 )
 
 func TestHostIsLoopback(t *testing.T) {
 	ip := net.ParseIP(Host)
-	if ip == nil || !ip.IsLoopback() || Host == "127.0.0.1" {
-		t.Fatalf("Host = %q, want a loopback address other than 127.0.0.1", Host)
+	if ip == nil || !ip.IsLoopback() {
+		t.Fatalf("Host = %q, want a loopback address", Host)
+	}
+	if runtime.GOOS == "linux" && Host == "127.0.0.1" {
+		t.Fatalf("Host = %q, want an address of this process's own on Linux", Host)
 	}
 }
 
