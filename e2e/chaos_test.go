@@ -263,31 +263,6 @@ func (c *chaos) replaceFRS(n int) {
 	c.newFRS(n)
 }
 
-// replicaStatuses asks every running replica at once.
-func (c *chaos) replicaStatuses(ctx context.Context) map[string]fleet.Status {
-	out := map[string]fleet.Status{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, r := range c.e.f.Replicas {
-		if !r.Running() {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sctx, cancel := context.WithTimeout(ctx, time.Second)
-			defer cancel()
-			if st, err := r.Status(sctx); err == nil {
-				mu.Lock()
-				out[r.ID] = st
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return out
-}
-
 // describeStatuses renders every running replica's admin status (or why it
 // did not answer), for a failure message.
 func (c *chaos) describeStatuses(ctx context.Context) string {
@@ -311,7 +286,7 @@ func (c *chaos) describeStatuses(ctx context.Context) string {
 
 // leader returns the leading replica and its term, or nil.
 func (c *chaos) leader(ctx context.Context) (*fleet.Replica, uint64) {
-	for id, st := range c.replicaStatuses(ctx) {
+	for id, st := range c.e.f.Statuses(ctx) {
 		if st.Leading {
 			return c.replica(id), st.Term
 		}
@@ -338,28 +313,7 @@ func (c *chaos) ensureFleet() error {
 			}
 		}
 	}
-	var last string
-	ok := tryPoll(2*time.Minute, func(ctx context.Context) (bool, error) {
-		sts := c.replicaStatuses(ctx)
-		leaders, ids := 0, map[string]bool{}
-		last = ""
-		for _, r := range c.e.f.Replicas {
-			st, answered := sts[r.ID]
-			last += fmt.Sprintf(" %s[running=%v answered=%v ready=%v leading=%v leader=%s term=%d]", r.ID, r.Running(), answered, st.Ready, st.Leading, st.LeaderID, st.Term)
-			if !answered || !st.Ready {
-				return false, nil
-			}
-			if st.Leading {
-				leaders++
-			}
-			ids[st.LeaderID] = true
-		}
-		return leaders == 1 && len(ids) == 1, nil
-	})
-	if !ok {
-		return fmt.Errorf("replicas not all ready under one leader within 2m:%s", last)
-	}
-	return nil
+	return c.e.f.WaitAllReady(context.Background(), 2*time.Minute)
 }
 
 // scale sets the FederatedReplicaSet's replicas through the scale subresource.

@@ -83,7 +83,12 @@ func TestLeaderKillMidScale(t *testing.T) {
 	}
 	s := e.startSampler(name, 100*time.Millisecond, bound, replicas+int(surge))
 
-	// Under load an election may be under way: wait for its outcome.
+	// Under load an election may be under way, or a replica an earlier test
+	// restarted may still be joining: killing the leader then would leave
+	// no quorum. Wait for all three under one leader.
+	if err := e.f.WaitAllReady(ctx, 2*time.Minute); err != nil {
+		t.Fatalf("fleet not ready before the scale: %v", err)
+	}
 	old, err := e.f.WaitLeader(ctx, time.Minute)
 	if err != nil {
 		t.Fatalf("no raft leader before the scale: %v", err)

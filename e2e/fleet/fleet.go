@@ -197,8 +197,9 @@ func (f *Fleet) start(ctx context.Context, o Options) error {
 	if err := f.startReplicas(o, binary); err != nil {
 		return err
 	}
-	_, err = f.WaitLeader(ctx, 2*time.Minute)
-	return err
+	// Every replica, not only the first leader: a test that disrupts the
+	// leader before the others joined would leave no quorum.
+	return f.WaitAllReady(ctx, 2*time.Minute)
 }
 
 // installHub installs the CRDs, the admission policy and the namespace.
@@ -352,6 +353,61 @@ func (f *Fleet) WaitLeader(ctx context.Context, timeout time.Duration) (*Replica
 		msg += fmt.Sprintf("\n--- %s ---\n%s", r.ID, r.LogTail(2000))
 	}
 	return nil, fmt.Errorf("no raft leader within %s%s", timeout, msg)
+}
+
+// Statuses asks every running replica for its admin status at once; one
+// that does not answer within a second is left out.
+func (f *Fleet) Statuses(ctx context.Context) map[string]Status {
+	out := map[string]Status{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, r := range f.Replicas {
+		if !r.Running() {
+			continue
+		}
+		wg.Go(func() {
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			if st, err := r.Status(sctx); err == nil {
+				mu.Lock()
+				out[r.ID] = st
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// WaitAllReady waits until every replica runs, answers, is ready and all
+// agree on one leader.
+func (f *Fleet) WaitAllReady(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		sts := f.Statuses(ctx)
+		leaders, ids, all := 0, map[string]bool{}, true
+		var seen strings.Builder
+		for _, r := range f.Replicas {
+			st, answered := sts[r.ID]
+			fmt.Fprintf(&seen, " %s[running=%v answered=%v ready=%v leading=%v leader=%s term=%d]", r.ID, r.Running(), answered, st.Ready, st.Leading, st.LeaderID, st.Term)
+			all = all && answered && st.Ready
+			if st.Leading {
+				leaders++
+			}
+			ids[st.LeaderID] = true
+		}
+		if all && leaders == 1 && len(ids) == 1 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("replicas not all ready under one leader within %s:%s", timeout, seen.String())
+		case <-tick.C:
+		}
+	}
 }
 
 // Member returns a member cluster by name.
