@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
@@ -107,6 +108,13 @@ type envOpts struct {
 	// pods itself.
 	kwokNodes        int
 	createNamespaces bool
+	// maxCachedPods bounds the member's pod cache (CacheOptionsFor); on
+	// the shared cluster the cache then watches the test's namespace only.
+	maxCachedPods int
+	// source and sink replace the test's workload source and add a status
+	// sink.
+	source engine.WorkloadSource
+	sink   engine.StatusSink
 }
 
 func scheme() *runtime.Scheme { return kubescheme.Must() }
@@ -155,14 +163,24 @@ func startEnv(t testing.TB, o envOpts) *env {
 		return writeCounter{rt: rt, writes: e.writes, podCreates: e.podCreates, nodeGets: e.nodeGets}
 	}
 	// The product's member cache: slim pods and nodes (worker.CacheOptions).
-	mc, err := cluster.New(cfg, func(co *cluster.Options) { co.Scheme = scheme(); worker.CacheOptions(co) })
+	mc, err := cluster.New(cfg, func(co *cluster.Options) {
+		co.Scheme = scheme()
+		worker.CacheOptionsFor(o.maxCachedPods)(co)
+		if o.maxCachedPods > 0 && ns != "default" {
+			co.Cache.DefaultNamespaces = map[string]cache.Config{ns: {}}
+		}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { _ = mc.Start(ctx) }()
-	e.mgr = worker.NewManager(worker.Options{Workers: o.workers, BurstReplicas: o.burst, Store: e.store, Source: e.src,
-		CreateNamespaces: o.createNamespaces})
+	var src engine.WorkloadSource = e.src
+	if o.source != nil {
+		src = o.source
+	}
+	e.mgr = worker.NewManager(worker.Options{Workers: o.workers, BurstReplicas: o.burst, Store: e.store, Source: src,
+		CreateNamespaces: o.createNamespaces, MaxCachedPods: o.maxCachedPods, Sink: o.sink})
 	if err := e.mgr.Engage(ctx, member, mc); err != nil {
 		t.Fatal(err)
 	}
