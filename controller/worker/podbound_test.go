@@ -100,7 +100,7 @@ func TestPodBoundWatch(t *testing.T) {
 			t.Fatalf("after %s %s: %d cached, %d left; want %d, %d", typ, name, c, l, cached, left)
 		}
 	}
-	step(watch.Added, "x", false, 2, 1)   // full: left out
+	step(watch.Added, "x", false, 2, 1)    // full: left out
 	step(watch.Modified, "x", false, 2, 1) // never admitted: its updates too
 	step(watch.Modified, "p0", true, 2, 1)
 	if err := b.Incomplete(); err == nil || !strings.Contains(err.Error(), "maximum 2") {
