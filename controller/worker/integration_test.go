@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
@@ -108,8 +107,8 @@ type envOpts struct {
 	// pods itself.
 	kwokNodes        int
 	createNamespaces bool
-	// maxCachedPods bounds the member's pod cache (CacheOptionsFor); on
-	// the shared cluster the cache then watches the test's namespace only.
+	// maxCachedPods bounds the member's pod cache (CacheOptionsFor); a
+	// test that counts pods against it needs ownCluster.
 	maxCachedPods int
 	// source and sink replace the test's workload source and add a status
 	// sink.
@@ -163,13 +162,7 @@ func startEnv(t testing.TB, o envOpts) *env {
 		return writeCounter{rt: rt, writes: e.writes, podCreates: e.podCreates, nodeGets: e.nodeGets}
 	}
 	// The product's member cache: slim pods and nodes (worker.CacheOptions).
-	mc, err := cluster.New(cfg, func(co *cluster.Options) {
-		co.Scheme = scheme()
-		worker.CacheOptionsFor(o.maxCachedPods)(co)
-		if o.maxCachedPods > 0 && ns != "default" {
-			co.Cache.DefaultNamespaces = map[string]cache.Config{ns: {}}
-		}
-	})
+	mc, err := cluster.New(cfg, func(co *cluster.Options) { co.Scheme = scheme(); worker.CacheOptionsFor(o.maxCachedPods)(co) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,8 @@ func TestIntegrationPodCacheBound(t *testing.T) {
 	const max = 5
 	src := &readCounting{Source: testworkload.NewSource()}
 	log := &reportLog{src: src, m: map[fedref.MemberObject][]loggedReport{}}
-	e := startEnv(t, envOpts{maxCachedPods: max, source: src, sink: log})
+	// A cluster of its own: no other test's pods count against the bound.
+	e := startEnv(t, envOpts{ownCluster: true, maxCachedPods: max, source: src, sink: log})
 	e.src = src.Source
 	ctx := context.Background()
 
