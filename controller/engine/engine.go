@@ -196,8 +196,12 @@ func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, err
 	if e.o.ViewIncomplete != nil {
 		if why := e.o.ViewIncomplete(); why != nil {
 			log.V(1).Info("Pod cache incomplete, writing nothing to the member", "reason", why.Error())
-			if mrs != nil {
+			switch {
+			case mrs != nil:
 				e.reportIncomplete(ctx, key, mrs, why)
+			case wanted && !w.Deleting:
+				// Not created yet: the report says why it is not.
+				e.reportIncomplete(ctx, key, &v1alpha1.MemberReplicaSet{Spec: v1alpha1.MemberReplicaSetSpec{Hub: w.Hub}}, why)
 			}
 			return Result{RequeueAfter: IncompleteRequeue}, nil
 		}
