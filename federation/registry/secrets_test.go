@@ -45,7 +45,7 @@ func kubeconfigYAML(t *testing.T, server string, user *clientcmdapi.AuthInfo) []
 func TestJudge(t *testing.T) {
 	exp := time.Date(2027, 1, 2, 3, 4, 5, 0, time.UTC)
 	p, err := NewProvider(Options{SecretNamespace: "fleet", SecretSelector: "member=true", SecretKey: "kubeconfig",
-		Static: []Static{{Name: "static-a"}},
+		Static:      []Static{{Name: "static-a"}},
 		RESTOptions: []func(*rest.Config) error{func(c *rest.Config) error { c.UserAgent = "replicafed"; return nil }}})
 	if err != nil {
 		t.Fatal(err)
