@@ -442,6 +442,9 @@ func (r *Registry) Registered(ctx context.Context) ([]Registration, error) {
 			}
 			reg := Registration{Name: s.Name, Labels: l}
 			reg.Taints, reg.TaintsError = ParseTaints(s.Annotations[AnnotationTaints])
+			if st, ok := r.provider.state(s.Name); ok && st.refused != nil {
+				reg.Taints = append(reg.Taints, v1alpha1.ClusterTaint{Key: TaintCredentialsRefused, Effect: v1alpha1.TaintNoSchedule})
+			}
 			out = append(out, reg)
 		}
 	}

@@ -233,6 +233,12 @@ func TestSecretsOnRealClusters(t *testing.T) {
 	if len(regs) != 6 {
 		t.Errorf("registered %+v: want good, the four refused Secrets and static-a once", regs)
 	}
+	for _, r := range regs {
+		tainted := len(r.Taints) == 1 && r.Taints[0].Key == registry.TaintCredentialsRefused && r.Taints[0].Effect == v1alpha1.TaintNoSchedule
+		if want := r.Name != "good" && r.Name != "static-a"; tainted != want {
+			t.Errorf("registration %s: taints %+v; want the %s taint %v", r.Name, r.Taints, registry.TaintCredentialsRefused, want)
+		}
+	}
 	poll("an event for every refused Secret", func() (bool, string) {
 		evs := &eventsv1.EventList{}
 		if err := hubCl.List(ctx, evs, client.InNamespace(secretNS)); err != nil {
