@@ -144,3 +144,27 @@ func TestBadObjectDecodesBesideGoodOnes(t *testing.T) {
 		t.Fatalf("unreachableGracePeriod after a typed update = %q, want 3d", v)
 	}
 }
+
+// The CRD's rule on Duration fields and DurationPattern (which Check uses)
+// must admit the same strings.
+func TestDurationPatternInCRD(t *testing.T) {
+	crd, err := crds.Load(crds.FederatedReplicaSetFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failover := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["failover"]
+	for _, name := range []string{"unreachableGracePeriod", "unschedulableThreshold"} {
+		p := failover.Properties[name]
+		if p.MaxLength == nil || *p.MaxLength != 64 {
+			t.Errorf("%s: maxLength %v, want 64", name, p.MaxLength)
+		}
+		var rules []string
+		for _, r := range p.XValidations {
+			rules = append(rules, r.Rule)
+		}
+		if len(rules) != 2 || rules[0] != "self.matches('"+v1alpha1.DurationPattern+"')" ||
+			!strings.Contains(rules[1], v1alpha1.DurationPattern) || !strings.Contains(rules[1], "duration('720h')") || v1alpha1.MaxFailoverDuration != 720*time.Hour {
+			t.Errorf("%s: rules %q do not use DurationPattern and the 720h maximum", name, rules)
+		}
+	}
+}
