@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -42,7 +43,8 @@ var (
 // stored under an older or more permissive schema is reported, field by
 // field, instead of acted upon. It returns every problem, with paths rooted
 // at the object (metadata.name, spec.failover.unreachableGracePeriod, ...).
-// It does not check the pod template: the members' API servers do.
+// Of the pod template it checks only that its labels match the selector:
+// the rest is the members' API servers' to check.
 func (f *FederatedReplicaSet) Validate() field.ErrorList {
 	var errs field.ErrorList
 	if len(f.Name) > MaxNameLength {
@@ -63,9 +65,16 @@ func (s *FederatedReplicaSetSpec) Validate() field.ErrorList {
 	if s.Selector == nil {
 		errs = append(errs, field.Required(p.Child("selector"), ""))
 	} else {
-		errs = append(errs, validateSelector(s.Selector, p.Child("selector"))...)
+		selErrs := validateSelector(s.Selector, p.Child("selector"))
+		errs = append(errs, selErrs...)
 		if len(s.Selector.MatchLabels) == 0 && len(s.Selector.MatchExpressions) == 0 {
 			errs = append(errs, field.Invalid(p.Child("selector"), "", "selector must not be empty"))
+		} else if len(selErrs) == 0 {
+			// The admission policy's rule (api/policy), for objects admitted
+			// without it.
+			if sel, err := metav1.LabelSelectorAsSelector(s.Selector); err == nil && !sel.Matches(labels.Set(s.Template.Labels)) {
+				errs = append(errs, field.Invalid(p.Child("template", "metadata", "labels"), labels.Set(s.Template.Labels).String(), "must match spec.selector"))
+			}
 		}
 	}
 	errs = append(errs, s.Placement.validate(p.Child("placement"))...)

@@ -53,7 +53,8 @@ func TestValidateAcceptsValid(t *testing.T) {
 	}
 	// Unset optional fields are valid too.
 	min := &FederatedReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("a", 63)},
-		Spec: FederatedReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}}}
+		Spec: FederatedReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}}}}}
 	if errs := min.Validate(); len(errs) > 0 {
 		t.Fatalf("minimal object: %v", errs.ToAggregate())
 	}
@@ -75,6 +76,7 @@ func TestValidateRefusesEachField(t *testing.T) {
 		{"selector operator lowercase", func(f *FederatedReplicaSet) {
 			f.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "tier", Operator: "in", Values: []string{"x"}}}
 		}, "spec.selector.matchExpressions[0].operator", "not a valid selector operator"},
+		{"template labels do not match", func(f *FederatedReplicaSet) { f.Spec.Template.Labels["app"] = "db" }, "spec.template.metadata.labels", "must match spec.selector"},
 		{"cluster selector operator lowercase", func(f *FederatedReplicaSet) {
 			f.Spec.Placement.ClusterSelector.MatchExpressions[0].Operator = "in"
 		}, "spec.placement.clusterSelector.matchExpressions[0].operator", "not a valid selector operator"},
