@@ -353,6 +353,7 @@ func TestFederatedReplicaSetValidation(t *testing.T) {
 			if err == nil {
 				t.Fatalf("invalid %s accepted", tc.field)
 			}
+			t.Logf("refused: %v", err)
 			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.field) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %q does not name %s with %q", err, tc.field, tc.want)
 			}
