@@ -18,7 +18,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -268,8 +267,8 @@ func Run(ctx context.Context, cfg *config.Config) error {
 			return ""
 		},
 		Defaults: v1alpha1.Failover{
-			UnreachableGracePeriod: &metav1.Duration{Duration: cfg.Failover.UnreachableGracePeriod},
-			UnschedulableThreshold: &metav1.Duration{Duration: cfg.Failover.UnschedulableThreshold},
+			UnreachableGracePeriod: v1alpha1.DurationOf(cfg.Failover.UnreachableGracePeriod),
+			UnschedulableThreshold: v1alpha1.DurationOf(cfg.Failover.UnschedulableThreshold),
 			MoveBack:               cfg.Failover.MoveBack,
 		},
 		Clock: clock.RealClock{},
