@@ -85,9 +85,12 @@ func invalidCondition(problems []planner.Problem, generation int64) metav1.Condi
 }
 
 // boundedJoin joins parts with sep into at most limit bytes: the parts
-// that fit whole, then "(+N more)"; a first part longer than limit is cut
-// at a rune boundary.
+// that fit whole, then "(+N more)"; a first part too long is cut at a rune
+// boundary.
 func boundedJoin(parts []string, sep string, limit int) string {
+	if all := strings.Join(parts, sep); len(all) <= limit {
+		return all
+	}
 	var b strings.Builder
 	for i, p := range parts {
 		more := ""
@@ -102,11 +105,10 @@ func boundedJoin(parts []string, sep string, limit int) string {
 			b.WriteString(add)
 			continue
 		}
-		tail := fmt.Sprintf("(+%d more)", len(parts)-i)
 		if i == 0 {
-			return truncate(p, limit-len(tail)-len(sep)) + sep + tail
+			return truncate(p, limit-len(more)) + more
 		}
-		return b.String() + sep + tail
+		return b.String() + sep + fmt.Sprintf("(+%d more)", len(parts)-i)
 	}
 	return b.String()
 }
