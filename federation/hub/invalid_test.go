@@ -17,6 +17,7 @@ import (
 	"github.com/replicafed/replicafed/federation/planner"
 	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/internal/fedref"
+	"github.com/replicafed/replicafed/internal/metrics"
 )
 
 // countingTargets records every commit, so a test can tell "no raft write".
@@ -302,5 +303,74 @@ func TestInvalidConditionBounded(t *testing.T) {
 	}
 	if c.Reason != "R" || c.ObservedGeneration != 7 || c.Status != metav1.ConditionTrue {
 		t.Fatalf("condition = %+v", c)
+	}
+}
+
+// Issue 24, item 6: what the hub keeps per object (status pacing, warnings,
+// waits, reports, orphan intents, the shortfall series) goes with it, on the
+// leader and on a replica that led before.
+func TestDeletedObjectLeavesNothing(t *testing.T) {
+	for _, leader := range []bool{true, false} {
+		t.Run(map[bool]string{true: "leader", false: "former leader"}[leader], func(t *testing.T) {
+			capped := func(f *v1alpha1.FederatedReplicaSet) {
+				f.Name = "gone"
+				f.Spec.Placement.Clusters = []v1alpha1.ClusterPreference{{Name: "a", MaxReplicas: ptr.To[int32](1)}}
+			}
+			e := newEnv(t, true, frs(4, capped), healthy("a"), nil, nil)
+			e.r.Recorder = events.NewFakeRecorder(20)
+			e.r.Intents = &DeletionIntents{}
+			r := req()
+			r.Name = "gone"
+			if _, err := e.r.Reconcile(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+			e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: "a", Namespace: "default", Name: "gone"}, memberStatus(1))
+			obj := &v1alpha1.FederatedReplicaSet{}
+			if err := e.hub.Get(context.Background(), r.NamespacedName, obj); err != nil {
+				t.Fatal(err)
+			}
+			orphaned := obj.DeepCopy()
+			ts := metav1.NewTime(now)
+			orphaned.DeletionTimestamp = &ts
+			orphaned.Finalizers = []string{metav1.FinalizerOrphanDependents}
+			e.r.Intents.Observe(orphaned)
+			key := "default/gone"
+			e.r.warned.mu.Lock()
+			warned := len(e.r.warned.last[key])
+			e.r.warned.mu.Unlock()
+			e.r.status.mu.Lock()
+			_, paced := e.r.status.last[key]
+			e.r.status.mu.Unlock()
+			if warned == 0 || !paced || e.r.Intents.len() != 1 {
+				t.Fatalf("nothing kept to forget: warnings %d, paced %v, intents %d", warned, paced, e.r.Intents.len())
+			}
+
+			// Gone from the hub without this replica's finalizer pass (say
+			// it was removed by hand).
+			obj.Finalizers = nil
+			if err := e.hub.Update(context.Background(), obj); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.hub.Delete(context.Background(), obj); err != nil {
+				t.Fatal(err)
+			}
+			e.r.Gate = gate{open: leader}
+			if _, err := e.r.Reconcile(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+			e.r.warned.mu.Lock()
+			_, warnedLeft := e.r.warned.last[key]
+			e.r.warned.mu.Unlock()
+			e.r.status.mu.Lock()
+			_, pacedLeft := e.r.status.last[key]
+			e.r.status.mu.Unlock()
+			_, awaitLeft := e.r.awaiting.Load(key)
+			_, reportLeft := e.r.Reports.Get(fedref.MemberObject{Cluster: "a", Namespace: "default", Name: "gone"})
+			seriesLeft := metrics.Shortfall.DeleteLabelValues("default", "gone")
+			if warnedLeft || pacedLeft || awaitLeft || reportLeft || seriesLeft || e.r.Intents.len() != 0 {
+				t.Fatalf("left behind: warnings %v, pacing %v, wait %v, report %v, shortfall series %v, intents %d",
+					warnedLeft, pacedLeft, awaitLeft, reportLeft, seriesLeft, e.r.Intents.len())
+			}
+		})
 	}
 }
