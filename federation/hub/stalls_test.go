@@ -18,7 +18,6 @@ import (
 	"github.com/replicafed/replicafed/internal/testnet"
 )
 
-
 // silentServer accepts connections and never answers on them: an API server
 // that is up for TCP and hung for everything else.
 func silentServer(t *testing.T) string {
