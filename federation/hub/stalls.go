@@ -41,22 +41,6 @@ func (s *stalls) stalled(m *registry.Member, now time.Time) bool {
 	return s.running[m] > 0 || now.Before(s.until[m.Name])
 }
 
-// stalledName reports whether the member called name is stalled at now
-// (whatever *Member it is).
-func (s *stalls) stalledName(name string, now time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if now.Before(s.until[name]) {
-		return true
-	}
-	for m, n := range s.running {
-		if m.Name == name && n > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // timedOut records that m did not answer at now.
 func (s *stalls) timedOut(m *registry.Member, now time.Time) {
 	s.mu.Lock()

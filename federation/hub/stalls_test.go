@@ -165,11 +165,11 @@ func TestBoundedRead(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if !s.stalledName("slow", now) {
-		t.Fatal("within the window the member is not stalled by name")
+	if !s.stalled(slow, now) {
+		t.Fatal("within the window the member is not stalled")
 	}
 	s.retain(map[string]bool{"fast": true})
-	if s.stalledName("slow", now) {
+	if s.stalled(slow, now) {
 		t.Fatal("a member that left is still stalled")
 	}
 }
