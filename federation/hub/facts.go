@@ -160,8 +160,11 @@ func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaS
 			toRead = append(toRead, m)
 		}
 	}
+	// A read the pass gives up on may still run when the caller writes frs:
+	// the reads get their own copy.
+	snap := frs.DeepCopy()
 	read := boundedRead(ctx, &r.stalls, toRead, r.memberTimeout(), now, func(ctx context.Context, m *registry.Member) memberRead {
-		return r.readMember(ctx, m, frs, termStart)
+		return r.readMember(ctx, m, snap, termStart)
 	})
 	for _, name := range names {
 		var recorded []v1alpha1.ClusterTaint

@@ -79,35 +79,69 @@ func (r *Reconciler) finalize(ctx context.Context, frs *v1alpha1.FederatedReplic
 		names[m.Name] = true
 	}
 	var waiting, unreachable []string
+	var members []*registry.Member
+	now := r.Clock.Now()
 	for name := range names {
 		m, ok := r.Registry.Get(name)
-		if !ok {
-			// Not registered any more: there is no member to clean.
-			continue
-		}
-		if st, ok := r.Health.State(name); ok && st.Health == v1alpha1.ClusterUnreachable {
-			unreachable = append(unreachable, name)
-			continue
-		}
-		if r.stalls.stalled(m, r.Clock.Now()) {
-			// It did not answer lately: waiting on it again would hold
-			// every other object's reconcile too.
-			unreachable = append(unreachable, name)
-			continue
-		}
-		mctx, cancel := context.WithTimeout(ctx, finalizeMemberTimeout)
-		state, err := r.finalizeMember(mctx, frs, m, policy, orphan)
-		timedOut := mctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
-		cancel()
-		if timedOut {
-			r.stalls.timedOut(m, r.Clock.Now())
-		}
 		switch {
-		case err != nil:
+		case !ok:
+			// Not registered any more: there is no member to clean.
+		case r.isUnreachable(name) || r.stalls.stalled(m, now):
+			// Unreachable, or it did not answer lately: waiting on it
+			// again would hold every other object's reconcile too.
 			unreachable = append(unreachable, name)
-			log.V(1).Info("Cannot finish deleting in member", "cluster", name, "reason", err.Error())
-		case state == memberWaiting:
-			waiting = append(waiting, name)
+		default:
+			members = append(members, m)
+		}
+	}
+	// Every member call is bounded (a member that does not answer in time
+	// is waited for like an unreachable one) and runs beside the others'.
+	// First read each member's MemberReplicaSet...
+	// (Calls the pass gives up on may outlive it: they get their own copy.)
+	snap := frs.DeepCopy()
+	found := boundedRead(ctx, &r.stalls, members, r.finalizeTimeout(), now, func(ctx context.Context, m *registry.Member) ownedMRS {
+		return r.memberReplicaSet(ctx, snap, m)
+	})
+	// ...record the UIDs of those about to be deleted (one hub write, before
+	// any delete)...
+	owners := map[string]types.UID{}
+	for m, got := range found {
+		if got.err == nil && got.mrs != nil && got.mrs.DeletionTimestamp == nil {
+			owners[m.Name] = got.mrs.UID
+		}
+	}
+	if err := r.recordOwners(ctx, frs, owners); err != nil {
+		return ctrl.Result{}, err
+	}
+	// ...then take one deletion step in each.
+	var act []*registry.Member
+	for _, m := range members {
+		got, ok := found[m]
+		switch {
+		case !ok:
+			unreachable = append(unreachable, m.Name)
+		case got.err != nil:
+			unreachable = append(unreachable, m.Name)
+			log.V(1).Info("Cannot read MemberReplicaSet while deleting", "cluster", m.Name, "reason", got.err.Error())
+		default:
+			act = append(act, m)
+		}
+	}
+	owned := recordedOwners(frs)
+	steps := boundedRead(ctx, &r.stalls, act, r.finalizeTimeout(), now, func(ctx context.Context, m *registry.Member) stepResult {
+		state, err := r.finalizeMember(ctx, snap, m, found[m].mrs, owned[m.Name], policy, orphan)
+		return stepResult{state, err}
+	})
+	for _, m := range act {
+		got, ok := steps[m]
+		switch {
+		case !ok:
+			unreachable = append(unreachable, m.Name)
+		case got.err != nil:
+			unreachable = append(unreachable, m.Name)
+			log.V(1).Info("Cannot finish deleting in member", "cluster", m.Name, "reason", got.err.Error())
+		case got.state == memberWaiting:
+			waiting = append(waiting, m.Name)
 		}
 	}
 	if len(waiting) > 0 || len(unreachable) > 0 {
@@ -154,10 +188,11 @@ func (r *Reconciler) finalize(ctx context.Context, frs *v1alpha1.FederatedReplic
 	return ctrl.Result{}, nil
 }
 
-// finalizeMemberTimeout bounds the member calls of one member in one
-// deletion pass (live reads, deletes): a member that does not answer in time
-// is waited for as an unreachable one, on later passes.
-const finalizeMemberTimeout = 10 * time.Second
+// finalizeTimeout bounds each round of member calls of one deletion pass
+// (live reads, then deletes; five times MemberTimeout, as they go to the
+// API server rather than a cache): a member that does not answer in time is
+// waited for as an unreachable one, and left alone for a while (stalls).
+func (r *Reconciler) finalizeTimeout() time.Duration { return 5 * r.memberTimeout() }
 
 // memberState is how far a deletion got in one member.
 type memberState int
@@ -169,32 +204,52 @@ const (
 	memberWaiting
 )
 
-// finalizeMember takes one deletion step in member m: delete the object's
-// MemberReplicaSet (recording its UID on the hub object first), or once it
-// is gone, the pods it controlled that outlived it.
-func (r *Reconciler) finalizeMember(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, m *registry.Member, policy metav1.DeletionPropagation, orphan bool) (memberState, error) {
-	log := ctrl.LoggerFrom(ctx).WithValues("frs", klog.KObj(frs), "cluster", m.Name)
+// ownedMRS is a member's MemberReplicaSet of the object being deleted: nil
+// when there is none of it (none at all, no CRD, or one of an older object
+// of the same name), err when it could not be read.
+type ownedMRS struct {
+	mrs *v1alpha1.MemberReplicaSet
+	err error
+}
+
+// stepResult is the outcome of one deletion step in one member.
+type stepResult struct {
+	state memberState
+	err   error
+}
+
+// isUnreachable reports whether the member's health says it is unreachable.
+func (r *Reconciler) isUnreachable(name string) bool {
+	st, ok := r.Health.State(name)
+	return ok && st.Health == v1alpha1.ClusterUnreachable
+}
+
+// memberReplicaSet reads frs's MemberReplicaSet in m from the member's API
+// server (not its cache: deletion decides on what is there now).
+func (r *Reconciler) memberReplicaSet(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, m *registry.Member) ownedMRS {
 	mrs := &v1alpha1.MemberReplicaSet{}
 	err := m.Cluster.GetAPIReader().Get(ctx, client.ObjectKey{Namespace: frs.Namespace, Name: frs.Name}, mrs)
 	switch {
-	case meta.IsNoMatchError(err):
-		// No MemberReplicaSet CRD: nothing of ours can run there.
-		return memberDone, nil
-	case apierrors.IsNotFound(err):
-		mrs = nil
+	case meta.IsNoMatchError(err), apierrors.IsNotFound(err):
+		// No MemberReplicaSet CRD (nothing of ours can run there), or none.
+		return ownedMRS{}
 	case err != nil:
-		return memberDone, fmt.Errorf("reading MemberReplicaSet: %w", err)
-	}
-	if mrs != nil && mrs.Spec.Hub.UID != "" && mrs.Spec.Hub.UID != frs.UID {
+		return ownedMRS{err: fmt.Errorf("reading MemberReplicaSet: %w", err)}
+	case mrs.Spec.Hub.UID != "" && mrs.Spec.Hub.UID != frs.UID:
 		// A MemberReplicaSet of an older object with the same name: not ours.
-		return memberDone, nil
+		return ownedMRS{}
 	}
+	return ownedMRS{mrs: mrs}
+}
+
+// finalizeMember takes one deletion step in member m: delete the object's
+// MemberReplicaSet mrs (its UID already recorded on the hub object), or,
+// once it is gone, the pods that outlived it, known by owner, the UID of the
+// MemberReplicaSet replicafed deleted there (empty when none was).
+func (r *Reconciler) finalizeMember(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, m *registry.Member, mrs *v1alpha1.MemberReplicaSet, owner types.UID, policy metav1.DeletionPropagation, orphan bool) (memberState, error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("frs", klog.KObj(frs), "cluster", m.Name)
 	if mrs != nil {
 		if mrs.DeletionTimestamp == nil {
-			// Its UID is the only mark of the pods it owned once it is gone.
-			if err := r.recordOwner(ctx, frs, m.Name, mrs.UID); err != nil {
-				return memberDone, err
-			}
 			err := m.Cluster.GetClient().Delete(ctx, mrs, client.PropagationPolicy(policy),
 				client.Preconditions{UID: &mrs.UID})
 			if err != nil && !apierrors.IsNotFound(err) {
@@ -206,14 +261,10 @@ func (r *Reconciler) finalizeMember(ctx context.Context, frs *v1alpha1.Federated
 		}
 		return memberWaiting, nil
 	}
-	if orphan {
-		return memberDone, nil
-	}
-	owner := recordedOwners(frs)[m.Name]
-	if owner == "" {
-		// No MemberReplicaSet of this object was deleted by replicafed
-		// there, so no pod of its can be left: pods that only look like
-		// ours (same owner name) are not ours to wait for.
+	if orphan || owner == "" {
+		// Orphaned pods stay. Without a MemberReplicaSet replicafed deleted
+		// there, no pod of this object can be left: pods that only look
+		// like ours (same owner name) are not ours to wait for.
 		return memberDone, nil
 	}
 	left, err := r.deleteLeftoverPods(ctx, frs, owner, m.Cluster.GetClient(), m.Cluster.GetAPIReader())
@@ -244,14 +295,20 @@ func recordedOwners(frs *v1alpha1.FederatedReplicaSet) map[string]types.UID {
 	return out
 }
 
-// recordOwner adds member's MemberReplicaSet uid to AnnotationMemberOwners.
-func (r *Reconciler) recordOwner(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, member string, uid types.UID) error {
-	owners := recordedOwners(frs)
-	if owners[member] == uid {
+// recordOwners adds owners (member name to MemberReplicaSet UID) to
+// AnnotationMemberOwners on frs, in one write when anything is new.
+func (r *Reconciler) recordOwners(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, owners map[string]types.UID) error {
+	all := recordedOwners(frs)
+	changed := false
+	for member, uid := range owners {
+		if all[member] != uid {
+			all[member], changed = uid, true
+		}
+	}
+	if !changed {
 		return nil
 	}
-	owners[member] = uid
-	data, err := json.Marshal(owners)
+	data, err := json.Marshal(all)
 	if err != nil {
 		return fmt.Errorf("encoding member owners: %w", err)
 	}
@@ -261,7 +318,7 @@ func (r *Reconciler) recordOwner(ctx context.Context, frs *v1alpha1.FederatedRep
 	}
 	frs.Annotations[AnnotationMemberOwners] = string(data)
 	if err := r.Hub.Patch(ctx, frs, patch); err != nil {
-		return fmt.Errorf("recording the MemberReplicaSet of %s on %s: %w", member, klog.KObj(frs), err)
+		return fmt.Errorf("recording the MemberReplicaSets of %s: %w", klog.KObj(frs), err)
 	}
 	return nil
 }

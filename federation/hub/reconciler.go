@@ -180,7 +180,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.V(1).Info("Placement selects no member; targets kept", "frs", klog.KObj(frs), "targets", prev)
 		planErr = &aggregate.PlanFailure{Reason: ReasonNoCandidateClusters, Message: noCandidatesMessage}
 		r.pokeLagging(frs, prev, f)
-		r.warnings(frs, prev, planner.Result{}, f, nil, noCandidatesMessage)
+		// Nothing can be placed, which is not a lack of room.
+		held := res
+		held.Shortfall, held.Unplaced = 0, 0
+		r.warnings(frs, prev, held, f, nil, noCandidatesMessage)
 		result, err := r.writeStatus(ctx, frs, prev, outcome{planErr: planErr}, f, now)
 		return result, err
 	}

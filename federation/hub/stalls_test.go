@@ -3,13 +3,17 @@ package hub
 import (
 	"context"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
@@ -171,5 +175,33 @@ func TestBoundedRead(t *testing.T) {
 	s.retain(map[string]bool{"fast": true})
 	if s.stalled(slow, now) {
 		t.Fatal("a member that left is still stalled")
+	}
+}
+
+// Deleting an object with replicas on a member that never answers is not
+// held by it either: the deletion waits for that member as for an
+// unreachable one, and says so.
+func TestSilentMemberDoesNotHoldDeletion(t *testing.T) {
+	e := newEnv(t, true, frs(2, deleting()), healthy("a", "c"), map[string][]client.Object{"a": {mrs("uid-1")}}, nil)
+	cl, err := cluster.New(&rest.Config{Host: silentServer(t)}, func(o *cluster.Options) { o.Scheme = testScheme(t) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.r.Registry.(fakeMembers)["c"] = &registry.Member{Name: "c", Cluster: cl}
+	e.r.MemberTimeout = 100 * time.Millisecond
+	_ = e.targets.SetTargets(context.Background(), fedref.FRS{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 1, "c": 1})
+	for range 2 {
+		reconcileWithin(t, e.r, req(), time.Minute)
+	}
+	got := get(t, e.hub)
+	if !contains(got.Finalizers, v1alpha1.FinalizerCascade) {
+		t.Fatal("finalizer released while a member never answered")
+	}
+	c := meta.FindStatusCondition(got.Status.Conditions, ConditionDeleting)
+	if c == nil || !strings.Contains(c.Message, "unreachable members: c") {
+		t.Fatalf("Deleting condition = %+v, want c waited for as unreachable", c)
+	}
+	if err := e.members["a"].Get(context.Background(), req().NamespacedName, &v1alpha1.MemberReplicaSet{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("MemberReplicaSet in the healthy member: %v, want deleted", err)
 	}
 }
