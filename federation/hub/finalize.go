@@ -189,10 +189,10 @@ func (r *Reconciler) finalize(ctx context.Context, frs *v1alpha1.FederatedReplic
 }
 
 // finalizeTimeout bounds each round of member calls of one deletion pass
-// (live reads, then deletes; five times MemberTimeout, as they go to the
-// API server rather than a cache): a member that does not answer in time is
+// (live reads, then deletes; twice MemberTimeout, as they go to the API
+// server rather than a cache): a member that does not answer in time is
 // waited for as an unreachable one, and left alone for a while (stalls).
-func (r *Reconciler) finalizeTimeout() time.Duration { return 5 * r.memberTimeout() }
+func (r *Reconciler) finalizeTimeout() time.Duration { return 2 * r.memberTimeout() }
 
 // memberState is how far a deletion got in one member.
 type memberState int

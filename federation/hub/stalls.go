@@ -14,7 +14,7 @@ import (
 // a member whose cache never syncs (an API server that accepts connections
 // and never answers) would otherwise hold the hub's worker, and with it
 // every FederatedReplicaSet, for ever.
-const DefaultMemberTimeout = 2 * time.Second
+const DefaultMemberTimeout = 5 * time.Second
 
 // memberStallRetry is how long a member that did not answer in time is left
 // out of fact reads before one pass tries it again: a stalled member costs

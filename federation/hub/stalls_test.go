@@ -98,7 +98,7 @@ func TestSilentMemberDoesNotHoldOthers(t *testing.T) {
 	go func() { _ = cl.Start(ctx) }()
 	silent := &registry.Member{Name: "c", Cluster: cl}
 	e.r.Registry.(fakeMembers)["c"] = silent
-	e.r.MemberTimeout = 200 * time.Millisecond
+	e.r.MemberTimeout = 2 * time.Second // short for the silent member, long for the fake one
 	const bound = time.Minute
 
 	// An object on the healthy member only is planned and committed.
@@ -188,7 +188,7 @@ func TestSilentMemberDoesNotHoldDeletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.r.Registry.(fakeMembers)["c"] = &registry.Member{Name: "c", Cluster: cl}
-	e.r.MemberTimeout = 100 * time.Millisecond
+	e.r.MemberTimeout = 2 * time.Second
 	_ = e.targets.SetTargets(context.Background(), fedref.FRS{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 1, "c": 1})
 	for range 2 {
 		reconcileWithin(t, e.r, req(), time.Minute)
