@@ -147,7 +147,7 @@ func TestBoundedRead(t *testing.T) {
 		}
 		return m.Name
 	}
-	got := boundedRead(context.Background(), &s, []*registry.Member{fast, slow}, 50*time.Millisecond, now, read)
+	got := boundedRead(context.Background(), &s, []*registry.Member{fast, slow}, 2*time.Second, now, read)
 	if diff := cmp.Diff(map[*registry.Member]string{fast: "fast"}, got); diff != "" {
 		t.Fatalf("answers (-want +got):\n%s", diff)
 	}
