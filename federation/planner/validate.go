@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -73,18 +74,18 @@ func (c *checker) placement(p *field.Path, pl *v1alpha1.Placement) {
 	switch pl.Strategy {
 	case "", v1alpha1.StrategyWeighted, v1alpha1.StrategyAvailableCapacity, v1alpha1.StrategyCostOrdered:
 	default:
-		c.add(p.Child("strategy"), ReasonInvalidPlacement, "unsupported value %q (Weighted, AvailableCapacity or CostOrdered)", pl.Strategy)
+		c.add(p.Child("strategy"), ReasonInvalidPlacement, "unsupported value %q (Weighted, AvailableCapacity or CostOrdered)", short(string(pl.Strategy)))
 	}
 	switch pl.Mode {
 	case "", v1alpha1.PlacementDivided, v1alpha1.PlacementDuplicated:
 	default:
-		c.add(p.Child("mode"), ReasonInvalidPlacement, "unsupported value %q (Divided or Duplicated)", pl.Mode)
+		c.add(p.Child("mode"), ReasonInvalidPlacement, "unsupported value %q (Divided or Duplicated)", short(string(pl.Mode)))
 	}
 	for i := range pl.SpreadConstraints {
 		sp := p.Child("spreadConstraints").Index(i)
 		s := &pl.SpreadConstraints[i]
 		if errs := validation.IsQualifiedName(s.TopologyKey); len(errs) > 0 {
-			c.add(sp.Child("topologyKey"), ReasonInvalidPlacement, "%q is not a label key: %s", s.TopologyKey, errs[0])
+			c.add(sp.Child("topologyKey"), ReasonInvalidPlacement, "%q is not a label key: %s", short(s.TopologyKey), errs[0])
 		}
 		if s.MinGroups != nil && *s.MinGroups < 1 {
 			c.add(sp.Child("minGroups"), ReasonInvalidPlacement, "%d is below 1", *s.MinGroups)
@@ -125,32 +126,32 @@ func (c *checker) preference(p *field.Path, pref *v1alpha1.ClusterPreference) {
 func (c *checker) selector(p *field.Path, s *metav1.LabelSelector) {
 	for k, v := range s.MatchLabels {
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-			c.add(p.Child("matchLabels"), ReasonInvalidClusterSelector, "key %q is not a label key: %s", k, errs[0])
+			c.add(p.Child("matchLabels"), ReasonInvalidClusterSelector, "key %q is not a label key: %s", short(k), errs[0])
 		}
 		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
-			c.add(p.Child("matchLabels").Key(k), ReasonInvalidClusterSelector, "%q is not a label value: %s", v, errs[0])
+			c.add(p.Child("matchLabels").Key(k), ReasonInvalidClusterSelector, "%q is not a label value: %s", short(v), errs[0])
 		}
 	}
 	for i, e := range s.MatchExpressions {
 		ep := p.Child("matchExpressions").Index(i)
 		if errs := validation.IsQualifiedName(e.Key); len(errs) > 0 {
-			c.add(ep.Child("key"), ReasonInvalidClusterSelector, "%q is not a label key: %s", e.Key, errs[0])
+			c.add(ep.Child("key"), ReasonInvalidClusterSelector, "%q is not a label key: %s", short(e.Key), errs[0])
 		}
 		switch e.Operator {
 		case metav1.LabelSelectorOpIn, metav1.LabelSelectorOpNotIn:
 			if len(e.Values) == 0 {
-				c.add(ep.Child("values"), ReasonInvalidClusterSelector, "operator %s needs at least one value", e.Operator)
+				c.add(ep.Child("values"), ReasonInvalidClusterSelector, "operator %s needs at least one value", short(string(e.Operator)))
 			}
 		case metav1.LabelSelectorOpExists, metav1.LabelSelectorOpDoesNotExist:
 			if len(e.Values) > 0 {
-				c.add(ep.Child("values"), ReasonInvalidClusterSelector, "operator %s takes no values", e.Operator)
+				c.add(ep.Child("values"), ReasonInvalidClusterSelector, "operator %s takes no values", short(string(e.Operator)))
 			}
 		default:
-			c.add(ep.Child("operator"), ReasonInvalidClusterSelector, "unsupported operator %q (In, NotIn, Exists or DoesNotExist, case-sensitive)", e.Operator)
+			c.add(ep.Child("operator"), ReasonInvalidClusterSelector, "unsupported operator %q (In, NotIn, Exists or DoesNotExist, case-sensitive)", short(string(e.Operator)))
 		}
 		for j, v := range e.Values {
 			if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
-				c.add(ep.Child("values").Index(j), ReasonInvalidClusterSelector, "%q is not a label value: %s", v, errs[0])
+				c.add(ep.Child("values").Index(j), ReasonInvalidClusterSelector, "%q is not a label value: %s", short(v), errs[0])
 			}
 		}
 	}
@@ -167,12 +168,12 @@ func (c *checker) toleration(p *field.Path, t *v1alpha1.ClusterToleration) {
 			c.add(p.Child("value"), ReasonInvalidToleration, "must be empty with operator Exists")
 		}
 	default:
-		c.add(p.Child("operator"), ReasonInvalidToleration, "unsupported operator %q (Exists or Equal, case-sensitive)", t.Operator)
+		c.add(p.Child("operator"), ReasonInvalidToleration, "unsupported operator %q (Exists or Equal, case-sensitive)", short(string(t.Operator)))
 	}
 	switch t.Effect {
 	case "", v1alpha1.TaintNoSchedule, v1alpha1.TaintNoExecute:
 	default:
-		c.add(p.Child("effect"), ReasonInvalidToleration, "unsupported effect %q (NoSchedule or NoExecute, case-sensitive)", t.Effect)
+		c.add(p.Child("effect"), ReasonInvalidToleration, "unsupported effect %q (NoSchedule or NoExecute, case-sensitive)", short(string(t.Effect)))
 	}
 	if t.TolerationSeconds != nil && *t.TolerationSeconds < 0 {
 		c.add(p.Child("tolerationSeconds"), ReasonInvalidToleration, "%d is negative", *t.TolerationSeconds)
@@ -191,7 +192,7 @@ func (c *checker) failover(p *field.Path, f *v1alpha1.Failover) {
 	switch f.MoveBack {
 	case "", v1alpha1.MoveBackNever, v1alpha1.MoveBackOnRecovery:
 	default:
-		c.add(p.Child("moveBack"), ReasonInvalidFailover, "unsupported value %q (Never or OnRecovery)", f.MoveBack)
+		c.add(p.Child("moveBack"), ReasonInvalidFailover, "unsupported value %q (Never or OnRecovery)", short(string(f.MoveBack)))
 	}
 }
 
@@ -207,9 +208,25 @@ func (c *checker) budget(p *field.Path, b *v1alpha1.MoveBudget) {
 		got, err := intstr.GetScaledValueFromIntOrPercent(f.v, 100, false)
 		switch {
 		case err != nil:
-			c.add(p.Child(f.name), ReasonInvalidMoveBudget, "%q is neither a number nor a percentage", f.v.String())
+			c.add(p.Child(f.name), ReasonInvalidMoveBudget, "%q is neither a number nor a percentage", short(f.v.String()))
 		case got < 0:
 			c.add(p.Child(f.name), ReasonInvalidMoveBudget, "%s is negative", f.v.String())
 		}
 	}
+}
+
+// maxQuoted bounds a user's value quoted in a message: a stored object may
+// hold values of any length, and a message must stay short.
+const maxQuoted = 64
+
+// short returns s, cut to maxQuoted bytes at a rune boundary and marked.
+func short(s string) string {
+	if len(s) <= maxQuoted {
+		return s
+	}
+	n := maxQuoted - 3
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -118,5 +119,25 @@ func TestCheckedSpecPlansWithoutFallbacks(t *testing.T) {
 	r := Plan(Input{UID: "u", Replicas: *spec.Replicas, Placement: spec.Placement, Failover: spec.Failover, MoveBudget: spec.MoveBudget, Now: now, Members: members})
 	if r.SelectorError != nil || len(r.Notes) != 0 {
 		t.Fatalf("selector error %v, notes %q", r.SelectorError, r.Notes)
+	}
+}
+
+// A value of any length is quoted short: messages stay bounded.
+func TestCheckQuotesShort(t *testing.T) {
+	spec := &v1alpha1.FederatedReplicaSetSpec{Placement: v1alpha1.Placement{ClusterSelector: &metav1.LabelSelector{
+		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "region", Operator: metav1.LabelSelectorOperator(strings.Repeat("x", 100000))}}}}}
+	p := Check(spec)
+	if len(p) != 1 || len(p[0].Message) > 200 {
+		t.Fatalf("problems %d, message of %d bytes", len(p), len(p[0].Message))
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"short", "short"},
+		{strings.Repeat("a", 64), strings.Repeat("a", 64)},
+		{strings.Repeat("a", 65), strings.Repeat("a", 61) + "..."},
+		{strings.Repeat("é", 40), strings.Repeat("é", 30) + "..."},
+	} {
+		if got := short(tc.in); got != tc.want {
+			t.Errorf("short(%d bytes) = %q, want %q", len(tc.in), got, tc.want)
+		}
 	}
 }
