@@ -110,6 +110,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		Health:          monitor,
 		Credentials:     credentialPolicy(cfg.Clusters.Credentials),
 		ExpiryWarning:   cfg.Clusters.Credentials.ExpiryWarning,
+		MaxCachedPods:   cfg.Controller.MaxCachedPodsPerMember,
 	}
 	for _, w := range credentials.Warnings(regOpts.Credentials) {
 		log.Info("WARNING: " + w)
@@ -163,9 +164,11 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	trigger := triggers.Trigger
 	reports := hub.NewReports(trigger)
 
-	// TODO(lead): pass cfg.Controller.MaxCachedPodsPerMember (controller.maxCachedPodsPerMember) to worker.Options once it has the field.
 	workers := worker.NewManager(worker.Options{
-		Workers:          cfg.Controller.Workers,
+		Workers: cfg.Controller.Workers,
+		// The same bound as the member caches (registry.Options.MaxCachedPods);
+		// Start refuses a member whose cache was built with another.
+		MaxCachedPods:    cfg.Controller.MaxCachedPodsPerMember,
 		BurstReplicas:    cfg.Controller.BurstReplicas,
 		CreateNamespaces: cfg.Controller.CreateNamespaces,
 		Store:            store,
