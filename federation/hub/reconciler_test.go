@@ -173,6 +173,9 @@ func newEnv(t *testing.T, open bool, hubObj *v1alpha1.FederatedReplicaSet, healt
 	e.r = &Reconciler{
 		Hub: e.hub, Registry: ms, Health: health, Targets: e.targets, Reports: NewReports(nil),
 		Gate: gate{open: open}, Poker: e.pokes, Expectations: e.forgot, Clock: clocktesting.NewFakePassiveClock(now),
+		// Far above any fake client's answer on a loaded machine: a test
+		// about stalls sets its own.
+		MemberTimeout: time.Minute,
 	}
 	return e
 }
