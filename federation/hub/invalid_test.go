@@ -64,6 +64,13 @@ func TestInvalidSpecKeepsTargets(t *testing.T) {
 		{"template outside the selector", func(f *v1alpha1.FederatedReplicaSet) {
 			f.Spec.Template.Labels = map[string]string{"app": "other"}
 		}, ReasonSelectorMismatch, "spec.template.metadata.labels"},
+		{"duration with a unit Go lacks (issue 24: 3d)", func(f *v1alpha1.FederatedReplicaSet) {
+			d := v1alpha1.Duration("3d")
+			f.Spec.Failover.UnreachableGracePeriod = &d
+		}, planner.ReasonInvalidDuration, "spec.failover.unreachableGracePeriod"},
+		{"a bound only the schema states", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.MinReadySeconds = 1 << 30
+		}, ReasonInvalidSpec, "spec.minReadySeconds"},
 		{"name too long for a label value", func(f *v1alpha1.FederatedReplicaSet) {
 			f.Name = strings.Repeat("n", 69)
 		}, ReasonNameTooLong, "metadata.name"},
@@ -372,5 +379,25 @@ func TestDeletedObjectLeavesNothing(t *testing.T) {
 					warnedLeft, pacedLeft, awaitLeft, reportLeft, seriesLeft, e.r.Intents.len())
 			}
 		})
+	}
+}
+
+func TestReasonFor(t *testing.T) {
+	for path, want := range map[string]string{
+		"metadata.name": ReasonInvalidName,
+		"spec.selector.matchExpressions[0].operator":                  ReasonInvalidSelector,
+		"spec.template.metadata.labels":                               ReasonSelectorMismatch,
+		"spec.replicas":                                               planner.ReasonInvalidReplicas,
+		"spec.placement.clusterSelector.matchExpressions[0].operator": planner.ReasonInvalidClusterSelector,
+		"spec.placement.tolerations[2].tolerationSeconds":             planner.ReasonInvalidToleration,
+		"spec.placement.clusters[0].weight":                           planner.ReasonInvalidPlacement,
+		"spec.failover.moveBack":                                      planner.ReasonInvalidFailover,
+		"spec.failover.unschedulableThreshold":                        planner.ReasonInvalidDuration,
+		"spec.moveBudget.maxSurge":                                    planner.ReasonInvalidMoveBudget,
+		"spec.deletionPolicy":                                         ReasonInvalidSpec,
+	} {
+		if got := reasonFor(path); got != want {
+			t.Errorf("reasonFor(%s) = %s, want %s", path, got, want)
+		}
 	}
 }

@@ -27,6 +27,8 @@ const (
 	ReasonInvalidName      = "InvalidName"
 	ReasonInvalidSelector  = "InvalidSelector"
 	ReasonSelectorMismatch = "SelectorMismatch"
+	// ReasonInvalidSpec: any other field the schema refuses.
+	ReasonInvalidSpec = "InvalidSpec"
 )
 
 // Condition, event and note texts are bounded so that one object's input
@@ -36,10 +38,51 @@ const (
 	maxEventMessage     = 1024
 )
 
-// specProblems returns why frs cannot be interpreted, nil when it can. The
-// problems of workloadProblems come first, then the planner's (planner.Check).
+// specProblems returns why frs cannot be interpreted, nil when it can: the
+// problems of workloadProblems, then every rule of the CRD schema the object
+// breaks (FederatedReplicaSet.Validate: it may have been stored under an
+// older schema), then what the planner cannot take (planner.Check), each
+// field reported once.
 func specProblems(frs *v1alpha1.FederatedReplicaSet) []planner.Problem {
-	return append(workloadProblems(frs), planner.Check(&frs.Spec)...)
+	out := workloadProblems(frs)
+	seen := map[string]bool{}
+	for _, p := range out {
+		seen[p.Field] = true
+	}
+	for _, e := range frs.Validate() {
+		if !seen[e.Field] {
+			seen[e.Field] = true
+			out = append(out, planner.Problem{Field: e.Field, Reason: reasonFor(e.Field), Message: e.ErrorBody()})
+		}
+	}
+	for _, p := range planner.Check(&frs.Spec) {
+		if !seen[p.Field] {
+			seen[p.Field] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// reasonFor names the kind of problem at a schema field path.
+func reasonFor(path string) string {
+	for _, r := range []struct{ prefix, reason string }{
+		{"metadata.name", ReasonInvalidName},
+		{"spec.selector", ReasonInvalidSelector},
+		{"spec.template", ReasonSelectorMismatch},
+		{"spec.replicas", planner.ReasonInvalidReplicas},
+		{"spec.placement.clusterSelector", planner.ReasonInvalidClusterSelector},
+		{"spec.placement.tolerations", planner.ReasonInvalidToleration},
+		{"spec.placement", planner.ReasonInvalidPlacement},
+		{"spec.failover.moveBack", planner.ReasonInvalidFailover},
+		{"spec.failover", planner.ReasonInvalidDuration},
+		{"spec.moveBudget", planner.ReasonInvalidMoveBudget},
+	} {
+		if strings.HasPrefix(path, r.prefix) {
+			return r.reason
+		}
+	}
+	return ReasonInvalidSpec
 }
 
 // workloadProblems are the problems that concern what members would run:

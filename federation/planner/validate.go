@@ -183,10 +183,14 @@ func (c *checker) toleration(p *field.Path, t *v1alpha1.ClusterToleration) {
 func (c *checker) failover(p *field.Path, f *v1alpha1.Failover) {
 	for _, d := range []struct {
 		name string
-		v    *metav1.Duration
+		v    *v1alpha1.Duration
 	}{{"unreachableGracePeriod", f.UnreachableGracePeriod}, {"unschedulableThreshold", f.UnschedulableThreshold}} {
-		if d.v != nil && d.v.Duration < 0 {
-			c.add(p.Child(d.name), ReasonInvalidDuration, "%s is negative", d.v.Duration)
+		if d.v == nil {
+			continue
+		}
+		// What does not parse, Plan would take as the default.
+		if _, err := d.v.Parse(); err != nil {
+			c.add(p.Child(d.name), ReasonInvalidDuration, "%q: %v", short(string(*d.v)), err)
 		}
 	}
 	switch f.MoveBack {

@@ -38,7 +38,7 @@ func TestCheck(t *testing.T) {
 				SpreadConstraints: []v1alpha1.SpreadConstraint{{TopologyKey: "topology.kubernetes.io/region", MinGroups: ptr[int32](2), MaxGroups: ptr[int32](2)}},
 				Tolerations:       []v1alpha1.ClusterToleration{{Operator: v1alpha1.TolerationExists}, {Key: "k", Value: "v", Effect: v1alpha1.TaintNoExecute, TolerationSeconds: ptr[int64](0)}},
 			}
-			s.Failover = v1alpha1.Failover{UnreachableGracePeriod: &metav1.Duration{}, MoveBack: v1alpha1.MoveBackOnRecovery}
+			s.Failover = v1alpha1.Failover{UnreachableGracePeriod: v1alpha1.DurationOf(0), MoveBack: v1alpha1.MoveBackOnRecovery}
 			s.MoveBudget = v1alpha1.MoveBudget{MaxSurge: ptr(intstr.FromString("50%")), MaxUnavailable: ptr(intstr.FromInt32(0))}
 		}},
 		{name: "lowercase in (issue 24)", mod: sel(metav1.LabelSelectorRequirement{Key: "region", Operator: "in", Values: []string{"eu"}}),
@@ -71,9 +71,13 @@ func TestCheck(t *testing.T) {
 		{name: "negative tolerationSeconds", mod: tol(v1alpha1.ClusterToleration{Key: "k", Effect: v1alpha1.TaintNoExecute, TolerationSeconds: ptr[int64](-1)}),
 			want: []fr{{"spec.placement.tolerations[0].tolerationSeconds", ReasonInvalidToleration}}},
 		{name: "negative durations and unknown moveBack", mod: func(s *v1alpha1.FederatedReplicaSetSpec) {
-			s.Failover = v1alpha1.Failover{UnreachableGracePeriod: &metav1.Duration{Duration: -time.Second},
-				UnschedulableThreshold: &metav1.Duration{Duration: -time.Minute}, MoveBack: "onRecovery"}
+			s.Failover = v1alpha1.Failover{UnreachableGracePeriod: v1alpha1.DurationOf(-time.Second),
+				UnschedulableThreshold: v1alpha1.DurationOf(-time.Minute), MoveBack: "onRecovery"}
 		}, want: []fr{{"spec.failover.unreachableGracePeriod", ReasonInvalidDuration}, {"spec.failover.unschedulableThreshold", ReasonInvalidDuration}, {"spec.failover.moveBack", ReasonInvalidFailover}}},
+		{name: "durations that do not parse (issue 24: 3d)", mod: func(s *v1alpha1.FederatedReplicaSetSpec) {
+			bad, empty := v1alpha1.Duration("3d"), v1alpha1.Duration("")
+			s.Failover = v1alpha1.Failover{UnreachableGracePeriod: &bad, UnschedulableThreshold: &empty}
+		}, want: []fr{{"spec.failover.unreachableGracePeriod", ReasonInvalidDuration}, {"spec.failover.unschedulableThreshold", ReasonInvalidDuration}}},
 		{name: "move budget text", mod: func(s *v1alpha1.FederatedReplicaSetSpec) {
 			s.MoveBudget = v1alpha1.MoveBudget{MaxSurge: ptr(intstr.FromString("lots")), MaxUnavailable: ptr(intstr.FromString("-5%"))}
 		}, want: []fr{{"spec.moveBudget.maxSurge", ReasonInvalidMoveBudget}, {"spec.moveBudget.maxUnavailable", ReasonInvalidMoveBudget}}},
