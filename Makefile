@@ -143,6 +143,14 @@ e2e-kind: image ## The same e2e suite on kind clusters (needs Docker and kind); 
 	REPLICAFED_E2E_PROVIDER=kind REPLICAFED_E2E_IMAGE_ARCHIVE=$(IMAGE_OUT)/replicafed.oci.tar REPLICAFED_E2E_IMAGE=$(IMAGE_REPO):$(VERSION) \
 	  $(GO) test -timeout $(TEST_TIMEOUT) ./e2e/...
 
+# kind clusters built offline (hack/kind): Docker is started when it does
+# not answer (hack/kind/docker.sh); every binary and image is built here.
+.PHONY: kind-image
+kind-image: ## Build the offline kind node image (needs Docker; cached in bin/kind-image, rebuilt when a pin changes).
+	hack/kind/docker.sh up
+	hack/tools/build.sh kind kind-node
+	BIN=$(BIN) hack/kind/node-image.sh
+
 .PHONY: clean
 clean: ## Remove built binaries and images (keeps tool caches in the Go build cache).
 	rm -f $(BIN)/replicafed
