@@ -6,8 +6,8 @@
 # so a fresh Docker daemon imports it without running debootstrap again.
 #
 # Why bookworm and not kind's trixie: trixie's systemd 257 refuses to boot on
-# a cgroup v1 host, bookworm's 252 boots (../../docs or
-# shared kind-offline.md section 1).
+# a cgroup v1 host unless told on the kernel command line; bookworm's 252
+# boots.
 #
 # Prints the image reference on its last line.
 set -euo pipefail
@@ -27,7 +27,10 @@ PACKAGES=(
   bash ca-certificates pigz
 )
 
-key=$( { printf '%s\n' "$SUITE" "${PACKAGES[@]}"; cat "$0"; } | sha256sum | cut -c1-12)
+# Bump when the rootfs steps below change (debootstrap takes minutes, so
+# editing comments or the import step must not invalidate the tarball).
+RECIPE=1
+key=$(printf '%s\n' "$SUITE" "${PACKAGES[@]}" "recipe $RECIPE" | sha256sum | cut -c1-12)
 ref=replicafed/kind-base:$key
 tarball=$CACHE/base-$key.tar.gz
 
@@ -54,12 +57,10 @@ if [ ! -f "$tarball" ]; then
   echo "base: debootstrap + tar took $(( $(date +%s) - start ))s" >&2
 fi
 
-# The image config kind relies on: systemd as pid 1 through the entrypoint,
-# the stop signal systemd takes for an orderly shutdown, container=docker so
-# systemd knows it runs in a container.
+# container=docker tells systemd it runs in a container; the entrypoint and
+# the stop signal are set on the node image (node-image.sh).
 docker import \
   -c 'ENV container=docker' \
-  -c 'STOPSIGNAL SIGRTMIN+3' \
   -c 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' \
   "$tarball" "$ref" >/dev/null
 echo "$ref"

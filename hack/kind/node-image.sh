@@ -104,6 +104,8 @@ echo "$kver" > "$ctx/rootfs/kind/version"
 cat > "$ctx/Dockerfile" <<DOCKERFILE
 FROM $base
 COPY rootfs/ /
+# systemd shuts down in order on SIGRTMIN+3 (SIGTERM re-executes it).
+STOPSIGNAL SIGRTMIN+3
 # systemd in a container (https://systemd.io/CONTAINER_INTERFACE/): only the
 # units a node needs; binfmt registrations are kernel-wide, so never; the
 # kernel log is the host's, so journald does not read it.
@@ -136,7 +138,7 @@ docker exec "$builder" ctr -n k8s.io images ls -q >&2
 docker stop -t 10 "$builder" >/dev/null
 docker commit \
   -c 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' -c 'CMD []' \
-  -c 'ENV container=docker' -c 'STOPSIGNAL SIGRTMIN+3' \
+  -c 'ENV container=docker' \
   "$builder" "$ref" >/dev/null
 docker rmi "$ref-files" >/dev/null
 
