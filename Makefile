@@ -151,6 +151,15 @@ kind-image: ## Build the offline kind node image (needs Docker; cached in bin/ki
 	hack/tools/build.sh kind kind-node
 	BIN=$(BIN) hack/kind/node-image.sh
 
+.PHONY: demo-kind
+demo-kind: image build ## The demo on kind clusters: hub with the chart (helm install) and the image, three members joined; clusters stay up (demo-kind-down).
+	hack/tools/build.sh helm kube kind kind-node
+	BIN=$(BIN) IMAGE_ARCHIVE=$(IMAGE_OUT)/replicafed.oci.tar IMAGE=$(IMAGE_REPO):$(VERSION) hack/kind/demo.sh up
+
+.PHONY: demo-kind-down
+demo-kind-down: ## Delete the demo-kind clusters.
+	BIN=$(BIN) hack/kind/demo.sh down
+
 .PHONY: clean
 clean: ## Remove built binaries and images (keeps tool caches in the Go build cache).
 	rm -f $(BIN)/replicafed
