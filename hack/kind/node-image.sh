@@ -87,7 +87,11 @@ for c in kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd; 
   args+=(--image "${want[$c]}" --on base --add "/usr/local/bin/$c=$NODEBIN/$c")
 done
 args+=(--image "${want[coredns]}" --on scratch --add "/coredns=$NODEBIN/coredns" --entrypoint /coredns)
-args+=(--image "${want[pause]}" --on scratch --add "/pause=$work/pause" --entrypoint /pause --user 65535:65535)
+# The e2e suite's pod templates name pause:3.10 (a container that only
+# waits); the same binary serves under that tag.
+for p in "${want[pause]}" registry.k8s.io/pause:3.10; do
+  args+=(--image "$p" --on scratch --add "/pause=$work/pause" --entrypoint /pause --user 65535:65535)
+done
 args+=(--image "$WORKLOAD_IMAGE" --on scratch --add "/workload=$work/workload" --entrypoint /workload --user 65532:65532)
 (cd "$root" && go run ./hack/kind/images "${args[@]}")
 
