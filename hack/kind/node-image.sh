@@ -137,13 +137,18 @@ for i in $(seq 60); do
   sleep 1
 done
 docker exec "$builder" ctr -n k8s.io images import --label=io.cri-containerd.pinned=pinned \
-  --all-platforms --no-unpack --digests /kind/images.tar >&2
-docker exec "$builder" ctr -n k8s.io images ls -q >&2
-docker stop -t 10 "$builder" >/dev/null
+  --all-platforms --no-unpack --digests /kind/images.tar > "$work/import.log" 2>&1 || {
+  tail -20 "$work/import.log" >&2; log "ctr images import failed"; exit 1; }
+log "images in the node: $(docker exec "$builder" ctr -n k8s.io images ls -q | grep -v '^sha256:' | tr '\n' ' ')"
+# SIGTERM, not the image's stop signal (systemd's, which containerd does
+# not handle): containerd closes its store cleanly.
+docker kill -s TERM "$builder" >/dev/null
+docker wait "$builder" >/dev/null
 docker commit \
   -c 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' -c 'CMD []' \
   -c 'ENV container=docker' \
   "$builder" "$ref" >/dev/null
+docker rm "$builder" >/dev/null
 docker rmi "$ref-files" >/dev/null
 
 step "saving $saved"
