@@ -14,6 +14,11 @@
 #                               vm.overcommit_memory=1, kernel.panic=10,
 #                               kernel.panic_on_oops=1) and fails without
 #   --device /dev/kmsg          the kubelet's OOM watcher reads it
+#   --device-cgroup-rule 'a *:* rwm'
+#                               the device cgroup --privileged would give:
+#                               runc opens all devices for privileged pods
+#                               (kube-proxy) and fails "devices.allow:
+#                               operation not permitted" in a narrower parent
 # shellcheck disable=SC2034
 NODE_FLAGS=(
   --cgroupns=private
@@ -21,4 +26,5 @@ NODE_FLAGS=(
   --security-opt=seccomp=unconfined --security-opt=apparmor=unconfined
   --security-opt=systempaths=unconfined
   --device=/dev/kmsg
+  '--device-cgroup-rule=a *:* rwm'
 )
