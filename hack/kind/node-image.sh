@@ -37,7 +37,9 @@ kver=$("$NODEBIN/kubeadm" version -o short)
 key=$( {
   echo "$base"
   cat "$BIN"/.kind-node-*.stamp
-  cd "$root" && find hack/kind -type f ! -name '*_test.go' | LC_ALL=C sort | xargs sha256sum
+  # What goes into the image; the cluster scripts and config do not.
+  cd "$root" && find hack/kind/node hack/kind/images hack/kind/pause hack/kind/workload hack/kind/node-image.sh \
+    -type f ! -name '*_test.go' | LC_ALL=C sort | xargs sha256sum
   go version
 } | sha256sum | cut -c1-12)
 ref=replicafed/kind-node:$kver-$key
