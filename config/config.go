@@ -88,6 +88,34 @@ type Clusters struct {
 	SecretKey string `mapstructure:"secretKey"`
 	// Static lists member clusters given by kubeconfig files.
 	Static []StaticCluster `mapstructure:"static"`
+	// Credentials says what a member kubeconfig Secret may contain beyond
+	// inline credentials. Static members are the operator's own files and
+	// are not restricted.
+	Credentials Credentials `mapstructure:"credentials"`
+}
+
+// Credentials relaxes the check of member kubeconfig Secrets. By default a
+// Secret may hold only inline credentials (server, CA data, token, client
+// certificate and key data): whoever can write a labelled Secret in the
+// registry namespace must not be able to run a command in replicafed or make
+// it read its own files. Each setting is logged as a warning at start-up.
+type Credentials struct {
+	// AllowExec accepts users[].exec credential plugins: replicafed runs the
+	// command inside its pod.
+	AllowExec bool `mapstructure:"allowExec"`
+	// AllowFiles accepts file paths: users[].tokenFile,
+	// users[].client-certificate, users[].client-key and
+	// clusters[].certificate-authority, read from replicafed's file system.
+	AllowFiles bool `mapstructure:"allowFiles"`
+	// AllowAuthProvider accepts users[].auth-provider plugins.
+	AllowAuthProvider bool `mapstructure:"allowAuthProvider"`
+	// AllowInsecureTLS accepts clusters[].insecure-skip-tls-verify.
+	AllowInsecureTLS bool `mapstructure:"allowInsecureTLS"`
+	// AllowProxy accepts clusters[].proxy-url.
+	AllowProxy bool `mapstructure:"allowProxy"`
+	// ExpiryWarning is how long before a member's inline token or client
+	// certificate expires its MemberCluster says CredentialsExpiring.
+	ExpiryWarning time.Duration `mapstructure:"expiryWarning"`
 }
 
 // StaticCluster is one member cluster given by a kubeconfig file.
@@ -250,6 +278,10 @@ type Controller struct {
 	// NodeCost is the default of a FederatedReplicaSet's
 	// spec.scaleDown.nodeCost; an empty key means none.
 	NodeCost NodeCost `mapstructure:"nodeCost"`
+	// MaxCachedPodsPerMember caps the pods one member's cache may hold; over
+	// it the member is marked degraded instead of the process running out of
+	// memory. 0 means unbounded.
+	MaxCachedPodsPerMember int `mapstructure:"maxCachedPodsPerMember"`
 }
 
 // NodeCost is the fleet-wide default node cost tiering of scale-down (see

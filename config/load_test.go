@@ -351,6 +351,16 @@ func TestLoadRefuses(t *testing.T) {
 			yaml: "controller:\n  workers: x\n  burstReplicas: 0\nfailover:\n  moveBack: Later\n",
 			keys: []string{"controller.workers", "controller.burstReplicas", "failover.moveBack"}, text: "Later"},
 		{name: "unknown flag", args: []string{"--no-such-flag"}, text: "parsing flags"},
+		{name: "pod cache cap not a number", env: map[string]string{"REPLICAFED_CONTROLLER_MAX_CACHED_PODS_PER_MEMBER": "lots"},
+			keys: []string{"controller.maxCachedPodsPerMember"}, text: `controller.maxCachedPodsPerMember: cannot use "lots"`},
+		{name: "pod cache cap negative flag", args: []string{"--controller-max-cached-pods-per-member=-3"},
+			keys: []string{"controller.maxCachedPodsPerMember"}, text: "must be >= 0 (0 means unbounded), got -3"},
+		{name: "credential switch not a bool", yaml: "clusters:\n  credentials:\n    allowExec: sometimes\n",
+			keys: []string{"clusters.credentials.allowExec"}, text: `cannot use "sometimes"`},
+		{name: "unknown credential switch", yaml: "clusters:\n  credentials:\n    allowEverything: true\n",
+			keys: []string{"clusters.credentials.allowEverything"}, text: "unknown key"},
+		{name: "expiry warning zero", yaml: "clusters:\n  credentials:\n    expiryWarning: 0s\n",
+			keys: []string{"clusters.credentials.expiryWarning"}, text: "must be > 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

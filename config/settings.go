@@ -43,6 +43,12 @@ var settings = []setting{
 	{key: "clusters.secretSelector", def: "sigs.k8s.io/multicluster-runtime-kubeconfig=true", usage: "label selector of member kubeconfig Secrets"},
 	{key: "clusters.secretKey", def: "kubeconfig", usage: "Secret data key holding the kubeconfig"},
 	{key: "clusters.static", def: []StaticCluster{}, noFlag: true, usage: "static member clusters (YAML list of {name, kubeconfig, labels, taints})"},
+	{key: "clusters.credentials.allowExec", def: false, usage: "accept exec credential plugins in member kubeconfig Secrets: the command runs inside replicafed (warned at every start)"},
+	{key: "clusters.credentials.allowFiles", def: false, usage: "accept file paths (tokenFile, client-certificate, client-key, certificate-authority) in member kubeconfig Secrets, read from replicafed's file system (warned at every start)"},
+	{key: "clusters.credentials.allowAuthProvider", def: false, usage: "accept auth-provider plugins in member kubeconfig Secrets (warned at every start)"},
+	{key: "clusters.credentials.allowInsecureTLS", def: false, usage: "accept insecure-skip-tls-verify in member kubeconfig Secrets (warned at every start)"},
+	{key: "clusters.credentials.allowProxy", def: false, usage: "accept proxy-url in member kubeconfig Secrets (warned at every start)"},
+	{key: "clusters.credentials.expiryWarning", def: 30 * 24 * time.Hour, usage: "how long before a member's inline token or client certificate expires its MemberCluster says CredentialsExpiring"},
 
 	{key: "raft.id", def: "", usage: "raft server ID; empty means $POD_NAME, else the hostname"},
 	{key: "raft.bindAddress", def: "0.0.0.0:7000", usage: "raft transport listen host:port"},
@@ -82,6 +88,7 @@ var settings = []setting{
 	{key: "controller.nodeCost.key", def: "", usage: "default spec.scaleDown.nodeCost: node label key ranking nodes for scale-down; empty means none"},
 	{key: "controller.nodeCost.values", def: []string{}, usage: "default nodeCost: label values, cheapest to free first (comma-separated)"},
 	{key: "controller.nodeCost.integer", def: false, usage: "default nodeCost: the label is an integer, lower is cheaper to free"},
+	{key: "controller.maxCachedPodsPerMember", def: 200000, usage: "most pods one member's cache may hold; over it the member is marked degraded (0: unbounded)"},
 
 	{key: "failover.unreachableGracePeriod", def: 60 * time.Second, usage: "how long a member may be unreachable before its replicas move"},
 	{key: "failover.unschedulableThreshold", def: 60 * time.Second, usage: "how long a pod may be unschedulable before its replica moves"},

@@ -240,6 +240,7 @@ func (c *Config) validateClusters(p *problems) {
 		}
 		validateTaints(p, key+".taints", sc.Taints)
 	}
+	p.positive("clusters.credentials.expiryWarning", cl.Credentials.ExpiryWarning)
 }
 
 // validateTaints checks a static member's taints as the API checks a
@@ -372,6 +373,9 @@ func (c *Config) validateController(p *problems) {
 	p.positive("controller.expectationsTTL", ctl.ExpectationsTTL)
 	p.positive("controller.resyncPeriod", ctl.ResyncPeriod)
 	p.positive("controller.statusUpdateInterval", ctl.StatusUpdateInterval)
+	if ctl.MaxCachedPodsPerMember < 0 {
+		p.add("controller.maxCachedPodsPerMember", "must be >= 0 (0 means unbounded), got %d", ctl.MaxCachedPodsPerMember)
+	}
 	nc := ctl.NodeCost
 	switch {
 	case nc.Key == "" && (len(nc.Values) > 0 || nc.Integer):

@@ -42,6 +42,10 @@ func TestValidBaseAccepted(t *testing.T) {
 		{"leader lease off", func(c *Config) { c.Hub.LeaderLease = LeaderLease{} }},
 		{"per-FRS metrics off", func(c *Config) { c.Metrics.PerFRS = PerFRSOff }},
 		{"per-FRS metrics per member", func(c *Config) { c.Metrics.PerFRS = PerFRSMembers }},
+		{"pod cache unbounded", func(c *Config) { c.Controller.MaxCachedPodsPerMember = 0 }},
+		{"every credential kind allowed", func(c *Config) {
+			c.Clusters.Credentials = Credentials{AllowExec: true, AllowFiles: true, AllowAuthProvider: true, AllowInsecureTLS: true, AllowProxy: true, ExpiryWarning: time.Hour}
+		}},
 	} {
 		t.Run(mod.name, func(t *testing.T) {
 			cfg := validBase(t)
@@ -87,6 +91,8 @@ func TestValidateRefuses(t *testing.T) {
 		{"static kubeconfig empty", func(c *Config) { c.Clusters.Static[0].Kubeconfig = "" }, []string{"clusters.static[0].kubeconfig"}, "must not be empty"},
 		{"static kubeconfig missing", func(c *Config) { c.Clusters.Static[0].Kubeconfig = "/no/such" }, []string{"clusters.static[0].kubeconfig"}, "no such file"},
 		{"static label key invalid", func(c *Config) { c.Clusters.Static[0].Labels = map[string]string{"a b": "x"} }, []string{"clusters.static[0].labels"}, `label key "a b"`},
+		{"expiry warning zero", func(c *Config) { c.Clusters.Credentials.ExpiryWarning = 0 }, []string{"clusters.credentials.expiryWarning"}, `must be > 0, got "0s"`},
+		{"expiry warning negative", func(c *Config) { c.Clusters.Credentials.ExpiryWarning = -time.Hour }, []string{"clusters.credentials.expiryWarning"}, "must be > 0"},
 		{"static label value invalid", func(c *Config) { c.Clusters.Static[0].Labels = map[string]string{"a": "x y"} }, []string{"clusters.static[0].labels"}, `value "x y"`},
 
 		{"raft id empty", func(c *Config) { c.Raft.ID = ""; c.Raft.Peers = nil }, []string{"raft.id"}, "must not be empty"},
@@ -144,6 +150,7 @@ func TestValidateRefuses(t *testing.T) {
 		{"member burst below qps", func(c *Config) { c.Controller.MemberBurst = 10 }, []string{"controller.memberBurst"}, "controller.memberQPS (20)"},
 		{"expectations ttl zero", func(c *Config) { c.Controller.ExpectationsTTL = 0 }, []string{"controller.expectationsTTL"}, "must be > 0"},
 		{"resync negative", func(c *Config) { c.Controller.ResyncPeriod = -time.Hour }, []string{"controller.resyncPeriod"}, `got "-1h0m0s"`},
+		{"pod cache cap negative", func(c *Config) { c.Controller.MaxCachedPodsPerMember = -1 }, []string{"controller.maxCachedPodsPerMember"}, "must be >= 0 (0 means unbounded), got -1"},
 		{"status interval zero", func(c *Config) { c.Controller.StatusUpdateInterval = 0 }, []string{"controller.statusUpdateInterval"}, "must be > 0"},
 		{"node cost values without key", func(c *Config) { c.Controller.NodeCost.Values = []string{"spot"} }, []string{"controller.nodeCost.key"}, "must be set"},
 		{"node cost key without form", func(c *Config) { c.Controller.NodeCost.Key = "karpenter.sh/capacity-type" }, []string{"controller.nodeCost"}, "exactly one of values or integer"},

@@ -19,6 +19,7 @@ import (
 
 const joinUsage = `Usage:
   replicafed join NAME --member-kubeconfig FILE [--hub-kubeconfig FILE] [--labels k=v,...] [flags]
+  replicafed join NAME --rotate --member-kubeconfig FILE [--hub-kubeconfig FILE] [--token-expiration D]
   replicafed unjoin NAME [--member-kubeconfig FILE] [--hub-kubeconfig FILE] [--force] [flags]
 
 join creates, in the member, the MemberReplicaSet CRD, a ServiceAccount, the
@@ -28,6 +29,13 @@ registry. unjoin deletes that Secret and the member's ServiceAccount, role and
 binding; it refuses while FederatedReplicaSets place replicas there unless
 --force. The member kubeconfig needs admin rights there; it is used only by
 this command and never stored.
+
+join --rotate renews the token of an already joined member: it requests a
+fresh token for the ServiceAccount and replaces only the token in the hub
+Secret's kubeconfig, keeping its server, CA, labels and annotations. Rotate
+before the token expires (the MemberCluster says CredentialsExpiring 30 days
+before, and replicafed_member_credentials_expiry_seconds counts down). The
+previous token stays valid until its own expiry; unjoin revokes every token.
 
 Flags:
 `
@@ -52,7 +60,7 @@ func runMemberCommand(ctx context.Context, cmd string, args []string, stdout, st
 	sa := fs.String("service-account", memberaccess.DefaultServiceAccount, "name of replicafed's ServiceAccount in the member")
 	role := fs.String("cluster-role", memberaccess.ClusterRoleName, "name of the member ClusterRole and its binding")
 	var labels map[string]string
-	var createNS, propagateDeps, force, insecure bool
+	var createNS, propagateDeps, force, insecure, rotate bool
 	var server string
 	var expiration time.Duration
 	if cmd == "join" {
@@ -61,7 +69,8 @@ func runMemberCommand(ctx context.Context, cmd string, args []string, stdout, st
 		fs.BoolVar(&propagateDeps, "propagate-dependencies", false, "grant access to ConfigMaps, Secrets, ServiceAccounts and PersistentVolumeClaims, for FederatedReplicaSets with spec.propagateDependencies")
 		fs.StringVar(&server, "member-server", "", "member API server address as the hub replicas reach it (default: the member kubeconfig's)")
 		fs.DurationVar(&expiration, "token-expiration", memberaccess.DefaultTokenExpiration, "requested token lifetime; join again to renew")
-		fs.BoolVar(&insecure, "allow-insecure-member", false, "accept a member kubeconfig that skips TLS verification (the hub Secret will skip it too)")
+		fs.BoolVar(&insecure, "allow-insecure-member", false, "accept a member kubeconfig that skips TLS verification (the hub Secret will skip it too; the hub then needs clusters.credentials.allowInsecureTLS)")
+		fs.BoolVar(&rotate, "rotate", false, "renew the token of an already joined member in its hub Secret, changing nothing else")
 	} else {
 		fs.BoolVar(&force, "force", false, "unjoin even while FederatedReplicaSets place replicas in the member")
 	}
@@ -88,6 +97,14 @@ func runMemberCommand(ctx context.Context, cmd string, args []string, stdout, st
 		fmt.Fprintln(stderr, "replicafed join: --member-kubeconfig is required")
 		return exitConfig
 	}
+	if rotate {
+		for _, f := range []string{"labels", "create-namespaces", "propagate-dependencies", "member-server", "allow-insecure-member", "cluster-role"} {
+			if fs.Changed(f) {
+				fmt.Fprintf(stderr, "replicafed join: --rotate changes only the token; drop --%s (join without --rotate to change it)\n", f)
+				return exitConfig
+			}
+		}
+	}
 	hub, err := loadConfig(*hubKC, *hubCtx)
 	if err != nil {
 		fmt.Fprintf(stderr, "replicafed %s: hub kubeconfig: %v\n", cmd, err)
@@ -104,6 +121,16 @@ func runMemberCommand(ctx context.Context, cmd string, args []string, stdout, st
 		Role: memberaccess.RoleOptions{CreateNamespaces: createNS, PropagateDependencies: propagateDeps}, TokenExpiration: expiration, Server: server, AllowInsecure: insecure}
 	reg := memberaccess.HubOptions{Namespace: *namespace, SecretLabel: *secretLabel, SecretKey: *secretKey}
 
+	if rotate {
+		acc, err := memberaccess.Rotate(ctx, memberaccess.RotateOptions{Name: name, Member: member, Hub: hub, Grant: grant, Registry: reg})
+		if err != nil {
+			fmt.Fprintf(stderr, "replicafed join --rotate: %v\n", err)
+			return exitFailed
+		}
+		fmt.Fprintf(stdout, "member %s: token rotated in Secret %s/%s in the hub, valid until %s\n",
+			name, *namespace, name, acc.ExpiresAt.UTC().Format(time.RFC3339))
+		return exitOK
+	}
 	if cmd == "join" {
 		acc, err := memberaccess.Join(ctx, memberaccess.JoinOptions{Name: name, Labels: labels, Member: member, Hub: hub, Grant: grant, Registry: reg})
 		if err != nil {

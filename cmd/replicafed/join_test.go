@@ -4,16 +4,22 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"maps"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/federation/registry/credentials"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/testcluster"
 	"github.com/replicafed/replicafed/internal/testworkload"
@@ -28,6 +34,8 @@ func TestMemberCommandUsage(t *testing.T) {
 		{[]string{"join", "a", "b", "--member-kubeconfig", "x"}, "exactly one member NAME expected"},
 		{[]string{"join", "a", "--hub-kubeconfig", "/dev/null"}, "--member-kubeconfig is required"},
 		{[]string{"unjoin", "a", "--labels", "x=y"}, "unknown flag: --labels"},
+		{[]string{"unjoin", "a", "--rotate"}, "unknown flag: --rotate"},
+		{[]string{"join", "a", "--rotate", "--member-kubeconfig", "x", "--hub-kubeconfig", "/dev/null", "--labels", "x=y"}, "--rotate changes only the token; drop --labels"},
 	} {
 		var stderr bytes.Buffer
 		code := execute(context.Background(), tc.args, env(nil), io.Discard, &stderr)
@@ -75,6 +83,8 @@ func TestJoinUnjoinCommands(t *testing.T) {
 		t.Fatal("join printed the member token")
 	}
 
+	rotateCommand(t, ctx, hubCl, run, member.Kubeconfig, hub.Kubeconfig, sec)
+
 	frs := testworkload.FRS("default", "web", 1)
 	if err := hubCl.Create(ctx, frs); err != nil {
 		t.Fatal(err)
@@ -94,4 +104,64 @@ func TestJoinUnjoinCommands(t *testing.T) {
 	if err := hubCl.Get(ctx, client.ObjectKeyFromObject(sec), sec); !apierrors.IsNotFound(err) {
 		t.Fatalf("hub Secret after unjoin: %v", err)
 	}
+}
+
+// rotateCommand renews edge-1's token with join --rotate and checks that only
+// the token changed, that it works and expires when asked.
+func rotateCommand(t *testing.T, ctx context.Context, hubCl client.Client, run func(...string) (int, string, string), memberKC, hubKC string, sec *corev1.Secret) {
+	t.Helper()
+	// An annotation set after the join (taints, say) must survive.
+	sec.Annotations = map[string]string{"replicafed.io/taints": "[]"}
+	if err := hubCl.Update(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	oldToken := tokenOf(t, sec.Data["kubeconfig"])
+	before := time.Now()
+	code, out, errOut := run("join", "edge-1", "--rotate", "--member-kubeconfig", memberKC, "--hub-kubeconfig", hubKC, "-n", "fleet", "--token-expiration", "2h")
+	if code != exitOK || !strings.Contains(out, "member edge-1: token rotated in Secret fleet/edge-1 in the hub, valid until ") {
+		t.Fatalf("rotate: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	rotated := &corev1.Secret{}
+	if err := hubCl.Get(ctx, client.ObjectKeyFromObject(sec), rotated); err != nil {
+		t.Fatal(err)
+	}
+	newToken := tokenOf(t, rotated.Data["kubeconfig"])
+	if newToken == oldToken || strings.Contains(out+errOut, newToken) {
+		t.Fatal("rotate kept the old token, or printed the new one")
+	}
+	if !maps.Equal(rotated.Labels, sec.Labels) || rotated.Annotations["replicafed.io/taints"] != "[]" {
+		t.Errorf("rotate changed labels %v -> %v or annotations %v", sec.Labels, rotated.Labels, rotated.Annotations)
+	}
+	oldCfg, err := clientcmd.Load(sec.Data["kubeconfig"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	newCfg, err := clientcmd.Load(rotated.Data["kubeconfig"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(oldCfg.Clusters, newCfg.Clusters) || oldCfg.CurrentContext != newCfg.CurrentContext {
+		t.Errorf("rotate changed the clusters or context: %+v -> %+v", oldCfg.Clusters, newCfg.Clusters)
+	}
+	exp, ok := credentials.TokenExpiry(newToken)
+	if !ok || exp.Before(before.Add(time.Hour)) || exp.After(time.Now().Add(3*time.Hour)) {
+		t.Errorf("new token expires at %v (%v), want about 2h from now", exp, ok)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(rotated.Data["kubeconfig"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+		t.Errorf("the rotated token does not reach the member: %v", err)
+	}
+
+	code, _, errOut = run("join", "edge-2", "--rotate", "--member-kubeconfig", memberKC, "--hub-kubeconfig", hubKC, "-n", "fleet")
+	if code != exitFailed || !strings.Contains(errOut, "member edge-2 is not joined") {
+		t.Errorf("rotate of a member never joined: exit %d, stderr %s", code, errOut)
+	}
+	*sec = *rotated
 }

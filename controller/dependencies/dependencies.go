@@ -14,9 +14,12 @@ package dependencies
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Kind is the kind of a referenced object (all in the core group, v1).
@@ -177,4 +180,40 @@ func Required(refs []Ref) []Ref {
 		}
 	}
 	return out
+}
+
+// Scope: a pod template names its ConfigMaps, Secrets, ServiceAccounts and
+// claims by name alone (LocalObjectReference and plain name fields; a pod
+// spec has no namespace field for them), and they are read and copied only
+// in the FederatedReplicaSet's own namespace, under the same name. A name
+// that is not an object name ("other-ns/secret", "..", a name with a
+// slash or a percent sign) could, in a URL or a cache key, address
+// something else: such references are refused (Split), never read.
+
+// CheckName returns an error when name cannot be the name of an object of
+// the four kinds (a DNS-1123 subdomain, which every one of them must be).
+func CheckName(name string) error {
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return fmt.Errorf("%q is not an object name (%s); a dependency is referenced by name in the FederatedReplicaSet's own namespace, never in another", name, strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
+// Invalid is a reference refused by Split.
+type Invalid struct {
+	Ref Ref
+	Err error
+}
+
+// Split separates the references whose names are object names (valid) from
+// the others (invalid), keeping their order.
+func Split(refs []Ref) (valid []Ref, invalid []Invalid) {
+	for _, r := range refs {
+		if err := CheckName(r.Name); err != nil {
+			invalid = append(invalid, Invalid{Ref: r, Err: err})
+			continue
+		}
+		valid = append(valid, r)
+	}
+	return valid, invalid
 }

@@ -93,7 +93,24 @@ type Options struct {
 	// DependencyRecheck is how soon a key waiting for dependencies is
 	// synced again without an event; 0 means DefaultDependencyRecheck.
 	DependencyRecheck time.Duration
+	// ViewIncomplete says why the pod cache does not hold every pod of the
+	// member (a bounded cache that is full), nil when it does; optional.
+	// While it returns an error a sync writes nothing to the member: no
+	// pod is created or deleted on a partial view, no owner or status is
+	// written. It reports the MemberReplicaSet's last written counts to the
+	// Sink with a ReplicaFailure condition, reason PodCacheIncomplete, and
+	// the key is synced again after IncompleteRequeue (the worker also
+	// requeues every key when the view is complete again).
+	ViewIncomplete func() error
 }
+
+// ReasonPodCacheIncomplete is the ReplicaFailure reason a member reports
+// while its pod cache misses pods (Options.ViewIncomplete).
+const ReasonPodCacheIncomplete = "PodCacheIncomplete"
+
+// IncompleteRequeue is how soon a key is synced again while the member's
+// view is incomplete.
+const IncompleteRequeue = 30 * time.Second
 
 // DefaultUnsatisfiedRequeue is the default Options.UnsatisfiedRequeue.
 const DefaultUnsatisfiedRequeue = 15 * time.Second
@@ -174,6 +191,20 @@ func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, err
 		mrs = nil
 	} else if err != nil {
 		return Result{}, fmt.Errorf("reading MemberReplicaSet %s from cache: %w", nn, err)
+	}
+
+	if e.o.ViewIncomplete != nil {
+		if why := e.o.ViewIncomplete(); why != nil {
+			log.V(1).Info("Pod cache incomplete, writing nothing to the member", "reason", why.Error())
+			switch {
+			case mrs != nil:
+				e.reportIncomplete(ctx, key, mrs, why)
+			case wanted && !w.Deleting:
+				// Not created yet: the report says why it is not.
+				e.reportIncomplete(ctx, key, &v1alpha1.MemberReplicaSet{Spec: v1alpha1.MemberReplicaSetSpec{Hub: w.Hub}}, why)
+			}
+			return Result{RequeueAfter: IncompleteRequeue}, nil
+		}
 	}
 
 	switch {
@@ -646,4 +677,16 @@ func (e *Engine) report(ctx context.Context, key fedref.MemberObject, mrs *v1alp
 		st.ReplicaFailure = &cc
 	}
 	e.o.Sink.Report(ctx, key, st)
+}
+
+// reportIncomplete reports the MemberReplicaSet's last written counts with
+// a ReplicaFailure saying why nothing is done in the member.
+func (e *Engine) reportIncomplete(ctx context.Context, key fedref.MemberObject, mrs *v1alpha1.MemberReplicaSet, why error) {
+	now := e.o.Clock.Now()
+	cur := *mrs.Status.DeepCopy()
+	cur.Conditions = replicastatus.SetCondition(cur.Conditions, metav1.Condition{
+		Type: replicastatus.ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: ReasonPodCacheIncomplete,
+		Message: why.Error(), LastTransitionTime: metav1.NewTime(now),
+	})
+	e.report(ctx, key, mrs, cur, nil, now)
 }

@@ -99,6 +99,8 @@ type hopts struct {
 	store   expectations.Store
 	noOwner bool
 	deps    DependencyChecker
+	// incomplete is Options.ViewIncomplete.
+	incomplete func() error
 }
 
 func newHarness(t *testing.T, w *Workload, o hopts) *harness {
@@ -169,7 +171,7 @@ func newHarness(t *testing.T, w *Workload, o hopts) *harness {
 			h.mu.Unlock()
 		}),
 		Gate: o.gate, Recorder: h.rec, BurstReplicas: o.burst, Clock: h.clock,
-		Dependencies: o.deps,
+		Dependencies: o.deps, ViewIncomplete: o.incomplete,
 	})
 	return h
 }

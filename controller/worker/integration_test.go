@@ -107,6 +107,13 @@ type envOpts struct {
 	// pods itself.
 	kwokNodes        int
 	createNamespaces bool
+	// maxCachedPods bounds the member's pod cache (CacheOptionsFor); a
+	// test that counts pods against it needs ownCluster.
+	maxCachedPods int
+	// source and sink replace the test's workload source and add a status
+	// sink.
+	source engine.WorkloadSource
+	sink   engine.StatusSink
 }
 
 func scheme() *runtime.Scheme { return kubescheme.Must() }
@@ -155,14 +162,18 @@ func startEnv(t testing.TB, o envOpts) *env {
 		return writeCounter{rt: rt, writes: e.writes, podCreates: e.podCreates, nodeGets: e.nodeGets}
 	}
 	// The product's member cache: slim pods and nodes (worker.CacheOptions).
-	mc, err := cluster.New(cfg, func(co *cluster.Options) { co.Scheme = scheme(); worker.CacheOptions(co) })
+	mc, err := cluster.New(cfg, func(co *cluster.Options) { co.Scheme = scheme(); worker.CacheOptionsFor(o.maxCachedPods)(co) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { _ = mc.Start(ctx) }()
-	e.mgr = worker.NewManager(worker.Options{Workers: o.workers, BurstReplicas: o.burst, Store: e.store, Source: e.src,
-		CreateNamespaces: o.createNamespaces})
+	var src engine.WorkloadSource = e.src
+	if o.source != nil {
+		src = o.source
+	}
+	e.mgr = worker.NewManager(worker.Options{Workers: o.workers, BurstReplicas: o.burst, Store: e.store, Source: src,
+		CreateNamespaces: o.createNamespaces, MaxCachedPods: o.maxCachedPods, Sink: o.sink})
 	if err := e.mgr.Engage(ctx, member, mc); err != nil {
 		t.Fatal(err)
 	}

@@ -122,6 +122,19 @@ func (m *Manager) EnqueueAll(ctx context.Context) {
 	wg.Wait()
 }
 
+// PodCacheIncomplete says why the named member's pod cache misses pods
+// (Worker.PodCacheIncomplete); nil when it does not or the member is not
+// engaged.
+func (m *Manager) PodCacheIncomplete(member string) error {
+	m.mu.Lock()
+	mem := m.members[member]
+	m.mu.Unlock()
+	if mem == nil {
+		return nil
+	}
+	return mem.w.PodCacheIncomplete()
+}
+
 // Members returns the names of engaged members.
 func (m *Manager) Members() []string {
 	m.mu.Lock()

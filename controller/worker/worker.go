@@ -66,6 +66,17 @@ type Options struct {
 	// Dependencies builds the member's engine.Options.Dependencies from
 	// its cluster; nil leaves pod creation unchecked.
 	Dependencies func(cl cluster.Cluster) engine.DependencyChecker
+	// MaxCachedPods is the most pods one member's cache keeps (config
+	// controller.maxCachedPodsPerMember); 0 means no bound. Over it the
+	// member's cache stops taking new pods, so one huge member cannot grow
+	// the process until it is killed, and the member is degraded: nothing
+	// is created or deleted there on the partial view (engine
+	// Options.ViewIncomplete), every FederatedReplicaSet it runs shows a
+	// ReplicaFailure with reason PodCacheIncomplete, PodCacheIncomplete
+	// says so, and replicafed_member_pod_cache_incomplete is 1. The member's
+	// cache must be built with CacheOptionsFor(MaxCachedPods): Start fails
+	// on a cache with another bound or none.
+	MaxCachedPods int
 }
 
 // Worker runs the engine for one member cluster.
@@ -79,6 +90,7 @@ type Worker struct {
 
 	mu     sync.Mutex
 	podInf cache.Informer
+	bound  *PodBound
 }
 
 // New builds a worker for member name. Nothing runs until Start.
@@ -108,7 +120,8 @@ func New(name string, cl cluster.Cluster, o Options) (*Worker, error) {
 		// (shared with the hub's capacity estimate), never live.
 		Nodes: cl.GetCache(),
 		// Pods wait for their dependencies (spec.propagateDependencies).
-		Dependencies: deps,
+		Dependencies:   deps,
+		ViewIncomplete: w.PodCacheIncomplete,
 	})
 	return w, nil
 }
@@ -181,9 +194,22 @@ func (w *Worker) Start(ctx context.Context) error {
 			return fmt.Errorf("indexing pods by controller in %s: %w", w.name, err)
 		}
 	}
+	bound := podBoundOf(podInf)
+	if w.o.MaxCachedPods > 0 && (bound == nil || bound.Max() != w.o.MaxCachedPods) {
+		have := 0
+		if bound != nil {
+			have = bound.Max()
+		}
+		return fmt.Errorf("member %s: the worker's maximum of cached pods is %d but its cache keeps at most %d (0: no bound); build the member cluster with worker.CacheOptionsFor(%d)",
+			w.name, w.o.MaxCachedPods, have, w.o.MaxCachedPods)
+	}
 	w.mu.Lock()
-	w.podInf = podInf
+	w.podInf, w.bound = podInf, bound
 	w.mu.Unlock()
+	if bound != nil {
+		stop := w.watchBound(ctx, bound)
+		defer stop()
+	}
 	mrsInf, err := w.cl.GetCache().GetInformer(ctx, &v1alpha1.MemberReplicaSet{}, cache.BlockUntilSynced(false))
 	if err != nil {
 		return fmt.Errorf("getting MemberReplicaSet informer of %s: %w", w.name, err)

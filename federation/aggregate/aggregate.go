@@ -1,7 +1,9 @@
 // Package aggregate sums what member workers report into a
 // FederatedReplicaSet's status: the ReplicaSet counts over all members, one
 // row per member, and the conditions. It is pure; the hub reconciler decides
-// when to write the result.
+// when to write the result. Everything it writes fits the status schema
+// whatever the members send (see MaxMessage and the other bounds): sums are
+// made in int64 and saturate, members' text is cut with TruncatedMarker.
 package aggregate
 
 import (
@@ -119,41 +121,43 @@ func Compute(in Input) v1alpha1.FederatedReplicaSetStatus {
 	st.Spread = spreadText(members)
 
 	var unreachable, failed, unschedulable, progressing []string
-	var terminating int32
+	// Sums over members are made in int64: int32 counts of many members
+	// can overflow, and a wrapped sum would read as a negative count.
+	var replicas, fullyLabeled, ready, available, unschedulableSum, terminating, clusterCount int64
 	anyTerminating := false
 	for _, m := range members {
-		row := v1alpha1.ClusterStatus{Name: m.Name, Target: m.Target, Health: m.Health, Message: m.Message}
+		row := v1alpha1.ClusterStatus{Name: m.Name, Target: m.Target, Health: m.Health, Message: Truncate(m.Message, MaxMessage)}
 		if row.Health == "" {
 			row.Health = v1alpha1.ClusterHealthUnknown
 		}
 		if m.Target > 0 {
-			st.ClusterCount++
+			clusterCount++
 		}
 		if m.Health == v1alpha1.ClusterUnreachable {
 			unreachable = append(unreachable, m.Name)
 		}
 		if m.Problem != "" {
-			failed = append(failed, fmt.Sprintf("%s: %s", m.Name, m.Problem))
+			failed = append(failed, m.Name+": "+Truncate(m.Problem, MaxMessage))
 			if row.Message == "" {
-				row.Message = m.Problem
+				row.Message = Truncate(m.Problem, MaxMessage)
 			}
 		}
 		if r := m.Report; r != nil {
 			row.Replicas, row.ReadyReplicas, row.AvailableReplicas = r.Replicas, r.Ready, r.Available
 			row.UnschedulableReplicas = r.Unschedulable
-			st.UnschedulableReplicas += r.Unschedulable
+			unschedulableSum += int64(r.Unschedulable)
 			t := metav1.NewTime(r.Time)
 			row.LastReportTime = &t
-			st.Replicas += r.Replicas
-			st.FullyLabeledReplicas += r.FullyLabeled
-			st.ReadyReplicas += r.Ready
-			st.AvailableReplicas += r.Available
+			replicas += int64(r.Replicas)
+			fullyLabeled += int64(r.FullyLabeled)
+			ready += int64(r.Ready)
+			available += int64(r.Available)
 			if r.Terminating != nil {
 				anyTerminating = true
-				terminating += *r.Terminating
+				terminating += int64(*r.Terminating)
 			}
 			if r.Failure != "" {
-				failed = append(failed, fmt.Sprintf("%s: %s", m.Name, r.Failure))
+				failed = append(failed, m.Name+": "+Truncate(r.Failure, MaxMessage))
 			}
 			if r.Unschedulable > 0 {
 				unschedulable = append(unschedulable, fmt.Sprintf("%s: %d pods", m.Name, r.Unschedulable))
@@ -166,8 +170,13 @@ func Compute(in Input) v1alpha1.FederatedReplicaSetStatus {
 		}
 		st.Clusters = append(st.Clusters, row)
 	}
+	st.Clusters = boundRows(st.Clusters)
+	st.Replicas, st.FullyLabeledReplicas = clamp32(replicas), clamp32(fullyLabeled)
+	st.ReadyReplicas, st.AvailableReplicas = clamp32(ready), clamp32(available)
+	st.UnschedulableReplicas, st.ClusterCount = clamp32(unschedulableSum), clamp32(clusterCount)
 	if anyTerminating {
-		st.TerminatingReplicas = &terminating
+		t := clamp32(terminating)
+		st.TerminatingReplicas = &t
 	}
 
 	set := func(typ string, ok bool, reason, msg string) {
@@ -176,18 +185,18 @@ func Compute(in Input) v1alpha1.FederatedReplicaSetStatus {
 			status = metav1.ConditionTrue
 		}
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: typ, Status: status, Reason: reason, Message: msg,
+			Type: typ, Status: status, Reason: reason, Message: Truncate(msg, MaxConditionMessage),
 			ObservedGeneration: in.Generation, LastTransitionTime: metav1.NewTime(in.Now),
 		})
 	}
 
-	if st.AvailableReplicas >= in.Desired && st.Replicas == in.Desired && len(progressing) == 0 {
+	if available >= int64(in.Desired) && replicas == int64(in.Desired) && len(progressing) == 0 {
 		set(v1alpha1.ConditionReady, true, "ReplicasAvailable", fmt.Sprintf("%d of %d replicas available", st.AvailableReplicas, in.Desired))
 	} else {
 		set(v1alpha1.ConditionReady, false, "ReplicasNotAvailable", fmt.Sprintf("%d of %d replicas available", st.AvailableReplicas, in.Desired))
 	}
 	if in.PlanFailure != nil {
-		set(v1alpha1.ConditionPlanned, false, in.PlanFailure.Reason, in.PlanFailure.Message)
+		set(v1alpha1.ConditionPlanned, false, in.PlanFailure.Reason, Truncate(in.PlanFailure.Message, MaxMessage))
 	} else {
 		set(v1alpha1.ConditionPlanned, true, "TargetsCommitted", "member targets are committed for this generation")
 	}
@@ -195,19 +204,19 @@ func Compute(in Input) v1alpha1.FederatedReplicaSetStatus {
 	case in.PlanFailure != nil:
 		// The members work towards older targets: "at its target" would
 		// say nothing about the spec.
-		set(v1alpha1.ConditionProgressing, false, "PlanNotCommitted", "members keep their last committed targets: "+in.PlanFailure.Message)
+		set(v1alpha1.ConditionProgressing, false, "PlanNotCommitted", "members keep their last committed targets: "+Truncate(in.PlanFailure.Message, MaxMessage))
 	case len(progressing) > 0:
-		set(v1alpha1.ConditionProgressing, true, "MembersConverging", "converging: "+strings.Join(progressing, ", "))
+		set(v1alpha1.ConditionProgressing, true, "MembersConverging", joinBounded("converging: ", progressing, ", ", MaxConditionMessage))
 	default:
 		set(v1alpha1.ConditionProgressing, false, "MembersAtTarget", "every member is at its target")
 	}
 	if len(failed) > 0 {
-		set(v1alpha1.ConditionReplicaFailure, true, "MemberReplicaFailure", strings.Join(failed, "; "))
+		set(v1alpha1.ConditionReplicaFailure, true, "MemberReplicaFailure", joinBounded("", failed, "; ", MaxConditionMessage))
 	} else {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionReplicaFailure)
 	}
 	if len(unreachable) > 0 {
-		set(v1alpha1.ConditionClusterUnavailable, true, "MemberUnreachable", "unreachable: "+strings.Join(unreachable, ", "))
+		set(v1alpha1.ConditionClusterUnavailable, true, "MemberUnreachable", joinBounded("unreachable: ", unreachable, ", ", MaxConditionMessage))
 	} else {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionClusterUnavailable)
 	}
@@ -216,12 +225,16 @@ func Compute(in Input) v1alpha1.FederatedReplicaSetStatus {
 		set(v1alpha1.ConditionUnschedulable, true, "InsufficientCapacity",
 			fmt.Sprintf("the fleet lacks room for %d replicas", in.Shortfall))
 	case len(unschedulable) > 0:
-		set(v1alpha1.ConditionUnschedulable, true, "PodsUnschedulable", strings.Join(unschedulable, "; "))
+		set(v1alpha1.ConditionUnschedulable, true, "PodsUnschedulable", joinBounded("", unschedulable, "; ", MaxConditionMessage))
 	default:
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionUnschedulable)
 	}
 	if len(in.SpreadUnsatisfied) > 0 {
-		set(v1alpha1.ConditionSpreadUnsatisfied, true, "SpreadUnsatisfied", strings.Join(in.SpreadUnsatisfied, "; "))
+		spread := make([]string, len(in.SpreadUnsatisfied))
+		for i, s := range in.SpreadUnsatisfied {
+			spread[i] = Truncate(s, MaxMessage)
+		}
+		set(v1alpha1.ConditionSpreadUnsatisfied, true, "SpreadUnsatisfied", joinBounded("", spread, "; ", MaxConditionMessage))
 	} else {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionSpreadUnsatisfied)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/dependencies"
+	"github.com/replicafed/replicafed/federation/aggregate"
 )
 
 // problem is one thing that keeps a FederatedReplicaSet's dependencies from
@@ -34,13 +35,14 @@ func (p problem) String() string {
 // reasonRank orders reasons for the condition: the one needing the user
 // first.
 var reasonRank = map[string]int{
-	v1alpha1.ReasonDependencyConflict:   0,
-	v1alpha1.ReasonDependencyNotFound:   1,
-	v1alpha1.ReasonDependencyCopyFailed: 2,
+	ReasonDependencyInvalidReference:    0,
+	v1alpha1.ReasonDependencyConflict:   1,
+	v1alpha1.ReasonDependencyNotFound:   2,
+	v1alpha1.ReasonDependencyCopyFailed: 3,
 }
 
 // maxConditionMessage is metav1.Condition's message limit.
-const maxConditionMessage = 32768
+const maxConditionMessage = aggregate.MaxConditionMessage
 
 // condition returns the DependenciesPropagated condition for one
 // FederatedReplicaSet: True when nothing stands in the way (copies counts
@@ -68,13 +70,13 @@ func condition(problems []problem, copies, members int, generation int64) metav1
 	ps = slices.Compact(ps)
 	msgs := make([]string, len(ps))
 	for i, p := range ps {
+		// A member's error text can be of any length: each is cut, so
+		// one cannot crowd out the others.
+		p.Message = aggregate.Truncate(p.Message, aggregate.MaxMessage)
 		msgs[i] = p.String()
 	}
 	c.Status, c.Reason = metav1.ConditionFalse, ps[0].Reason
-	c.Message = strings.Join(msgs, "; ")
-	if len(c.Message) > maxConditionMessage {
-		c.Message = c.Message[:maxConditionMessage-3] + "..."
-	}
+	c.Message = aggregate.Truncate(strings.Join(msgs, "; "), maxConditionMessage)
 	return c
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/dependencies"
+	"github.com/replicafed/replicafed/federation/aggregate"
 )
 
 func TestCondition(t *testing.T) {
@@ -33,6 +34,13 @@ func TestCondition(t *testing.T) {
 			{Member: "a", Key: db, Reason: v1alpha1.ReasonDependencyConflict, Message: "exists"},
 		}, 2, 2, metav1.ConditionFalse, v1alpha1.ReasonDependencyConflict,
 			"Secret/db in a: exists; ConfigMap/conf: not found in the hub namespace; Secret/db in b: timeout"},
+		{"invalid reference first", []problem{
+			{Member: "a", Key: db, Reason: v1alpha1.ReasonDependencyConflict, Message: "exists"},
+			{Key: dependencies.Key{Kind: dependencies.Secret, Name: "kube-system/db"}, Reason: ReasonDependencyInvalidReference, Message: "not an object name"},
+		}, 1, 1, metav1.ConditionFalse, ReasonDependencyInvalidReference, "Secret/kube-system/db: not an object name; Secret/db in a: exists"},
+		{"a 100 KiB member error is cut", []problem{
+			{Member: "a", Key: db, Reason: v1alpha1.ReasonDependencyCopyFailed, Message: strings.Repeat("e", 100<<10)},
+		}, 1, 1, metav1.ConditionFalse, v1alpha1.ReasonDependencyCopyFailed, aggregate.TruncatedMarker},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -29,6 +29,10 @@ var _ engine.DependencyChecker = Presence{}
 func (p Presence) Missing(ctx context.Context, namespace string, refs []dependencies.Ref) ([]dependencies.Ref, error) {
 	var missing []dependencies.Ref
 	for _, r := range refs {
+		if err := dependencies.CheckName(r.Name); err != nil {
+			// Never looked up: the name could address another namespace.
+			return nil, fmt.Errorf("checking %s: %w", r.Kind, err)
+		}
 		obj := metadataOf(r.Kind)
 		err := p.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: r.Name}, obj)
 		switch {

@@ -12,6 +12,13 @@
 // changed, and the FederatedReplicaSet shows condition
 // DependenciesPropagated False, reason Conflict, and a warning event.
 //
+// Only the FederatedReplicaSet's own namespace is read: a template names
+// its dependencies by name alone, every read and every copy uses the
+// FederatedReplicaSet's namespace, and a name that is not an object name
+// (say "other-ns/secret") is refused with reason InvalidReference and never
+// read. So a FederatedReplicaSet can copy only what a pod in its namespace
+// could mount; replicafed's wider read rights reach nothing else.
+//
 // Reads of dependency objects are live GETs by name, in the hub and in the
 // members: replicafed caches no Secret or ConfigMap, needs no list or watch
 // on them in the hub, and reads only objects a template names. Changes in
@@ -228,6 +235,12 @@ func sameCondition(a, b *metav1.Condition) bool {
 	return a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message && a.ObservedGeneration == b.ObservedGeneration
 }
 
+// ReasonDependencyInvalidReference is the DependenciesPropagated reason
+// for a template reference that cannot name an object of the
+// FederatedReplicaSet's own namespace (dependencies.CheckName): it is
+// refused, never read, and reported with a warning event.
+const ReasonDependencyInvalidReference = "InvalidReference"
+
 // Hints added to a forbidden error: where the missing permission comes from.
 const (
 	hubRBACHint    = "the hub chart grants it with rbac.propagateDependencies=true"
@@ -288,7 +301,13 @@ func (p *Propagator) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			continue
 		}
 		ps.frs[frs.Name] = frs
-		w := dependencies.Want{FRS: frs.Name, Refs: dependencies.Of(&frs.Spec.Template.Spec)}
+		refs, invalid := dependencies.Split(dependencies.Of(&frs.Spec.Template.Spec))
+		for _, bad := range invalid {
+			// Never read: only the namespace's own objects, by name, are copied.
+			ps.problems[frs.Name] = append(ps.problems[frs.Name], problem{Key: bad.Ref.Key(), Reason: ReasonDependencyInvalidReference,
+				Message: bad.Err.Error()})
+		}
+		w := dependencies.Want{FRS: frs.Name, Refs: refs}
 		switch {
 		case frs.DeletionTimestamp != nil && p.o.Orphaned != nil && p.o.Orphaned(frs):
 			w.Release = true

@@ -419,3 +419,61 @@ func TestPropagation(t *testing.T) {
 		t.Errorf("the member's own ConfigMap was changed: rv %s -> %s, data %v, labels %v", foreignRV, got.ResourceVersion, got.Data, got.Labels)
 	}
 }
+
+// A template names its dependencies by name only and they are read in the
+// FederatedReplicaSet's own namespace: a reference written as
+// "namespace/name" is refused (never read, never copied, condition and
+// event), and a Secret that exists only in another namespace is not found.
+func TestCrossNamespaceReferenceRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs real control planes")
+	}
+	e := start(t)
+	const other = "vault"
+	e.create(e.hub, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}})
+	e.create(e.hub, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "master"}, Data: map[string][]byte{"k": []byte("v")}})
+	e.create(e.hub, &corev1.ConfigMap{ObjectMeta: objMeta("conf"), Data: map[string]string{"mode": "v1"}})
+	e.create(e.mem, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+
+	f := frs("thief")
+	spec := &f.Spec.Template.Spec
+	spec.ServiceAccountName = ""
+	spec.Volumes = []corev1.Volume{
+		{Name: "a", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: other + "/master"}}},
+		{Name: "b", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "../" + other + "/master"}}},
+		{Name: "c", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "master"}}},
+	}
+	spec.Containers[0].EnvFrom = nil
+	e.create(e.hub, f)
+	e.setTargets("thief", map[string]int32{member: 1})
+
+	e.eventually("InvalidReference condition", func() (bool, string) {
+		c := e.condition("thief")
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == propagation.ReasonDependencyInvalidReference &&
+			strings.Contains(c.Message, "Secret/"+other+"/master") && strings.Contains(c.Message, "Secret/../"+other+"/master") &&
+			strings.Contains(c.Message, "Secret/master: not found in the hub namespace"), fmt.Sprintf("%+v", c)
+	})
+	// The same pass copied the valid reference: the refused ones are settled.
+	e.eventually("conf copied", func() (bool, string) {
+		return e.memberObj(&corev1.ConfigMap{ObjectMeta: objMeta("conf")}), "conf missing"
+	})
+	var secrets corev1.SecretList
+	if err := e.mem.List(context.Background(), &secrets); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secrets.Items {
+		if dependencies.IsCopy(&s) || s.Name == "master" {
+			t.Errorf("member holds Secret %s/%s", s.Namespace, s.Name)
+		}
+	}
+	if err := e.mem.Get(context.Background(), types.NamespacedName{Name: other}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+		t.Errorf("member namespace %s: %v, want not found", other, err)
+	}
+	var warned bool
+	for _, ev := range e.events() {
+		warned = warned || strings.Contains(ev, "Dependency"+propagation.ReasonDependencyInvalidReference)
+	}
+	if !warned {
+		t.Error("no DependencyInvalidReference event")
+	}
+}

@@ -1,9 +1,10 @@
 // Package registry knows the member clusters: those registered as kubeconfig
-// Secrets in the hub (through multicluster-runtime's kubeconfig provider) and
-// those listed in the configuration file. It engages static members with the
-// multicluster manager itself, records every engaged member with its labels and
-// client configuration, starts its health probe, and tells listeners when the
-// set of members changes.
+// Secrets in the hub (SecretProvider, which checks each kubeconfig before
+// using it) and those listed in the configuration file. It engages static
+// members with the multicluster manager itself, records every engaged member
+// with its labels and client configuration, starts its health probe, tells
+// listeners when the set of members changes, and says what is wrong with a
+// registration (Conditions) and when its credentials expire.
 package registry
 
 import (
@@ -12,23 +13,26 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
-	"sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/worker"
 	"github.com/replicafed/replicafed/federation/health"
+	"github.com/replicafed/replicafed/federation/registry/credentials"
 )
 
 // Member is one engaged member cluster.
@@ -57,7 +61,18 @@ type Options struct {
 	RESTOptions []func(*rest.Config) error
 	// Health probes engaged members; nil disables probing.
 	Health *health.Monitor
+	// Credentials says what a kubeconfig Secret may use beyond inline
+	// credentials.
+	Credentials credentials.Policy
+	// ExpiryWarning is how long before its credentials expire a member
+	// reports CredentialsExpiring; DefaultExpiryWarning when zero.
+	ExpiryWarning time.Duration
+	// Clock for expiry conditions and metrics; the real clock when nil.
+	Clock clock.PassiveClock
 }
+
+// DefaultExpiryWarning is Options.ExpiryWarning's default.
+const DefaultExpiryWarning = 30 * 24 * time.Hour
 
 // Static is a member given by a kubeconfig file.
 type Static struct {
@@ -72,7 +87,7 @@ type Static struct {
 // multicluster manager engages it like any other component.
 type Registry struct {
 	opts      Options
-	provider  *kubeconfig.Provider
+	provider  *SecretProvider
 	mu        sync.RWMutex
 	members   map[string]*Member
 	listeners []func(cluster string, joined bool)
@@ -85,6 +100,8 @@ type Registry struct {
 	refreshing map[string]cluster.Cluster
 	current    map[string]context.CancelFunc
 	staticStop map[string]context.CancelFunc
+	// staticExpiry holds static members' inline credential expiries.
+	staticExpiry map[string]credentials.Expiration
 }
 
 var _ multicluster.Aware = &Registry{}
@@ -103,22 +120,6 @@ func SecretLabel(selector string) (string, error) {
 	return reqs[0].Key(), nil
 }
 
-// NewProvider returns the kubeconfig-Secret provider to build the multicluster
-// manager with.
-func NewProvider(opts Options) (*kubeconfig.Provider, error) {
-	label, err := SecretLabel(opts.SecretSelector)
-	if err != nil {
-		return nil, err
-	}
-	return kubeconfig.New(kubeconfig.Options{
-		Namespace:             opts.SecretNamespace,
-		KubeconfigSecretLabel: label,
-		KubeconfigSecretKey:   opts.SecretKey,
-		ClusterOptions:        []cluster.Option{memberClusterOptions(opts.Scheme)},
-		RESTOptions:           opts.RESTOptions,
-	}), nil
-}
-
 // memberClusterOptions configures every member cluster the same way: the
 // scheme, and the member workers' informer transforms (slim pods and nodes).
 func memberClusterOptions(scheme *runtime.Scheme) cluster.Option {
@@ -129,11 +130,18 @@ func memberClusterOptions(scheme *runtime.Scheme) cluster.Option {
 }
 
 // New returns a Registry. Call Setup before the manager starts.
-func New(opts Options, provider *kubeconfig.Provider) *Registry {
+func New(opts Options, provider *SecretProvider) *Registry {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.ExpiryWarning <= 0 {
+		opts.ExpiryWarning = DefaultExpiryWarning
+	}
 	return &Registry{
 		opts: opts, provider: provider, members: map[string]*Member{},
 		roots: map[string]context.Context{}, refreshing: map[string]cluster.Cluster{},
 		current: map[string]context.CancelFunc{}, staticStop: map[string]context.CancelFunc{},
+		staticExpiry: map[string]credentials.Expiration{},
 	}
 }
 
@@ -142,8 +150,8 @@ func New(opts Options, provider *kubeconfig.Provider) *Registry {
 func (r *Registry) Setup(ctx context.Context, mgr mcmanager.Manager) error {
 	r.mgr = mgr
 	if r.provider != nil {
-		if err := r.provider.SetupWithManager(ctx, mgr); err != nil {
-			return fmt.Errorf("setting up kubeconfig provider: %w", err)
+		if err := r.provider.SetupWithManager(mgr); err != nil {
+			return err
 		}
 	}
 	if err := mgr.Add(r); err != nil {
@@ -172,10 +180,19 @@ func (r *Registry) Start(ctx context.Context) error {
 	return nil
 }
 
+// engageStatic engages a member from the operator's own kubeconfig file,
+// with every kubeconfig feature (exec plugins, files) client-go supports.
 func (r *Registry) engageStatic(ctx context.Context, s Static) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig of static member %s from %s: %w", s.Name, s.Kubeconfig, err)
+	}
+	if raw, err := clientcmd.LoadFromFile(s.Kubeconfig); err == nil {
+		if exp, ok := credentials.Expiry(raw); ok {
+			r.mu.Lock()
+			r.staticExpiry[s.Name] = exp
+			r.mu.Unlock()
+		}
 	}
 	for _, o := range r.opts.RESTOptions {
 		if err := o(cfg); err != nil {
@@ -288,13 +305,24 @@ func (r *Registry) Engage(ctx context.Context, clusterName multicluster.ClusterN
 	go func() {
 		<-ctx.Done()
 		r.mu.Lock()
+		var stopRefreshed context.CancelFunc
 		if cur, ok := r.members[name]; ok && cur == m {
 			delete(r.members, name)
+			// Nothing of a member that left stays behind; a later
+			// engagement under the same name starts afresh.
+			stopRefreshed = r.current[name]
+			delete(r.current, name)
+			if root := r.roots[name]; root == nil || root.Err() != nil {
+				delete(r.roots, name)
+			}
 		} else {
 			m = nil
 		}
 		listeners := append([]func(string, bool){}, r.listeners...)
 		r.mu.Unlock()
+		if stopRefreshed != nil {
+			stopRefreshed()
+		}
 		if m == nil {
 			return // replaced by a newer engagement
 		}
@@ -414,6 +442,9 @@ func (r *Registry) Registered(ctx context.Context) ([]Registration, error) {
 			}
 			reg := Registration{Name: s.Name, Labels: l}
 			reg.Taints, reg.TaintsError = ParseTaints(s.Annotations[AnnotationTaints])
+			if st, ok := r.provider.state(s.Name); ok && st.refused != nil {
+				reg.Taints = append(reg.Taints, v1alpha1.ClusterTaint{Key: TaintCredentialsRefused, Effect: v1alpha1.TaintNoSchedule})
+			}
 			out = append(out, reg)
 		}
 	}
@@ -421,29 +452,75 @@ func (r *Registry) Registered(ctx context.Context) ([]Registration, error) {
 	return out, nil
 }
 
-// SecretProblem says why a member's kubeconfig Secret cannot give a client
-// (no such key, a kubeconfig that does not parse); empty when it can, and for
-// static members. It reads the hub cache and parses the kubeconfig, so it is
-// meant for occasional status, not every reconcile.
-func (r *Registry) SecretProblem(ctx context.Context, name string) string {
-	for _, s := range r.opts.Static {
-		if s.Name == name {
-			return ""
+// SecretProblem says, in one line, what is wrong with a member's
+// registration: the first condition of Conditions that is True, as
+// "Type: message". Empty when nothing is, and for a Secret the provider has
+// not looked at yet. It reads only what the provider recorded; it never
+// parses a kubeconfig again.
+func (r *Registry) SecretProblem(_ context.Context, name string) string {
+	for _, c := range r.Conditions(name) {
+		if c.Status == metav1.ConditionTrue {
+			return c.Type + ": " + c.Message
 		}
 	}
-	if r.mgr == nil {
-		return ""
-	}
-	sec := &corev1.Secret{}
-	if err := r.mgr.GetLocalManager().GetCache().Get(ctx, clientKey(r.opts.SecretNamespace, name), sec); err != nil {
-		return fmt.Sprintf("reading kubeconfig Secret: %v", err)
-	}
-	raw, ok := sec.Data[r.opts.SecretKey]
-	if !ok || len(raw) == 0 {
-		return fmt.Sprintf("kubeconfig Secret %s/%s has no data key %q", sec.Namespace, sec.Name, r.opts.SecretKey)
-	}
-	if _, err := clientcmd.RESTConfigFromKubeConfig(raw); err != nil {
-		return fmt.Sprintf("kubeconfig Secret %s/%s: %v", sec.Namespace, sec.Name, err)
-	}
 	return ""
+}
+
+// Conditions returns what is known about a member's registration, for its
+// MemberCluster: ConditionNameConflict or ConditionCredentialsRefused (True)
+// when its Secret is not used, and ConditionCredentialsExpiring (True or
+// False) when the expiry of its inline credentials is known. The times are
+// left for the writer to set.
+func (r *Registry) Conditions(name string) []metav1.Condition {
+	var out []metav1.Condition
+	var exp credentials.Expiration
+	known := false
+	if r.provider != nil {
+		if st, ok := r.provider.state(name); ok {
+			if st.refused != nil {
+				out = append(out, metav1.Condition{Type: st.refused.condition, Status: metav1.ConditionTrue,
+					Reason: st.refused.reason, Message: st.refused.message})
+			} else {
+				exp, known = st.expiry, st.hasExpiry
+			}
+		}
+	}
+	if r.isStatic(name) {
+		r.mu.RLock()
+		exp, known = r.staticExpiry[name]
+		r.mu.RUnlock()
+	}
+	if known {
+		v := credentials.Assess(exp, r.opts.Clock.Now(), r.opts.ExpiryWarning)
+		status := metav1.ConditionFalse
+		if v.Expiring {
+			status = metav1.ConditionTrue
+		}
+		out = append(out, metav1.Condition{Type: ConditionCredentialsExpiring, Status: status, Reason: v.Reason, Message: v.Message})
+	}
+	return out
+}
+
+func (r *Registry) isStatic(name string) bool {
+	for _, s := range r.opts.Static {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Expiries returns the known credential expiries of the registered members
+// in use: Secrets accepted by the provider and static members.
+func (r *Registry) Expiries() map[string]credentials.Expiration {
+	out := map[string]credentials.Expiration{}
+	if r.provider != nil {
+		r.provider.expiries(out)
+	}
+	r.mu.RLock()
+	for name, exp := range r.staticExpiry {
+		out[name] = exp
+	}
+	r.mu.RUnlock()
+	return out
 }

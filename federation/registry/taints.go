@@ -21,6 +21,11 @@ const AnnotationTaints = "replicafed.io/taints"
 // overruled by a typo, and a running member keeps its pods.
 const TaintInvalid = "replicafed.io/invalid-taints"
 
+// TaintCredentialsRefused is the NoSchedule taint a member registered by a
+// refused kubeconfig Secret gets (ConditionCredentialsRefused): replicafed
+// cannot reach it, so no new replicas go there, and none are evicted for it.
+const TaintCredentialsRefused = "replicafed.io/credentials-refused"
+
 // ParseTaints reads an AnnotationTaints value. An empty value means no taint.
 // On error it returns the TaintInvalid taint and the reason.
 func ParseTaints(value string) ([]v1alpha1.ClusterTaint, string) {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -48,6 +49,7 @@ import (
 	"github.com/replicafed/replicafed/federation/propagation"
 	"github.com/replicafed/replicafed/federation/prune"
 	"github.com/replicafed/replicafed/federation/registry"
+	"github.com/replicafed/replicafed/federation/registry/credentials"
 	"github.com/replicafed/replicafed/internal/frsmetrics"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/leaderlease"
@@ -106,6 +108,11 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		Scheme:          scheme,
 		RESTOptions:     []func(*rest.Config) error{memberLimits(cfg.Controller), writefence.Option(cfg.Controller.MemberWriteTimeout, func() bool { return n.WriteLease(cfg.Controller.MemberWriteTimeout) })},
 		Health:          monitor,
+		Credentials:     credentialPolicy(cfg.Clusters.Credentials),
+		ExpiryWarning:   cfg.Clusters.Credentials.ExpiryWarning,
+	}
+	for _, w := range credentials.Warnings(regOpts.Credentials) {
+		log.Info("WARNING: " + w)
 	}
 	for _, s := range cfg.Clusters.Static {
 		regOpts.Static = append(regOpts.Static, registry.Static{Name: s.Name, Kubeconfig: s.Kubeconfig, Labels: s.Labels, Taints: s.ClusterTaints()})
@@ -156,6 +163,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	trigger := triggers.Trigger
 	reports := hub.NewReports(trigger)
 
+	// TODO(lead): pass cfg.Controller.MaxCachedPodsPerMember (controller.maxCachedPodsPerMember) to worker.Options once it has the field.
 	workers := worker.NewManager(worker.Options{
 		Workers:          cfg.Controller.Workers,
 		BurstReplicas:    cfg.Controller.BurstReplicas,
@@ -216,11 +224,16 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	if err := prop.SetupWithManager(local); err != nil {
 		return err
 	}
+	if err := crmetrics.Registry.Register(registry.ExpiryCollector{Registry: reg}); err != nil {
+		return fmt.Errorf("registering member credential expiry metrics: %w", err)
+	}
+	defer crmetrics.Registry.Unregister(registry.ExpiryCollector{Registry: reg})
+	var forgetHealth func(cluster string) // set below, before the manager starts
 	reg.OnChange(func(cluster string, joined bool) {
 		if !joined {
 			reports.ForgetCluster(cluster)
 			pruner.Trigger()
-			metrics.MemberHealthy.DeleteLabelValues(cluster)
+			forgetMember(cluster, &problems, forgetHealth)
 		}
 		enqueueAll(ctx, local, trigger)
 		prop.Resync()
@@ -283,7 +296,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	if err := local.Add(recorder); err != nil {
 		return fmt.Errorf("adding member health recorder: %w", err)
 	}
-	monitorChanges(ctx, monitor, recorder, func() { enqueueAll(ctx, local, trigger) }, func(cluster string) {
+	forgetHealth = monitorChanges(ctx, monitor, recorder, func() { enqueueAll(ctx, local, trigger) }, func(cluster string) {
 		// Fresh informers instead of waiting out client-go's reconnect backoff.
 		if err := reg.Refresh(cluster); err != nil {
 			log.Error(err, "Refreshing member clients after recovery", "cluster", cluster)
@@ -428,8 +441,8 @@ func nodeConfig(cfg *config.Config) node.NodeConfig {
 // monitorChanges re-plans everything when a member's health flips and asks
 // the recorder to record the flip in raft (it retries until recorded), so a
 // new leader measures the grace period from the original time instead of
-// starting it again.
-func monitorChanges(_ context.Context, m *health.Monitor, rec *health.Recorder, fn func(), recovered func(cluster string)) {
+// starting it again. It returns a function that forgets a member that left.
+func monitorChanges(_ context.Context, m *health.Monitor, rec *health.Recorder, fn func(), recovered func(cluster string)) func(cluster string) {
 	var was sync.Map // cluster -> last health
 	m.SetOnChange(func(cluster string, st health.State) {
 		if prev, ok := was.Swap(cluster, st.Health); ok && prev == v1alpha1.ClusterUnreachable && st.Health == v1alpha1.ClusterHealthy {
@@ -440,4 +453,22 @@ func monitorChanges(_ context.Context, m *health.Monitor, rec *health.Recorder, 
 		rec.Kick()
 		fn()
 	})
+	return func(cluster string) { was.Delete(cluster) }
+}
+
+// forgetMember drops what this process keeps per member once the member has
+// left: its preparation problem, its last health and its metric series.
+func forgetMember(cluster string, problems *sync.Map, forgetHealth func(string)) {
+	problems.Delete(cluster)
+	if forgetHealth != nil {
+		forgetHealth(cluster)
+	}
+	metrics.MemberHealthy.DeleteLabelValues(cluster)
+	metrics.PodOperations.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
+}
+
+// credentialPolicy maps clusters.credentials to the registry's policy.
+func credentialPolicy(c config.Credentials) credentials.Policy {
+	return credentials.Policy{AllowExec: c.AllowExec, AllowFiles: c.AllowFiles, AllowAuthProvider: c.AllowAuthProvider,
+		AllowInsecureTLS: c.AllowInsecureTLS, AllowProxy: c.AllowProxy}
 }

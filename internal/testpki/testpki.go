@@ -1,7 +1,7 @@
 // Package testpki issues the certificates replicafed's raft transport and
 // admin endpoint need, for tests and local fleets: a CA and, per replica, a
-// certificate whose first DNS label (and common name) is the replica's raft
-// ID, valid for loopback, for both server and client use.
+// certificate whose common name and a DNS SAN are the replica's raft name,
+// valid for loopback, for both server and client use.
 package testpki
 
 import (
@@ -63,8 +63,24 @@ func NewCA(name string) (*CA, error) {
 
 // IssuePEM returns a certificate and key (PEM) with common name name, DNS
 // names name, localhost and dnsNames, and IP SANs 127.0.0.1, ::1 and the
-// process's own loopback address (testnet.Host).
+// process's own loopback address (testnet.Host). The raft transport takes
+// the DNS SAN name as the raft server name the certificate stands for.
 func (ca *CA) IssuePEM(name string, dnsNames ...string) (certPEM, keyPEM []byte, err error) {
+	return ca.IssueSpecPEM(Spec{CommonName: name, DNSNames: append([]string{name, "localhost"}, dnsNames...),
+		IPs: []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback, net.ParseIP(testnet.Host)}})
+}
+
+// Spec is exactly what an issued certificate names (tests of identity
+// rules issue certificates IssuePEM would not).
+type Spec struct {
+	CommonName string
+	DNSNames   []string
+	IPs        []net.IP
+}
+
+// IssueSpecPEM returns a certificate and key (PEM) naming exactly what s
+// says, for server and client use.
+func (ca *CA) IssueSpecPEM(s Spec) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("generating key: %w", err)
@@ -75,16 +91,16 @@ func (ca *CA) IssuePEM(name string, dnsNames ...string) (certPEM, keyPEM []byte,
 	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: name},
+		SerialNumber: serial, Subject: pkix.Name{CommonName: s.CommonName},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validity),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback, net.ParseIP(testnet.Host)},
-		DNSNames:    append([]string{name, "localhost"}, dnsNames...),
+		IPAddresses: s.IPs,
+		DNSNames:    s.DNSNames,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("creating certificate for %s: %w", name, err)
+		return nil, nil, fmt.Errorf("creating certificate for %s: %w", s.CommonName, err)
 	}
 	kb, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
@@ -103,6 +119,19 @@ func (ca *CA) Issue(dir, name string, dnsNames ...string) (Files, error) {
 	if err != nil {
 		return Files{}, err
 	}
+	return ca.write(dir, certPEM, keyPEM)
+}
+
+// IssueSpec is Issue for a certificate naming exactly what s says.
+func (ca *CA) IssueSpec(dir string, s Spec) (Files, error) {
+	certPEM, keyPEM, err := ca.IssueSpecPEM(s)
+	if err != nil {
+		return Files{}, err
+	}
+	return ca.write(dir, certPEM, keyPEM)
+}
+
+func (ca *CA) write(dir string, certPEM, keyPEM []byte) (Files, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return Files{}, fmt.Errorf("creating certificate directory: %w", err)
 	}

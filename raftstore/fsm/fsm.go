@@ -135,51 +135,107 @@ func (f *FSM) ApplyAt(b []byte, logTerm uint64) Result {
 	return r
 }
 
+// apply dispatches one decoded command to its applyX method, after the term
+// fence for the commands that change expectations. Each applyX changes the
+// state for one command type only, as nomad's FSM does.
 func (f *FSM) apply(cmd Command, logTerm uint64) Result {
-	s := f.st
-	switch cmd.(type) {
-	case *Reserve, *ExpectDeletes, *Reconcile, *PruneMembers:
+	if fencedType(cmd) {
 		if t := cmd.Header().Term; !fenced(t, logTerm) {
 			return Result{Code: CodeStale, Msg: fmt.Sprintf("proposed for leader term %d, committed in term %d", t, logTerm)}
 		}
 	}
 	switch c := cmd.(type) {
 	case *Reserve:
-		return f.reserve(c, logTerm)
+		return f.applyReserve(c, logTerm)
 	case *Settle:
-		s.settle(c.Items, c.Now, logTerm)
+		return f.applySettle(c, logTerm)
 	case *PruneMembers:
-		f.prune(c)
+		return f.applyPruneMembers(c)
 	case *ExpectDeletes:
-		ks := s.key(c.Key, true)
-		s.Seq++
-		ks.Deletes = make(map[string]PendingDelete, len(c.Pods))
-		for _, p := range c.Pods {
-			ks.Deletes[p.Name] = PendingDelete{Name: p.Name, UID: p.UID, Expiry: c.Now + c.TTL, Term: c.Term, Seq: s.Seq}
-		}
-		s.gc(ks, c.Now)
+		return f.applyExpectDeletes(c)
 	case *Reconcile:
-		return f.reconcile(c)
+		return f.applyReconcile(c)
 	case *SetTargets:
-		k := c.FRS.String()
-		if old, ok := s.Targets[k]; ok && old.FRS.UID == c.FRS.UID && old.Generation > c.Generation {
-			return Result{Code: CodeStale, Msg: fmt.Sprintf("targets of %s are at generation %d, command has %d", k, old.Generation, c.Generation)}
-		}
-		s.Targets[k] = &TargetRecord{FRS: c.FRS, Generation: c.Generation, Targets: maps.Clone(c.Targets)}
+		return f.applySetTargets(c)
 	case *DeleteTargets:
-		k := c.FRS.String()
-		old, ok := s.Targets[k]
-		if !ok || (c.FRS.UID != "" && old.FRS.UID != c.FRS.UID) {
-			return Result{Code: CodeNotFound, Msg: "no targets for " + k}
-		}
-		delete(s.Targets, k)
+		return f.applyDeleteTargets(c)
 	case *SetHealth:
-		s.Health[c.Cluster] = Health{Healthy: c.Healthy, Since: c.Since}
+		return f.applySetHealth(c)
 	}
+	return Result{Code: CodeInvalid, Msg: fmt.Sprintf("no apply for command %T", cmd)}
+}
+
+// fencedType reports whether cmd changes expectations, and so must carry the
+// term of the raft entry it is committed in.
+func fencedType(cmd Command) bool {
+	switch cmd.(type) {
+	case *Reserve, *ExpectDeletes, *Reconcile, *PruneMembers:
+		return true
+	}
+	return false
+}
+
+// applySettle records the outcome of creates (pod seen, or create failed).
+func (f *FSM) applySettle(c *Settle, logTerm uint64) Result {
+	f.st.settle(c.Items, c.Now, logTerm)
 	return Result{}
 }
 
-func (f *FSM) reserve(c *Reserve, logTerm uint64) Result {
+// applyPruneMembers drops what belongs to members no longer registered.
+func (f *FSM) applyPruneMembers(c *PruneMembers) Result {
+	f.prune(c)
+	return Result{}
+}
+
+// applyExpectDeletes replaces the key's pending deletes with c.Pods, each
+// remembered by UID so a later pod of the same name is not taken for it.
+func (f *FSM) applyExpectDeletes(c *ExpectDeletes) Result {
+	s := f.st
+	ks := s.key(c.Key, true)
+	s.Seq++
+	ks.Deletes = make(map[string]PendingDelete, len(c.Pods))
+	for _, p := range c.Pods {
+		ks.Deletes[p.Name] = PendingDelete{Name: p.Name, UID: p.UID, Expiry: c.Now + c.TTL, Term: c.Term, Seq: s.Seq}
+	}
+	s.gc(ks, c.Now)
+	return Result{}
+}
+
+// applySetTargets records an FRS's per-member targets; an older generation
+// of the same object never overwrites a newer one.
+func (f *FSM) applySetTargets(c *SetTargets) Result {
+	s := f.st
+	k := c.FRS.String()
+	if old, ok := s.Targets[k]; ok && old.FRS.UID == c.FRS.UID && old.Generation > c.Generation {
+		return Result{Code: CodeStale, Msg: fmt.Sprintf("targets of %s are at generation %d, command has %d", k, old.Generation, c.Generation)}
+	}
+	s.Targets[k] = &TargetRecord{FRS: c.FRS, Generation: c.Generation, Targets: maps.Clone(c.Targets)}
+	return Result{}
+}
+
+// applyDeleteTargets forgets an FRS's targets; with a UID, only those of that
+// incarnation of the object.
+func (f *FSM) applyDeleteTargets(c *DeleteTargets) Result {
+	s := f.st
+	k := c.FRS.String()
+	old, ok := s.Targets[k]
+	if !ok || (c.FRS.UID != "" && old.FRS.UID != c.FRS.UID) {
+		return Result{Code: CodeNotFound, Msg: "no targets for " + k}
+	}
+	delete(s.Targets, k)
+	return Result{}
+}
+
+// applySetHealth records a member's health as the leader judged it.
+func (f *FSM) applySetHealth(c *SetHealth) Result {
+	f.st.Health[c.Cluster] = Health{Healthy: c.Healthy, Since: c.Since}
+	return Result{}
+}
+
+// applyReserve settles what c carries, then reserves up to c.Count pod names
+// within the member's target (the lower of the caller's and the committed
+// one), reissuing held names first.
+func (f *FSM) applyReserve(c *Reserve, logTerm uint64) Result {
 	s := f.st
 	s.settle(c.Settle, c.Now, logTerm)
 	target := c.Target
@@ -238,7 +294,10 @@ func (f *FSM) reserve(c *Reserve, logTerm uint64) Result {
 	return Result{Names: names}
 }
 
-func (f *FSM) reconcile(c *Reconcile) Result {
+// applyReconcile matches a key's reservations and pending deletes against the
+// pods a new leader (or a sync) sees live: done ones are dropped, in-flight
+// ones of an earlier term are held for this term.
+func (f *FSM) applyReconcile(c *Reconcile) Result {
 	s := f.st
 	ks := s.key(c.Key, false)
 	var r Result

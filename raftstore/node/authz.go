@@ -5,8 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
-	"slices"
 
 	"github.com/hashicorp/raft"
 
@@ -31,20 +29,31 @@ import (
 
 var errNotAuthorized = errors.New("unauthorized")
 
-// A certificate stands for a peer when a first label of its common name or
-// DNS names is the peer's name (transport.Identity), or when it is valid
-// for the DNS name in the peer's address (wildcards as in x509, so one
-// certificate for *.<headless service>.<ns>.svc stands for every replica of
-// a release). IP addresses never identify a peer.
+// A certificate stands for a peer when one of its DNS SANs is exactly the
+// peer's name or the DNS host of its raft address (transport.StandsFor: no
+// common name, no wildcard, no IP address).
 func matches(p transport.Peer, name, address string) bool {
-	if slices.Contains(p.Names, name) {
-		return true
+	return transport.StandsFor(p.Cert, name, address)
+}
+
+// servers is the transport's Config.Servers: the configured peers, then
+// the servers of the raft configuration (GetConfiguration does not block).
+func (n *Node) servers() []transport.Server {
+	out := make([]transport.Server, 0, len(n.cfg.Peers)+3)
+	for _, p := range n.cfg.Peers {
+		out = append(out, transport.Server{Name: p.ID, Address: p.Address})
 	}
-	host, _, err := net.SplitHostPort(address)
-	if err != nil || p.Cert == nil || net.ParseIP(host) != nil {
-		return false
+	if !n.started.Load() {
+		return out
 	}
-	return p.Cert.VerifyHostname(host) == nil
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return out
+	}
+	for _, s := range f.Configuration().Servers {
+		out = append(out, transport.Server{Name: serverName(string(s.ID)), Address: string(s.Address)})
+	}
+	return out
 }
 
 // knownPeer reports whether p is a server of the raft configuration or a

@@ -26,7 +26,7 @@ func TestCertificateStandsForPeer(t *testing.T) {
 		}
 		return transport.Peer{Verified: true, Names: transport.Identity(cert), Cert: cert}
 	}
-	shared := peer("replicafed", "*.replicafed-peers.ns.svc")
+	shared := peer("replicafed", "*.replicafed-peers.ns.svc", "replicafed-0.replicafed-peers.ns.svc")
 	perPod := peer("x", "replicafed-1.replicafed-peers.ns.svc")
 	for _, tc := range []struct {
 		name        string
@@ -34,14 +34,18 @@ func TestCertificateStandsForPeer(t *testing.T) {
 		id, address string
 		want        bool
 	}{
-		{"common name is the peer name", peer("r0"), "r0", "127.0.0.1:7000", true},
+		{"DNS SAN is the peer name", peer("r0"), "r0", "127.0.0.1:7000", true},
 		{"another name", peer("r0"), "r1", "127.0.0.1:7000", false},
 		{"IP SAN never identifies", peer("r9"), "r1", "127.0.0.1:7000", false},
-		{"wildcard valid for the peer address", shared, "replicafed-2", "replicafed-2.replicafed-peers.ns.svc:7000", true},
+		{"common name alone is no name", peerCNOnly(t, ca, "r1"), "r1", "127.0.0.1:7000", false},
+		{"explicit SAN for the peer address", shared, "replicafed-0", "replicafed-0.replicafed-peers.ns.svc:7000", true},
+		{"address host compared whole, any case", shared, "replicafed-0", "Replicafed-0.replicafed-peers.ns.svc.:7000", true},
+		{"wildcard is no name", shared, "replicafed-2", "replicafed-2.replicafed-peers.ns.svc:7000", false},
 		{"wildcard of another service", shared, "replicafed-2", "replicafed-2.other-peers.ns.svc:7000", false},
-		{"wildcard is no name", shared, "replicafed-2", "10.0.0.3:7000", false},
-		{"first DNS label is the name", perPod, "replicafed-1", "10.0.0.2:7000", true},
+		{"first DNS label is not the name", perPod, "replicafed-1", "10.0.0.2:7000", false},
+		{"per-pod name at its address", perPod, "replicafed-1", "replicafed-1.replicafed-peers.ns.svc:7000", true},
 		{"per-pod name for another pod", perPod, "replicafed-0", "replicafed-0.replicafed-peers.ns.svc:7000", false},
+		{"name under another domain", peer("x", "replicafed-0.attacker.example"), "replicafed-0", "replicafed-0.replicafed-peers.ns.svc:7000", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := matches(tc.p, tc.id, tc.address); got != tc.want {
@@ -49,4 +53,19 @@ func TestCertificateStandsForPeer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// peerCNOnly is a peer whose certificate has common name cn and no DNS SAN.
+func peerCNOnly(t *testing.T, ca *testpki.CA, cn string) transport.Peer {
+	t.Helper()
+	certPEM, _, err := ca.IssueSpecPEM(testpki.Spec{CommonName: cn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(certPEM)
+	cert, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return transport.Peer{Verified: true, Names: transport.Identity(cert), Cert: cert}
 }

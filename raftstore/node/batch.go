@@ -199,7 +199,7 @@ func (n *Node) allServersBatch(ctx context.Context) bool {
 		if s.ID == n.serverID {
 			continue
 		}
-		resp, err := n.peerStatus(ctx, string(s.Address))
+		resp, err := n.peerStatus(ctx, string(s.Address), serverName(string(s.ID)))
 		if err != nil || resp.Err != "" || !slices.Contains(resp.Features, featureBatch) {
 			n.log.V(2).Info("Not combining raft commands: a server does not apply batch entries", "server", s.ID, "error", err)
 			return false

@@ -125,18 +125,21 @@ func (n *Node) membershipLoop() {
 				continue
 			}
 		}
-		anyState, leaderAddr, inLeaderConfig := false, "", false
+		anyState, leaderAddr, leaderName, inLeaderConfig := false, "", "", false
 		for _, p := range n.cfg.Peers {
 			if p.ID == n.cfg.ID {
 				continue
 			}
-			resp, err := n.peerStatus(ctx, p.Address)
+			resp, err := n.peerStatus(ctx, p.Address, p.ID)
 			if err != nil {
 				continue
 			}
 			anyState = anyState || resp.HasState
 			if resp.LeaderAddr != "" && leaderAddr == "" {
-				leaderAddr = resp.LeaderAddr
+				// The leader's certificate must stand for the name the
+				// peer gave (an older peer gives none: the address is
+				// then looked up among the known servers).
+				leaderAddr, leaderName = resp.LeaderAddr, serverName(resp.LeaderID)
 				for _, s := range resp.Servers {
 					inLeaderConfig = inLeaderConfig || s == string(n.serverID)
 				}
@@ -145,7 +148,7 @@ func (n *Node) membershipLoop() {
 		switch {
 		case leaderAddr != "" && !inLeaderConfig:
 			cctx, ccancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
-			resp, err := n.call(cctx, leaderAddr, &rpcRequest{Op: "join", ID: string(n.serverID), Address: n.Address(), Token: n.cfg.AdminToken})
+			resp, err := n.call(cctx, leaderAddr, leaderName, &rpcRequest{Op: "join", ID: string(n.serverID), Address: n.Address(), Token: n.cfg.AdminToken})
 			ccancel()
 			switch {
 			case err != nil:
@@ -166,12 +169,12 @@ func (n *Node) membershipLoop() {
 	}
 }
 
-// peerStatus asks the peer at addr for its raft status, waiting at most two
-// seconds.
-func (n *Node) peerStatus(ctx context.Context, addr string) (*rpcResponse, error) {
+// peerStatus asks the peer name at addr for its raft status, waiting at
+// most two seconds.
+func (n *Node) peerStatus(ctx context.Context, addr, name string) (*rpcResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return n.call(ctx, addr, &rpcRequest{Op: "status", Token: n.cfg.AdminToken})
+	return n.call(ctx, addr, name, &rpcRequest{Op: "status", Token: n.cfg.AdminToken})
 }
 
 // allPeersAnswered is true when every other peer answered a status call with
@@ -182,7 +185,7 @@ func (n *Node) allPeersAnswered(ctx context.Context) bool {
 		if p.ID == n.cfg.ID {
 			continue
 		}
-		resp, err := n.peerStatus(ctx, p.Address)
+		resp, err := n.peerStatus(ctx, p.Address, p.ID)
 		if err != nil || resp.HasState {
 			return false
 		}

@@ -126,7 +126,7 @@ func (n *Node) open() error {
 	}
 	n.layer, err = transport.Listen(transport.Config{
 		BindAddr: cfg.BindAddr, AdvertiseAddr: cfg.AdvertiseAddr,
-		Certs: n.certs, Authorize: n.authorizeRaft,
+		Certs: n.certs, Authorize: n.authorizeRaft, Servers: n.servers,
 		HandleRPC: n.serveRPC, Log: n.log.WithName("transport"),
 	})
 	if err != nil {

@@ -43,9 +43,12 @@ type rpcResponse struct {
 	NotLeader bool        `json:"notLeader,omitempty"`
 	Result    *fsm.Result `json:"result,omitempty"`
 	// status
-	HasState   bool     `json:"hasState,omitempty"`
-	LeaderAddr string   `json:"leaderAddr,omitempty"`
-	Servers    []string `json:"servers,omitempty"`
+	HasState   bool   `json:"hasState,omitempty"`
+	LeaderAddr string `json:"leaderAddr,omitempty"`
+	// LeaderID is the leader's raft server ID: a joining peer checks that
+	// the leader it dials stands for it.
+	LeaderID string   `json:"leaderID,omitempty"`
+	Servers  []string `json:"servers,omitempty"`
 	// Features lists optional abilities of the answering replica
 	// (featureBatch).
 	Features []string `json:"features,omitempty"`
@@ -113,8 +116,8 @@ func (n *Node) serveRPC(c net.Conn, p transport.Peer) {
 func (n *Node) handleRPC(req *rpcRequest) *rpcResponse {
 	switch req.Op {
 	case "status":
-		addr, _ := n.raft.LeaderWithID()
-		r := &rpcResponse{LeaderAddr: string(addr)}
+		addr, id := n.raft.LeaderWithID()
+		r := &rpcResponse{LeaderAddr: string(addr), LeaderID: string(id)}
 		if !n.noBatchFeature.Load() {
 			r.Features = []string{featureBatch}
 		}
@@ -159,7 +162,9 @@ func isLeadershipErr(err error) bool {
 		errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, ErrNotLeader)
 }
 
-func (n *Node) call(ctx context.Context, addr string, req *rpcRequest) (*rpcResponse, error) {
+// call sends req to the raft server called name at addr (name empty: the
+// server known at addr, see peerName).
+func (n *Node) call(ctx context.Context, addr, name string, req *rpcRequest) (*rpcResponse, error) {
 	timeout := n.cfg.ApplyTimeout + 5*time.Second
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
 		timeout = time.Until(dl)
@@ -167,7 +172,7 @@ func (n *Node) call(ctx context.Context, addr string, req *rpcRequest) (*rpcResp
 	if timeout <= 0 {
 		return nil, ctx.Err()
 	}
-	c, err := n.layer.DialRPC(addr, min(timeout, 5*time.Second))
+	c, err := n.layer.DialRPCTo(addr, name, min(timeout, 5*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("dialing %s: %w", addr, err)
 	}
@@ -206,9 +211,9 @@ func (n *Node) Apply(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) 
 		var res *fsm.Result
 		if n.raft.State() == raft.Leader {
 			res, err = n.applyLocal(data)
-		} else if addr, _ := n.raft.LeaderWithID(); addr != "" {
+		} else if addr, id := n.raft.LeaderWithID(); addr != "" {
 			var resp *rpcResponse
-			resp, err = n.call(ctx, string(addr), &rpcRequest{Op: "apply", Data: data})
+			resp, err = n.call(ctx, string(addr), serverName(string(id)), &rpcRequest{Op: "apply", Data: data})
 			switch {
 			case err != nil:
 			case resp.NotLeader:
@@ -249,8 +254,8 @@ func (n *Node) forward(ctx context.Context, req *rpcRequest) error {
 				}
 				return nil
 			}
-		} else if addr, _ := n.raft.LeaderWithID(); addr != "" {
-			resp, err := n.call(ctx, string(addr), req)
+		} else if addr, id := n.raft.LeaderWithID(); addr != "" {
+			resp, err := n.call(ctx, string(addr), serverName(string(id)), req)
 			if err == nil && !resp.NotLeader {
 				if resp.Err != "" {
 					return fmt.Errorf("%s on leader %s: %s", req.Op, addr, resp.Err)

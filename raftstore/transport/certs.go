@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -137,26 +138,63 @@ func (c *Certs) ClientConfig(serverName string) *tls.Config {
 	}
 }
 
-// Identity is the set of names a peer certificate stands for: the first DNS
-// label of its common name and of each DNS SAN, lower-cased. A replica's
-// certificate for "replicafed-0.replicafed-headless.ns.svc" (or plainly
-// "replicafed-0") identifies the raft peer replicafed-0. Wildcard names
-// identify nobody.
+// How a certificate is bound to a raft server. A raft server ID is
+// "<name>-<uuid>"; the name (the StatefulSet pod name, NodeConfig.ID) is what
+// a certificate must carry. A certificate stands for the server name at
+// address (StandsFor) when one of its DNS SANs, compared exactly (ASCII case
+// aside), is
+//
+//   - the name itself ("replicafed-0"), or
+//   - the DNS host of the server's raft address
+//     ("replicafed-0.replicafed-headless.ns.svc" for
+//     "replicafed-0.replicafed-headless.ns.svc:7000").
+//
+// Nothing else counts: not the common name, not a wildcard SAN, not a
+// prefix of a longer name ("replicafed-0.example.com" is not replicafed-0),
+// not an IP SAN, not a URI SAN. So a certificate the same CA issued for
+// anything else (a member, a client, another replica) is refused as that
+// peer. Dialing, the layer checks that the server it reached stands for the
+// name expected at that address (Config.PeerName); accepting, the node's
+// Authorize admits a raft connection only from a certificate that stands for
+// a server of the raft configuration or a configured peer.
+
+// Identity is what a peer certificate may stand for: its DNS SANs,
+// lower-cased, wildcard names left out. It is for logs and error messages;
+// decisions use StandsFor.
 func Identity(cert *x509.Certificate) []string {
 	if cert == nil {
 		return nil
 	}
 	var out []string
 	seen := map[string]bool{}
-	for _, n := range append([]string{cert.Subject.CommonName}, cert.DNSNames...) {
-		label, _, _ := strings.Cut(strings.ToLower(n), ".")
-		if label == "" || strings.Contains(label, "*") || seen[label] {
+	for _, n := range cert.DNSNames {
+		n = strings.ToLower(n)
+		if n == "" || strings.Contains(n, "*") || seen[n] {
 			continue
 		}
-		seen[label] = true
-		out = append(out, label)
+		seen[n] = true
+		out = append(out, n)
 	}
 	return out
+}
+
+// StandsFor reports whether cert stands for the raft server called name
+// whose raft address is address (host:port; may be empty): see the rule
+// above.
+func StandsFor(cert *x509.Certificate, name, address string) bool {
+	if cert == nil || name == "" {
+		return false
+	}
+	host := ""
+	if h, _, err := net.SplitHostPort(address); err == nil && net.ParseIP(h) == nil {
+		host = strings.TrimSuffix(h, ".")
+	}
+	for _, n := range Identity(cert) {
+		if strings.EqualFold(n, name) || (host != "" && strings.EqualFold(n, host)) {
+			return true
+		}
+	}
+	return false
 }
 
 // ErrUnauthorized is returned when a verified peer's identity is not allowed.

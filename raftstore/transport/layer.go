@@ -2,7 +2,9 @@
 // listener, mutual TLS unless explicitly insecure, that carries both raft's
 // msgpack RPCs and replicafed's own small RPCs, told apart by the first byte
 // a dialer sends. Every inbound connection is authorized by the identity in
-// the peer's verified certificate (see Identity) before raft sees it.
+// the peer's verified certificate (see StandsFor) before raft sees it, and
+// every outbound one is refused unless the server's certificate stands for
+// the raft server expected at the address dialled (Config.Servers).
 // Its Addr advertises a stable DNS name, which hashicorp/raft's stock TCP
 // transport refuses.
 package transport
@@ -31,6 +33,10 @@ const (
 // ErrIsolated is returned by Dial while the layer is isolated (fault injection).
 var ErrIsolated = errors.New("transport isolated")
 
+// ErrWrongPeer is returned by a dial whose server is not the raft server
+// expected at that address, or when none is known there.
+var ErrWrongPeer = errors.New("server certificate does not stand for the raft server expected at this address")
+
 // Config configures a Layer.
 type Config struct {
 	// BindAddr is the local listen address, e.g. "0.0.0.0:7000" or "127.0.0.1:0".
@@ -44,6 +50,15 @@ type Config struct {
 	// Authorize decides whether a peer may speak raft (ProtoRaft). Nil
 	// refuses every TLS peer; without TLS it is not called.
 	Authorize func(Peer) error
+	// Servers lists the raft servers this node knows: the configured peers
+	// and the servers of the raft configuration. With TLS, a raft
+	// connection (ProtoRaft) is accepted only from a certificate that
+	// stands for one of them (StandsFor), and a dial to an address listed
+	// here succeeds only when the server's certificate stands for the
+	// server listed at that address; a dial to an address not listed
+	// fails unless the caller names the server (DialRPCTo). Nil knows no
+	// server: every TLS raft connection and dial is refused.
+	Servers func() []Server
 	// HandleRPC serves connections that selected ProtoRPC; it authorizes
 	// each operation itself. It owns the conn.
 	HandleRPC func(net.Conn, Peer)
@@ -52,8 +67,18 @@ type Config struct {
 	Log              logr.Logger
 }
 
+// Server is a raft server by name (the raft server ID without its UUID
+// suffix) and raft address.
+type Server struct {
+	Name, Address string
+}
+
 // Peer is who is on the other end of an inbound connection.
 type Peer struct {
+	// Server is the name of the known server (Config.Servers) the
+	// certificate stands for, on an accepted raft connection; empty
+	// otherwise.
+	Server string
 	// Verified is true when the peer presented a certificate that chains to
 	// the CA; false only without TLS.
 	Verified bool
@@ -177,7 +202,9 @@ func (l *Layer) handshake(raw net.Conn) {
 	case ProtoRaft:
 		if l.TLS() {
 			var err error = ErrUnauthorized
-			if l.cfg.Authorize != nil {
+			if peer.Server = l.serverOf(peer.Cert); peer.Server == "" {
+				err = fmt.Errorf("%w: the certificate stands for no known raft server", ErrUnauthorized)
+			} else if l.cfg.Authorize != nil {
 				err = l.cfg.Authorize(peer)
 			}
 			if err != nil {
@@ -230,23 +257,59 @@ func (l *Layer) Addr() net.Addr { return l.advertise }
 
 // Dial implements raft.StreamLayer.
 func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	c, err := l.dial(string(address), ProtoRaft, timeout)
+	c, err := l.dial(string(address), "", ProtoRaft, timeout)
 	if err != nil {
 		return nil, err
 	}
 	return l.track(c, string(address)), nil
 }
 
-// DialRPC opens a connection for the RPC side channel.
+// DialRPC opens a connection for the RPC side channel to the raft server
+// Config.Servers lists at address.
 func (l *Layer) DialRPC(address string, timeout time.Duration) (net.Conn, error) {
-	c, err := l.dial(address, ProtoRPC, timeout)
+	return l.DialRPCTo(address, "", timeout)
+}
+
+// DialRPCTo is DialRPC to the raft server called name (for example the
+// leader a peer named); an empty name looks address up in Config.Servers.
+func (l *Layer) DialRPCTo(address, name string, timeout time.Duration) (net.Conn, error) {
+	c, err := l.dial(address, name, ProtoRPC, timeout)
 	if err != nil {
 		return nil, err
 	}
 	return l.track(c, ""), nil
 }
 
-func (l *Layer) dial(address string, proto byte, timeout time.Duration) (net.Conn, error) {
+// expected is the raft server name a dial to address must reach.
+func (l *Layer) expected(address, name string) (string, error) {
+	if name != "" {
+		return name, nil
+	}
+	if l.cfg.Servers != nil {
+		for _, s := range l.cfg.Servers() {
+			if s.Address == address && s.Name != "" {
+				return s.Name, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("%w: no raft server is known at %s", ErrWrongPeer, address)
+}
+
+// serverOf returns the name of the first known server cert stands for, ""
+// when none.
+func (l *Layer) serverOf(cert *x509.Certificate) string {
+	if l.cfg.Servers == nil || cert == nil {
+		return ""
+	}
+	for _, s := range l.cfg.Servers() {
+		if StandsFor(cert, s.Name, s.Address) {
+			return s.Name
+		}
+	}
+	return ""
+}
+
+func (l *Layer) dial(address, name string, proto byte, timeout time.Duration) (net.Conn, error) {
 	if l.isolated.Load() {
 		return nil, ErrIsolated
 	}
@@ -257,6 +320,11 @@ func (l *Layer) dial(address string, proto byte, timeout time.Duration) (net.Con
 	}
 	var c net.Conn = raw
 	if l.TLS() {
+		want, err := l.expected(address, name)
+		if err != nil {
+			raw.Close()
+			return nil, err
+		}
 		host, _, _ := net.SplitHostPort(address)
 		tc := tls.Client(raw, l.cfg.Certs.ClientConfig(host))
 		_ = raw.SetDeadline(time.Now().Add(timeout))
@@ -265,6 +333,14 @@ func (l *Layer) dial(address string, proto byte, timeout time.Duration) (net.Con
 			return nil, fmt.Errorf("TLS handshake with %s: %w", address, err)
 		}
 		_ = raw.SetDeadline(time.Time{})
+		if st := tc.ConnectionState(); len(st.PeerCertificates) == 0 || !StandsFor(st.PeerCertificates[0], want, address) {
+			var names []string
+			if len(st.PeerCertificates) > 0 {
+				names = Identity(st.PeerCertificates[0])
+			}
+			raw.Close()
+			return nil, fmt.Errorf("%w: dialled %s expecting %q, its certificate names %v", ErrWrongPeer, address, want, names)
+		}
 		c = tc
 	}
 	if _, err := c.Write([]byte{proto}); err != nil {

@@ -1,0 +1,66 @@
+package server
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/replicafed/replicafed/config"
+	"github.com/replicafed/replicafed/federation/registry/credentials"
+	"github.com/replicafed/replicafed/internal/metrics"
+)
+
+// A member that leaves takes its per-member series and map entries with
+// it; another member's stay.
+func TestForgetMember(t *testing.T) {
+	metrics.MemberHealthy.WithLabelValues("gone").Set(1)
+	metrics.MemberHealthy.WithLabelValues("stays").Set(1)
+	metrics.PodOperations.WithLabelValues("gone", "create", "success").Inc()
+	metrics.PodOperations.WithLabelValues("gone", "delete", "failure").Inc()
+	metrics.PodOperations.WithLabelValues("stays", "create", "success").Inc()
+	t.Cleanup(func() {
+		metrics.MemberHealthy.DeleteLabelValues("stays")
+		metrics.PodOperations.DeletePartialMatch(prometheus.Labels{"cluster": "stays"})
+	})
+	var problems sync.Map
+	problems.Store("gone", "member not prepared: x")
+	problems.Store("stays", "member not prepared: y")
+	var forgotten []string
+
+	forgetMember("gone", &problems, func(c string) { forgotten = append(forgotten, c) })
+
+	if _, ok := problems.Load("gone"); ok {
+		t.Error("problem of the member that left is kept")
+	}
+	if _, ok := problems.Load("stays"); !ok {
+		t.Error("problem of another member dropped")
+	}
+	if len(forgotten) != 1 || forgotten[0] != "gone" {
+		t.Errorf("health forgotten for %v, want [gone]", forgotten)
+	}
+	if metrics.MemberHealthy.DeleteLabelValues("gone") {
+		t.Error("member_healthy series of the member that left is kept")
+	}
+	if testutil.ToFloat64(metrics.MemberHealthy.WithLabelValues("stays")) != 1 {
+		t.Error("member_healthy series of another member dropped")
+	}
+	if metrics.PodOperations.DeleteLabelValues("gone", "create", "success") || metrics.PodOperations.DeleteLabelValues("gone", "delete", "failure") {
+		t.Error("pod operation series of the member that left are kept")
+	}
+	if !metrics.PodOperations.DeleteLabelValues("stays", "create", "success") {
+		t.Error("pod operation series of another member dropped")
+	}
+}
+
+func TestCredentialPolicy(t *testing.T) {
+	got := credentialPolicy(config.Credentials{AllowExec: true, AllowFiles: true, AllowAuthProvider: true, AllowInsecureTLS: true, AllowProxy: true})
+	want := credentials.Policy{AllowExec: true, AllowFiles: true, AllowAuthProvider: true, AllowInsecureTLS: true, AllowProxy: true}
+	if got != want {
+		t.Errorf("credentialPolicy = %+v, want %+v", got, want)
+	}
+	if credentialPolicy(config.Credentials{}) != (credentials.Policy{}) {
+		t.Error("default credentials allow something")
+	}
+}
