@@ -35,14 +35,19 @@ up() {
   local image; image=$(BIN=$BIN "$here/node-image.sh" | tail -1)
   mkdir -p "$DIR"
   say "creating kind clusters $HUB and ${MEMBERS[*]/#/rf-demo-} from $image"
-  local pids=() c
+  # Two at a time: four control planes starting at once on a loaded
+  # 2-core machine outran kubeadm's timeouts.
+  local pids=() c failed= p
   for c in hub "${MEMBERS[@]}"; do
     if kind_ get clusters 2>/dev/null | grep -qx "rf-demo-$c"; then continue; fi
     kind_ create cluster --name "rf-demo-$c" --image "$image" --config "$here/cluster.yaml" \
       --kubeconfig "$DIR/$c.kubeconfig" --wait 5m > "$DIR/$c.create.log" 2>&1 &
     pids+=($!)
+    if [ ${#pids[@]} = 2 ]; then
+      for p in "${pids[@]}"; do wait "$p" || failed=1; done
+      pids=()
+    fi
   done
-  local failed=
   for p in "${pids[@]}"; do wait "$p" || failed=1; done
   [ -z "$failed" ] || { say "kind create failed; logs in $DIR/*.create.log"; tail -20 "$DIR"/*.create.log; exit 1; }
   took
