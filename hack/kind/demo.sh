@@ -10,6 +10,7 @@
 #   hack/kind/demo.sh up | down
 #
 # Env: BIN (default <repo>/bin, with kind, helm, kubectl, replicafed),
+# REPLICAFED (the binary that runs join; default $BIN/replicafed),
 # IMAGE_ARCHIVE and IMAGE (the archive and reference `make image` wrote),
 # DEMO_DIR (kubeconfigs; default <repo>/dist/demo-kind).
 set -euo pipefail
@@ -18,6 +19,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 BIN=${BIN:-$root/bin}
 DIR=${DEMO_DIR:-$root/dist/demo-kind}
+REPLICAFED=${REPLICAFED:-$BIN/replicafed}
 NS=replicafed-system
 HUB=rf-demo-hub
 MEMBERS=(member-a member-b member-c)
@@ -67,7 +69,7 @@ up() {
   for m in "${MEMBERS[@]}"; do
     ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "rf-demo-$m-control-plane")
     say "joining $m (API server https://$ip:6443 for the hub's pods)"
-    "$BIN/replicafed" join "$m" --member-kubeconfig "$DIR/$m.kubeconfig" --hub-kubeconfig "$DIR/hub.kubeconfig" \
+    "$REPLICAFED" join "$m" --member-kubeconfig "$DIR/$m.kubeconfig" --hub-kubeconfig "$DIR/hub.kubeconfig" \
       --namespace "$NS" --labels "${LABELS[$m]}" --member-server "https://$ip:6443"
   done
   took
