@@ -28,7 +28,7 @@ import (
 func TestMemberOutage(t *testing.T) {
 	e := newEnv(t, "e2e-outage")
 	ctx := context.Background()
-	grace := &metav1.Duration{Duration: 10 * time.Second}
+	grace := v1alpha1.DurationOf(10 * time.Second)
 	all := []v1alpha1.ClusterPreference{pref(memberA, 1, -1), pref(memberB, 1, -1), pref(memberC, 1, -1)}
 	e.create(frsSpec{name: "never", replicas: 6, clusters: all,
 		failover: v1alpha1.Failover{UnreachableGracePeriod: grace, MoveBack: v1alpha1.MoveBackNever}})
@@ -92,7 +92,7 @@ func TestMemberOutage(t *testing.T) {
 	for _, name := range []string{"never", "recover"} {
 		if !tryPoll(time.Until(deadline), moved(name)) {
 			t.Errorf("%s: share of %s not moved %s after its API server stopped (grace %s): nothing re-plans when the grace period ends; poking the object to go on",
-				name, memberC, time.Since(stopped).Round(time.Second), grace.Duration)
+				name, memberC, time.Since(stopped).Round(time.Second), *grace)
 			e.poke(name)
 			e.poll(name+": share moved to reachable members after a poke", moved(name))
 		}

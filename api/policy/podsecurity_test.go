@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,6 +41,15 @@ func TestPodSecurityLevels(t *testing.T) {
 	if _, _, err := policy.PodSecurity("strict"); err == nil {
 		t.Fatal("unknown level accepted")
 	}
+}
+
+// annotated sets an annotation on f's pod template.
+func annotated(f *v1alpha1.FederatedReplicaSet, k, v string) *v1alpha1.FederatedReplicaSet {
+	if f.Spec.Template.Annotations == nil {
+		f.Spec.Template.Annotations = map[string]string{}
+	}
+	f.Spec.Template.Annotations[k] = v
+	return f
 }
 
 // frs returns a FederatedReplicaSet whose template passes baseline but not
@@ -169,6 +179,65 @@ func TestPodSecurityOnRealHub(t *testing.T) {
 		{frs("sysctl", func(s *corev1.PodSpec) {
 			s.SecurityContext = &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "kernel.msgmax", Value: "1"}}}
 		}), "only the safe sysctls"},
+		// One case per field Pod Security admission's baseline level checks
+		// (k8s.io/pod-security-admission v0.36 policy/check_*.go).
+		{frs("hostpid", func(s *corev1.PodSpec) { s.HostPID = true }), "spec.template.spec must not set hostNetwork, hostPID or hostIPC"},
+		{frs("hostipc", func(s *corev1.PodSpec) { s.HostIPC = true }), "spec.template.spec must not set hostNetwork, hostPID or hostIPC"},
+		{frs("hostprocess-pod", func(s *corev1.PodSpec) {
+			s.SecurityContext = &corev1.PodSecurityContext{WindowsOptions: &corev1.WindowsSecurityContextOptions{HostProcess: ptr.To(true)}}
+		}), "Windows HostProcess pods are not allowed"},
+		{frs("hostprocess-ctr", func(s *corev1.PodSpec) {
+			s.Containers[0].SecurityContext = &corev1.SecurityContext{WindowsOptions: &corev1.WindowsSecurityContextOptions{HostProcess: ptr.To(true)}}
+		}), "Windows HostProcess pods are not allowed"},
+		{frs("init-hostport", func(s *corev1.PodSpec) {
+			s.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox", Ports: []corev1.ContainerPort{{ContainerPort: 53, HostPort: 53}}}}
+		}), "hostPort is not allowed: setup"},
+		{frs("ephemeral-priv", func(s *corev1.PodSpec) {
+			s.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+				Name: "debug", Image: "busybox", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}}
+		}), "privileged containers are not allowed (securityContext.privileged): debug"},
+		{frs("apparmor-pod", func(s *corev1.PodSpec) {
+			s.SecurityContext = &corev1.PodSecurityContext{AppArmorProfile: &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}}
+		}), "AppArmor must be RuntimeDefault or Localhost"},
+		{frs("apparmor-ctr", func(s *corev1.PodSpec) {
+			s.Containers[0].SecurityContext = &corev1.SecurityContext{AppArmorProfile: &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}}
+		}), "AppArmor must be RuntimeDefault or Localhost"},
+		{annotated(frs("apparmor-annotation"), "container.apparmor.security.beta.kubernetes.io/app", "unconfined"),
+			"AppArmor must be RuntimeDefault or Localhost"},
+		{frs("selinux-type", func(s *corev1.PodSpec) {
+			s.Containers[0].SecurityContext = &corev1.SecurityContext{SELinuxOptions: &corev1.SELinuxOptions{Type: "spc_t"}}
+		}), "seLinuxOptions may not set user or role"},
+		{frs("selinux-user", func(s *corev1.PodSpec) {
+			s.SecurityContext = &corev1.PodSecurityContext{SELinuxOptions: &corev1.SELinuxOptions{User: "root"}}
+		}), "seLinuxOptions may not set user or role"},
+		{frs("selinux-role", func(s *corev1.PodSpec) {
+			s.Containers[0].SecurityContext = &corev1.SecurityContext{SELinuxOptions: &corev1.SELinuxOptions{Role: "sysadm_r"}}
+		}), "seLinuxOptions may not set user or role"},
+		{frs("procmount", func(s *corev1.PodSpec) {
+			s.Containers[0].SecurityContext = &corev1.SecurityContext{ProcMount: ptr.To(corev1.UnmaskedProcMount)}
+		}), "securityContext.procMount must be Default unless hostUsers is false: app"},
+		{frs("seccomp-ctr", func(s *corev1.PodSpec) {
+			s.Containers[0].SecurityContext = &corev1.SecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}
+		}), "seccompProfile.type may not be Unconfined"},
+		{frs("liveness-http-host", func(s *corev1.PodSpec) {
+			s.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "169.254.169.254", Port: intstr.FromInt32(80)}}}
+		}), "probes and lifecycle handlers may not set host (httpGet.host, tcpSocket.host): app"},
+		{frs("readiness-tcp-host", func(s *corev1.PodSpec) {
+			s.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Host: "10.0.0.1", Port: intstr.FromInt32(22)}}}
+		}), "probes and lifecycle handlers may not set host (httpGet.host, tcpSocket.host): app"},
+		{frs("startup-http-host", func(s *corev1.PodSpec) {
+			s.Containers[0].StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "example.com", Port: intstr.FromInt32(80)}}}
+		}), "probes and lifecycle handlers may not set host (httpGet.host, tcpSocket.host): app"},
+		{frs("poststart-http-host", func(s *corev1.PodSpec) {
+			s.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Host: "10.0.0.1", Port: intstr.FromInt32(80)}}}
+		}), "probes and lifecycle handlers may not set host (httpGet.host, tcpSocket.host): app"},
+		{frs("prestop-tcp-host", func(s *corev1.PodSpec) {
+			s.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{TCPSocket: &corev1.TCPSocketAction{Host: "10.0.0.1", Port: intstr.FromInt32(80)}}}
+		}), "probes and lifecycle handlers may not set host (httpGet.host, tcpSocket.host): app"},
+		{frs("init-prestop-host", func(s *corev1.PodSpec) {
+			s.InitContainers = []corev1.Container{{Name: "sidecar", Image: "busybox", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+				Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Host: "10.0.0.1", Port: intstr.FromInt32(80)}}}}}
+		}), "probes and lifecycle handlers may not set host (httpGet.host, tcpSocket.host): sidecar"},
 	}
 	for _, c := range cases {
 		msg := refused(c.obj)
@@ -182,6 +251,24 @@ func TestPodSecurityOnRealHub(t *testing.T) {
 		s.Containers[0].SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE"}}}
 		s.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	}))
+	// What baseline allows of the same fields.
+	admitted(annotated(frs("allowed-baseline", func(s *corev1.PodSpec) {
+		s.HostUsers = ptr.To(false)
+		s.SecurityContext = &corev1.PodSecurityContext{
+			SeccompProfile:  &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			AppArmorProfile: &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeRuntimeDefault},
+			SELinuxOptions:  &corev1.SELinuxOptions{Type: "container_engine_t", Level: "s0:c1,c2"},
+			Sysctls:         []corev1.Sysctl{{Name: "net.ipv4.tcp_rmem", Value: "4096 87380 6291456"}, {Name: "net.ipv4.tcp_wmem", Value: "4096 16384 4194304"}},
+		}
+		s.Containers[0].SecurityContext = &corev1.SecurityContext{
+			ProcMount:       ptr.To(corev1.UnmaskedProcMount), // allowed with hostUsers: false
+			AppArmorProfile: &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeLocalhost, LocalhostProfile: ptr.To("k8s-nginx")},
+			WindowsOptions:  &corev1.WindowsSecurityContextOptions{HostProcess: ptr.To(false)},
+		}
+		s.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}}
+		s.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}}
+	}), "container.apparmor.security.beta.kubernetes.io/app", "localhost/k8s-nginx"))
+	admitted(annotated(frs("apparmor-empty-annotation"), "container.apparmor.security.beta.kubernetes.io/app", ""))
 	// An update cannot sneak a privileged container in.
 	live := frs("updated")
 	if err := cl.Create(ctx, live); err != nil {

@@ -44,6 +44,7 @@ type ClusterPreference struct {
 	// Name of the member cluster as registered with replicafed.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Name string `json:"name"`
 
 	// Weight is the relative share of replicas this cluster receives.
@@ -56,11 +57,13 @@ type ClusterPreference struct {
 
 	// MinReplicas is the floor kept in this cluster while it is healthy.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
 	// +optional
 	MinReplicas *int32 `json:"minReplicas,omitempty"`
 
 	// MaxReplicas is the ceiling for this cluster; unset means no ceiling.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
 	// +optional
 	MaxReplicas *int32 `json:"maxReplicas,omitempty"`
 
@@ -68,6 +71,7 @@ type ClusterPreference struct {
 	// with the lowest cost first (for example a pay-as-you-go cloud before a
 	// reserved data centre).
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
 	// +optional
 	DeletionCost *int32 `json:"deletionCost,omitempty"`
 }
@@ -85,6 +89,11 @@ type Placement struct {
 	// ClusterSelector selects registered member clusters by their labels.
 	// Selected clusters not listed in clusters get weight 1 and no bounds.
 	// When both are empty, every registered cluster is a candidate.
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || size(self.matchExpressions) <= 32",message="matchExpressions must have at most 32 items"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || size(self.matchLabels) <= 64",message="matchLabels must have at most 64 entries"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions operator must be In, NotIn, Exists or DoesNotExist (case matters)"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['In', 'NotIn']) || (has(e.values) && size(e.values) > 0))",message="matchExpressions with operator In or NotIn need values"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['Exists', 'DoesNotExist']) || !has(e.values) || size(e.values) == 0)",message="matchExpressions with operator Exists or DoesNotExist take no values"
 	// +optional
 	ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
 
@@ -122,12 +131,12 @@ type Failover struct {
 	// UnreachableGracePeriod is how long a member may be unreachable before its
 	// replicas are planned elsewhere. Nothing is deleted in an unreachable member.
 	// +optional
-	UnreachableGracePeriod *metav1.Duration `json:"unreachableGracePeriod,omitempty"`
+	UnreachableGracePeriod *Duration `json:"unreachableGracePeriod,omitempty"`
 
 	// UnschedulableThreshold is how long a pod may stay unschedulable before it
 	// counts as missing capacity in its member and its replica is planned elsewhere.
 	// +optional
-	UnschedulableThreshold *metav1.Duration `json:"unschedulableThreshold,omitempty"`
+	UnschedulableThreshold *Duration `json:"unschedulableThreshold,omitempty"`
 
 	// MoveBack says whether replicas return to a member after it recovers.
 	// +optional
@@ -141,6 +150,7 @@ type MoveBudget struct {
 	// move; an absolute number or a percentage of spec.replicas (rounded up).
 	// +kubebuilder:default="25%"
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 && self <= 1000000 : self.matches('^[0-9]{1,3}%$')",message="must be a number of pods from 0 to 1000000 or a percentage from 0% to 999%"
 	// +optional
 	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
 
@@ -148,6 +158,7 @@ type MoveBudget struct {
 	// be during a move; an absolute number or a percentage (rounded down).
 	// +kubebuilder:default=0
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 && self <= 1000000 : self.matches('^([0-9]|[1-9][0-9]|100)%$')",message="must be a number of pods from 0 to 1000000 or a percentage from 0% to 100%"
 	// +optional
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }
@@ -173,18 +184,25 @@ type FederatedReplicaSetSpec struct {
 	// Replicas is the number of pods wanted across the whole fleet.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// MinReadySeconds is how long a new pod must be ready before it counts as
 	// available, as in a ReplicaSet.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
 	// +optional
 	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
 
 	// Selector is a label query over pods that must match the template labels.
 	// It cannot be changed after creation.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="selector is immutable"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || size(self.matchExpressions) <= 32",message="matchExpressions must have at most 32 items"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || size(self.matchLabels) <= 64",message="matchLabels must have at most 64 entries"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions operator must be In, NotIn, Exists or DoesNotExist (case matters)"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['In', 'NotIn']) || (has(e.values) && size(e.values) > 0))",message="matchExpressions with operator In or NotIn need values"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['Exists', 'DoesNotExist']) || !has(e.values) || size(e.values) == 0)",message="matchExpressions with operator Exists or DoesNotExist take no values"
 	Selector *metav1.LabelSelector `json:"selector"`
 
 	// Template is the pod template created in every member cluster.
@@ -340,8 +358,10 @@ type FederatedReplicaSetStatus struct {
 }
 
 // FederatedReplicaSet keeps a number of replicas of a pod template running
-// across member clusters.
+// across member clusters. Its name is the value of a label on the objects it
+// makes in members (LabelFederatedName), so it is at most 63 characters.
 // +kubebuilder:object:root=true
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be at most 63 characters: it is the value of the replicafed.io/federated-name label in member clusters"
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:shortName=frs,categories=all

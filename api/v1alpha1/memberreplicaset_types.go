@@ -24,12 +24,20 @@ const (
 type MemberReplicaSetSpec struct {
 	// Replicas is this member's target, as planned on the hub.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
 	Replicas int32 `json:"replicas"`
 
 	// Selector is the FederatedReplicaSet's pod selector.
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || size(self.matchExpressions) <= 32",message="matchExpressions must have at most 32 items"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || size(self.matchLabels) <= 64",message="matchLabels must have at most 64 entries"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions operator must be In, NotIn, Exists or DoesNotExist (case matters)"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['In', 'NotIn']) || (has(e.values) && size(e.values) > 0))",message="matchExpressions with operator In or NotIn need values"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['Exists', 'DoesNotExist']) || !has(e.values) || size(e.values) == 0)",message="matchExpressions with operator Exists or DoesNotExist take no values"
 	Selector *metav1.LabelSelector `json:"selector"`
 
 	// MinReadySeconds is copied from the FederatedReplicaSet.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
 	// +optional
 	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
 
@@ -46,12 +54,15 @@ type MemberReplicaSetSpec struct {
 // HubReference names a FederatedReplicaSet in the hub cluster.
 type HubReference struct {
 	// Namespace of the FederatedReplicaSet in the hub.
+	// +kubebuilder:validation:MaxLength=63
 	Namespace string `json:"namespace"`
 	// Name of the FederatedReplicaSet in the hub.
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 	// UID of the FederatedReplicaSet in the hub.
 	UID types.UID `json:"uid"`
 	// Generation of the FederatedReplicaSet the target was planned for.
+	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Generation int64 `json:"generation,omitempty"`
 }

@@ -93,6 +93,7 @@ type ClusterToleration struct {
 	// Key is the taint key matched; empty with operator Exists matches every
 	// taint.
 	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:Pattern=`^(([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`
 	// +optional
 	Key string `json:"key,omitempty"`
 	// Operator is Equal (the default) or Exists.
@@ -101,6 +102,7 @@ type ClusterToleration struct {
 	Operator TolerationOperator `json:"operator,omitempty"`
 	// Value is matched with operator Equal.
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
 	// +optional
 	Value string `json:"value,omitempty"`
 	// Effect is the taint effect matched; empty matches both effects.
@@ -108,8 +110,10 @@ type ClusterToleration struct {
 	Effect TaintEffect `json:"effect,omitempty"`
 	// TolerationSeconds bounds how long a NoExecute taint is tolerated,
 	// counted from the taint's timeAdded; unset tolerates it for ever, 0
-	// not at all.
+	// not at all. At most ten years (315360000): longer is "for ever",
+	// which leaving it unset says.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=315360000
 	// +optional
 	TolerationSeconds *int64 `json:"tolerationSeconds,omitempty"`
 }

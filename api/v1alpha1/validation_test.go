@@ -2,14 +2,18 @@ package v1alpha1_test
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,7 +74,7 @@ func installSelectorPolicy(ctx context.Context, t *testing.T, c client.Client) {
 }
 
 func TestFederatedReplicaSetValidation(t *testing.T) {
-	_, c, ctx := startHub(t, "crd-hub")
+	hub, c, ctx := startHub(t, "crd-hub")
 	installSelectorPolicy(ctx, t, c)
 
 	t.Run("defaults", func(t *testing.T) {
@@ -252,6 +256,161 @@ func TestFederatedReplicaSetValidation(t *testing.T) {
 		})
 	}
 
+	// Each field's bound: the refusal names the field (the API server puts
+	// the field path before the message).
+	bounds := []struct {
+		field  string
+		mutate func(*v1alpha1.FederatedReplicaSet)
+		want   string
+	}{
+		{"metadata.name", func(f *v1alpha1.FederatedReplicaSet) { f.Name = strings.Repeat("n", 64) }, "metadata.name must be at most 63 characters"},
+		{"spec.replicas", func(f *v1alpha1.FederatedReplicaSet) { f.Spec.Replicas = ptr.To[int32](1000001) }, "should be less than or equal to 1000000"},
+		{"spec.minReadySeconds", func(f *v1alpha1.FederatedReplicaSet) { f.Spec.MinReadySeconds = 86401 }, "should be less than or equal to 86400"},
+		{"spec.failover.unreachableGracePeriod", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Failover.UnreachableGracePeriod = dur("3d")
+		}, "must be a duration such as 90s, 5m or 1h30m"},
+		{"spec.failover.unreachableGracePeriod", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Failover.UnreachableGracePeriod = dur("721h")
+		}, "must be at most 720h"},
+		{"spec.failover.unreachableGracePeriod", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Failover.UnreachableGracePeriod = dur("-5s")
+		}, "must be a duration"},
+		{"spec.failover.unschedulableThreshold", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Failover.UnschedulableThreshold = dur("60")
+		}, "must be a duration"},
+		{"spec.failover.unschedulableThreshold", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Failover.UnschedulableThreshold = dur("9999999999999999999h")
+		}, "must be a duration"},
+		{"spec.failover.unschedulableThreshold", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Failover.UnschedulableThreshold = dur(strings.Repeat("1s", 33))
+		}, "Too long"},
+		{"spec.selector", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Selector.MatchExpressions[0].Operator = "in"
+		}, "operator must be In, NotIn, Exists or DoesNotExist"},
+		{"spec.placement.clusterSelector", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.ClusterSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "region", Operator: "in", Values: []string{"eu"}}}}
+		}, "operator must be In, NotIn, Exists or DoesNotExist"},
+		{"spec.placement.clusterSelector", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.ClusterSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "region", Operator: "In"}}}
+		}, "with operator In or NotIn need values"},
+		{"spec.placement.clusterSelector", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.ClusterSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "region", Operator: "Exists", Values: []string{"eu"}}}}
+		}, "with operator Exists or DoesNotExist take no values"},
+		{"spec.placement.clusterSelector", func(f *v1alpha1.FederatedReplicaSet) {
+			sel := &metav1.LabelSelector{}
+			for i := range 33 {
+				sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{Key: fmt.Sprintf("k%d", i), Operator: "Exists"})
+			}
+			f.Spec.Placement.ClusterSelector = sel
+		}, "matchExpressions must have at most 32 items"},
+		{"spec.placement.clusters[0].name", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.Clusters = []v1alpha1.ClusterPreference{{Name: "Member_A"}}
+		}, "should match"},
+		{"spec.placement.clusters[0].minReplicas", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.Clusters = []v1alpha1.ClusterPreference{{Name: "a", MinReplicas: ptr.To[int32](1000001)}}
+		}, "should be less than or equal to 1000000"},
+		{"spec.placement.clusters[0].maxReplicas", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.Clusters = []v1alpha1.ClusterPreference{{Name: "a", MaxReplicas: ptr.To[int32](1000001)}}
+		}, "should be less than or equal to 1000000"},
+		{"spec.placement.clusters[0].weight", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.Clusters = []v1alpha1.ClusterPreference{{Name: "a", Weight: ptr.To[int32](1000001)}}
+		}, "should be less than or equal to 1000000"},
+		{"spec.placement.clusters[0].deletionCost", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.Clusters = []v1alpha1.ClusterPreference{{Name: "a", DeletionCost: ptr.To[int32](1000001)}}
+		}, "should be less than or equal to 1000000"},
+		{"spec.placement.tolerations[0].tolerationSeconds", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.Tolerations = []v1alpha1.ClusterToleration{{Key: "k", Effect: v1alpha1.TaintNoExecute, TolerationSeconds: ptr.To[int64](math.MaxInt64)}}
+		}, "should be less than or equal to 315360000"},
+		{"spec.placement.tolerations[0].key", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.Tolerations = []v1alpha1.ClusterToleration{{Key: "bad key", Operator: v1alpha1.TolerationExists}}
+		}, "should match"},
+		{"spec.placement.tolerations[0].value", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.Placement.Tolerations = []v1alpha1.ClusterToleration{{Key: "k", Value: "not valid!"}}
+		}, "should match"},
+		{"spec.placement.tolerations", func(f *v1alpha1.FederatedReplicaSet) {
+			for range 65 {
+				f.Spec.Placement.Tolerations = append(f.Spec.Placement.Tolerations, v1alpha1.ClusterToleration{Operator: v1alpha1.TolerationExists})
+			}
+		}, "must have at most 64 items"},
+		{"spec.moveBudget.maxSurge", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.MoveBudget.MaxSurge = ptr.To(intstr.FromString("lots"))
+		}, "must be a number of pods from 0 to 1000000 or a percentage"},
+		{"spec.moveBudget.maxSurge", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.MoveBudget.MaxSurge = ptr.To(intstr.FromInt32(math.MaxInt32))
+		}, "must be a number of pods from 0 to 1000000 or a percentage"},
+		{"spec.moveBudget.maxUnavailable", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.MoveBudget.MaxUnavailable = ptr.To(intstr.FromString("101%"))
+		}, "percentage from 0% to 100%"},
+		{"spec.scaleDown.nodeCost.values[0]", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.ScaleDown = &v1alpha1.ScaleDown{NodeCost: &v1alpha1.NodeCost{Key: "k", Values: []string{"on demand"}}}
+		}, "should match"},
+	}
+	for i, tc := range bounds {
+		t.Run(fmt.Sprintf("bound %s %d", tc.field, i), func(t *testing.T) {
+			frs := validFRS(fmt.Sprintf("bound-%d", i))
+			tc.mutate(frs)
+			err := c.Create(ctx, frs)
+			if err == nil {
+				t.Fatalf("invalid %s accepted", tc.field)
+			}
+			t.Logf("refused: %v", err)
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.field) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not name %s with %q", err, tc.field, tc.want)
+			}
+		})
+	}
+
+	t.Run("bounds admit their limits", func(t *testing.T) {
+		frs := validFRS(strings.Repeat("l", 63))
+		frs.Spec.Replicas = ptr.To[int32](1000000)
+		frs.Spec.MinReadySeconds = 86400
+		frs.Spec.Failover = v1alpha1.Failover{UnreachableGracePeriod: dur("720h"), UnschedulableThreshold: dur("1h30m0.5s")}
+		frs.Spec.Placement.ClusterSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "region", Operator: "NotIn", Values: []string{"eu"}}, {Key: "gpu", Operator: "Exists"}}}
+		frs.Spec.Placement.Tolerations = []v1alpha1.ClusterToleration{{Key: "k", Effect: v1alpha1.TaintNoExecute, TolerationSeconds: ptr.To[int64](315360000)}}
+		frs.Spec.MoveBudget = v1alpha1.MoveBudget{MaxSurge: ptr.To(intstr.FromString("200%")), MaxUnavailable: ptr.To(intstr.FromString("100%"))}
+		if err := c.Create(ctx, frs); err != nil {
+			t.Fatalf("values at the bounds refused: %v", err)
+		}
+	})
+
+	t.Run("member replica set bounds", func(t *testing.T) {
+		memberCRDs, err := crds.Member()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := testcluster.InstallCRDs(ctx, hub.Config, memberCRDs); err != nil {
+			t.Fatal(err)
+		}
+		mrs := func(name string) *v1alpha1.MemberReplicaSet {
+			return &v1alpha1.MemberReplicaSet{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+				Spec: v1alpha1.MemberReplicaSetSpec{Replicas: 1, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+					Hub: v1alpha1.HubReference{Namespace: "default", Name: name, UID: "u"}},
+			}
+		}
+		if err := c.Create(ctx, mrs("ok")); err != nil {
+			t.Fatalf("valid MemberReplicaSet refused: %v", err)
+		}
+		for _, tc := range []struct {
+			field, want string
+			mutate      func(*v1alpha1.MemberReplicaSet)
+		}{
+			{"spec.replicas", "should be less than or equal to 1000000", func(m *v1alpha1.MemberReplicaSet) { m.Spec.Replicas = 1000001 }},
+			{"spec.minReadySeconds", "should be greater than or equal to 0", func(m *v1alpha1.MemberReplicaSet) { m.Spec.MinReadySeconds = -1 }},
+			{"spec.selector", "operator must be In, NotIn, Exists or DoesNotExist", func(m *v1alpha1.MemberReplicaSet) {
+				m.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "a", Operator: "exists"}}
+			}},
+		} {
+			m := mrs("bad")
+			tc.mutate(m)
+			err := c.Create(ctx, m)
+			if err == nil || !strings.Contains(err.Error(), tc.field) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("MemberReplicaSet with a bad %s: %v; want %q", tc.field, err, tc.want)
+			}
+		}
+	})
+
 	t.Run("placement features accepted", func(t *testing.T) {
 		frs := validFRS("placement-features")
 		frs.Spec.Placement = v1alpha1.Placement{
@@ -362,4 +521,9 @@ func startHub(t *testing.T, name string) (*testcluster.Cluster, client.Client, c
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return hub, c, ctx
+}
+
+func dur(s string) *v1alpha1.Duration {
+	d := v1alpha1.Duration(s)
+	return &d
 }

@@ -109,12 +109,12 @@ func (in *Failover) DeepCopyInto(out *Failover) {
 	*out = *in
 	if in.UnreachableGracePeriod != nil {
 		in, out := &in.UnreachableGracePeriod, &out.UnreachableGracePeriod
-		*out = new(v1.Duration)
+		*out = new(Duration)
 		**out = **in
 	}
 	if in.UnschedulableThreshold != nil {
 		in, out := &in.UnschedulableThreshold, &out.UnschedulableThreshold
-		*out = new(v1.Duration)
+		*out = new(Duration)
 		**out = **in
 	}
 }

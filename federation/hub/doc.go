@@ -23,6 +23,19 @@
 // (grace period, unschedulable threshold or toleration running out). Warning
 // events are emitted when a warning's text changes, not on every pass.
 //
+// A spec that cannot be interpreted (specProblems: planner.Check, a name no
+// label value can carry, a selector that does not parse or match the
+// template) is never planned: the members keep their last committed targets,
+// the condition Invalid names the fields and one warning is emitted per
+// distinct text; members hand off the objects whose pods they could not
+// manage (Workloads). A valid placement that selects no member holds the
+// targets too (Planned False, NoCandidateClusters) unless replicas is 0.
+//
+// Every wait on a member is bounded (MemberTimeout): its facts are read for
+// all members at once, and a member that does not answer in time is unknown
+// for the pass (target held) and left unread for a while (stalls.go), so it
+// never holds the worker that every FederatedReplicaSet shares.
+//
 // Triggers from outside the hub watch (member reports, health changes, a new
 // leader) go through a workqueue (Triggers) and are never dropped.
 package hub

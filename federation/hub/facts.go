@@ -39,6 +39,35 @@ type facts struct {
 	unconnected map[string]bool
 	// taintErrors say why a member's taints could not be read.
 	taintErrors map[string]string
+	// stalled are engaged members that did not answer within the bound
+	// (or did not in a recent pass): planned as of unknown health, and
+	// missing without being waited for.
+	stalled map[string]bool
+}
+
+// memberRead is what one member's cache says for one FederatedReplicaSet.
+type memberRead struct {
+	report     engine.MemberStatus
+	haveReport bool
+	// free is the member's free room for the template (haveFree), own the
+	// FederatedReplicaSet's pods its cache counts in it (-1 unknown).
+	free, own int32
+	haveFree  bool
+}
+
+// readMember reads what m runs of frs and its room. The room is read
+// whatever m's health, the caller uses it only when healthy.
+func (r *Reconciler) readMember(ctx context.Context, m *registry.Member, frs *v1alpha1.FederatedReplicaSet, termStart time.Time) memberRead {
+	var out memberRead
+	key := fedref.MemberObject{Cluster: m.Name, Namespace: frs.Namespace, Name: frs.Name}
+	out.report, out.haveReport = r.memberReport(ctx, m, frs, key, termStart)
+	if st, ok := r.Health.State(m.Name); ok && st.Health == v1alpha1.ClusterHealthy {
+		out.free, out.haveFree = r.memberCapacity(ctx, m, &frs.Spec.Template)
+		if out.haveFree {
+			out.own = r.podsTakingRoom(ctx, m, frs)
+		}
+	}
+	return out
 }
 
 // waitedOut plans the members this replica still cannot connect to, once the
@@ -85,7 +114,7 @@ func (t *termMark) observe(ctx context.Context, now time.Time) time.Time {
 // gather collects the facts for frs. Candidates are the registered members,
 // the engaged ones and those holding a committed target.
 func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, prev map[string]int32, termStart, now time.Time) facts {
-	f := facts{missing: map[string]string{}, reports: map[string]engine.MemberStatus{}, unconnected: map[string]bool{}, taintErrors: map[string]string{}}
+	f := facts{missing: map[string]string{}, reports: map[string]engine.MemberStatus{}, unconnected: map[string]bool{}, taintErrors: map[string]string{}, stalled: map[string]bool{}}
 	labels := map[string]map[string]string{}
 	taints := map[string][]v1alpha1.ClusterTaint{}
 	registered := map[string]bool{}
@@ -122,6 +151,21 @@ func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaS
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	// What each member runs and has room for, read from its cache at once
+	// for every member and bounded: a member that does not answer in time
+	// is unknown for this pass, never a reason to wait.
+	var toRead []*registry.Member
+	for _, name := range names {
+		if m, ok := engaged[name]; ok && !r.stalls.stalled(m, now) {
+			toRead = append(toRead, m)
+		}
+	}
+	// A read the pass gives up on may still run when the caller writes frs:
+	// the reads get their own copy.
+	snap := frs.DeepCopy()
+	read := boundedRead(ctx, &r.stalls, toRead, r.memberTimeout(), now, func(ctx context.Context, m *registry.Member) memberRead {
+		return r.readMember(ctx, m, snap, termStart)
+	})
 	for _, name := range names {
 		var recorded []v1alpha1.ClusterTaint
 		if r.RecordedTaints != nil && len(taints[name]) > 0 {
@@ -139,35 +183,41 @@ func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaS
 			}
 		}
 		m, isEngaged := engaged[name]
+		got, answered := read[m]
+		if isEngaged && !answered && pm.Health != planner.Unhealthy {
+			// Unknown for this pass: held at its committed target.
+			pm.Health = planner.HealthUnknown
+			f.stalled[name] = true
+		}
 		switch {
 		case pm.Health == planner.Unhealthy:
 			// Known unreachable: the grace period decides, facts or not.
 		case !isEngaged:
 			f.missing[name] = "not connected on this replica yet"
 			f.unconnected[name] = true
+		case f.stalled[name]:
+			f.missing[name] = fmt.Sprintf("did not answer within %s", r.memberTimeout())
 		case pm.Health == planner.HealthUnknown:
 			f.missing[name] = "health unknown"
 		}
-		if isEngaged {
-			key := fedref.MemberObject{Cluster: name, Namespace: frs.Namespace, Name: frs.Name}
-			if rep, ok := r.memberReport(ctx, m, frs, key, termStart); ok {
-				f.reports[name] = rep
-				pm.Current, pm.Ready = rep.Replicas, rep.ReadyReplicas
-				pm.Unschedulable, pm.UnschedulableSince = rep.Unschedulable, rep.UnschedulableSince
+		if answered {
+			if got.haveReport {
+				f.reports[name] = got.report
+				pm.Current, pm.Ready = got.report.Replicas, got.report.ReadyReplicas
+				pm.Unschedulable, pm.UnschedulableSince = got.report.Unschedulable, got.report.UnschedulableSince
 			} else if prev[name] > 0 && pm.Health == planner.Healthy {
 				f.missing[name] = "no report of its pods yet"
 			}
-			if pm.Health == planner.Healthy {
-				if free, ok := r.memberCapacity(ctx, m, &frs.Spec.Template); ok {
-					free = roomBeyondReport(free, r.podsTakingRoom(ctx, m, frs), pm.Current)
-					pm.FreeCapacity = &free
-				}
+			if pm.Health == planner.Healthy && got.haveFree {
+				free := roomBeyondReport(got.free, got.own, pm.Current)
+				pm.FreeCapacity = &free
 			}
 		}
 		f.members = append(f.members, pm)
 	}
 	if err == nil {
 		r.taints.retain(registered)
+		r.stalls.retain(registered)
 	}
 	// Only what this plan can use matters: a member the placement does not
 	// select and that holds no target cannot change it.

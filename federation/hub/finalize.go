@@ -2,20 +2,24 @@ package hub
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/internal/fedref"
 )
 
@@ -29,7 +33,7 @@ const ConditionDeleting = "Deleting"
 //     deletes its pods first and the MemberReplicaSet disappears last. The
 //     member's collector can finish that before its own informer has seen a
 //     pod created just before the delete, so once a MemberReplicaSet is gone
-//     its pods are looked for too (see leftoverPods) and deleted here; the
+//     its pods are looked for too (by the UID of its controller reference, see deleteLeftoverPods) and deleted here; the
 //     finalizer stays until none is left;
 //   - orphan deletion in the hub (the "orphan" finalizer was seen, an earlier
 //     leader recorded it, or spec.deletionPolicy is Orphan): each
@@ -75,59 +79,69 @@ func (r *Reconciler) finalize(ctx context.Context, frs *v1alpha1.FederatedReplic
 		names[m.Name] = true
 	}
 	var waiting, unreachable []string
+	var members []*registry.Member
+	now := r.Clock.Now()
 	for name := range names {
 		m, ok := r.Registry.Get(name)
-		if !ok {
-			// Not registered any more: there is no member to clean.
-			continue
-		}
-		if st, ok := r.Health.State(name); ok && st.Health == v1alpha1.ClusterUnreachable {
-			unreachable = append(unreachable, name)
-			continue
-		}
-		mrs := &v1alpha1.MemberReplicaSet{}
-		err := m.Cluster.GetAPIReader().Get(ctx, client.ObjectKey{Namespace: frs.Namespace, Name: frs.Name}, mrs)
 		switch {
-		case meta.IsNoMatchError(err):
-			// No MemberReplicaSet CRD: nothing of ours can run there.
-			continue
-		case apierrors.IsNotFound(err):
-			mrs = nil
-		case err != nil:
+		case !ok:
+			// Not registered any more: there is no member to clean.
+		case r.isUnreachable(name) || r.stalls.stalled(m, now):
+			// Unreachable, or it did not answer lately: waiting on it
+			// again would hold every other object's reconcile too.
 			unreachable = append(unreachable, name)
-			log.V(1).Info("Cannot read MemberReplicaSet while deleting", "cluster", name, "reason", err.Error())
-			continue
+		default:
+			members = append(members, m)
 		}
-		if mrs != nil && mrs.Spec.Hub.UID != "" && mrs.Spec.Hub.UID != frs.UID {
-			// A MemberReplicaSet of an older object with the same name: not ours.
-			continue
+	}
+	// Every member call is bounded (a member that does not answer in time
+	// is waited for like an unreachable one) and runs beside the others'.
+	// First read each member's MemberReplicaSet...
+	// (Calls the pass gives up on may outlive it: they get their own copy.)
+	snap := frs.DeepCopy()
+	found := boundedRead(ctx, &r.stalls, members, r.finalizeTimeout(), now, func(ctx context.Context, m *registry.Member) ownedMRS {
+		return r.memberReplicaSet(ctx, snap, m)
+	})
+	// ...record the UIDs of those about to be deleted (one hub write, before
+	// any delete)...
+	owners := map[string]types.UID{}
+	for m, got := range found {
+		if got.err == nil && got.mrs != nil && got.mrs.DeletionTimestamp == nil {
+			owners[m.Name] = got.mrs.UID
 		}
-		if mrs != nil {
-			if mrs.DeletionTimestamp == nil {
-				err := m.Cluster.GetClient().Delete(ctx, mrs, client.PropagationPolicy(policy),
-					client.Preconditions{UID: &mrs.UID})
-				if err != nil && !apierrors.IsNotFound(err) {
-					return ctrl.Result{}, fmt.Errorf("deleting MemberReplicaSet %s in %s: %w", klog.KObj(mrs), name, err)
-				}
-				log.V(1).Info("MemberReplicaSet deleted", "cluster", name, "propagation", policy)
-				r.event(frs, corev1.EventTypeNormal, "MemberDeleted", "Delete",
-					"cluster %s: deleting MemberReplicaSet (%s propagation)", name, policy)
-			}
-			waiting = append(waiting, name)
-			continue
+	}
+	if err := r.recordOwners(ctx, frs, owners); err != nil {
+		return ctrl.Result{}, err
+	}
+	// ...then take one deletion step in each.
+	var act []*registry.Member
+	for _, m := range members {
+		got, ok := found[m]
+		switch {
+		case !ok:
+			unreachable = append(unreachable, m.Name)
+		case got.err != nil:
+			unreachable = append(unreachable, m.Name)
+			log.V(1).Info("Cannot read MemberReplicaSet while deleting", "cluster", m.Name, "reason", got.err.Error())
+		default:
+			act = append(act, m)
 		}
-		if orphan {
-			continue
-		}
-		left, err := r.deleteLeftoverPods(ctx, frs, m.Cluster.GetClient(), m.Cluster.GetAPIReader())
-		if err != nil {
-			unreachable = append(unreachable, name)
-			log.V(1).Info("Cannot clear pods left after the MemberReplicaSet", "cluster", name, "reason", err.Error())
-			continue
-		}
-		if left > 0 {
-			log.V(1).Info("Pods outlived their MemberReplicaSet; deleting them", "cluster", name, "pods", left)
-			waiting = append(waiting, name)
+	}
+	owned := recordedOwners(frs)
+	steps := boundedRead(ctx, &r.stalls, act, r.finalizeTimeout(), now, func(ctx context.Context, m *registry.Member) stepResult {
+		state, err := r.finalizeMember(ctx, snap, m, found[m].mrs, owned[m.Name], policy, orphan)
+		return stepResult{state, err}
+	})
+	for _, m := range act {
+		got, ok := steps[m]
+		switch {
+		case !ok:
+			unreachable = append(unreachable, m.Name)
+		case got.err != nil:
+			unreachable = append(unreachable, m.Name)
+			log.V(1).Info("Cannot finish deleting in member", "cluster", m.Name, "reason", got.err.Error())
+		case got.state == memberWaiting:
+			waiting = append(waiting, m.Name)
 		}
 	}
 	if len(waiting) > 0 || len(unreachable) > 0 {
@@ -161,7 +175,7 @@ func (r *Reconciler) finalize(ctx context.Context, frs *v1alpha1.FederatedReplic
 	for name := range names {
 		r.Expectations.Delete(fedref.MemberObject{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
 	}
-	r.Reports.Forget(frs.Namespace, frs.Name)
+	r.forget(frs.Namespace, frs.Name)
 	if r.Intents != nil {
 		r.Intents.Forget(frs.UID)
 	}
@@ -172,6 +186,141 @@ func (r *Reconciler) finalize(ctx context.Context, frs *v1alpha1.FederatedReplic
 	}
 	log.V(1).Info("Deletion finished in every member", "orphan", orphan)
 	return ctrl.Result{}, nil
+}
+
+// finalizeTimeout bounds each round of member calls of one deletion pass
+// (live reads, then deletes; twice MemberTimeout, as they go to the API
+// server rather than a cache): a member that does not answer in time is
+// waited for as an unreachable one, and left alone for a while (stalls).
+func (r *Reconciler) finalizeTimeout() time.Duration { return 2 * r.memberTimeout() }
+
+// memberState is how far a deletion got in one member.
+type memberState int
+
+const (
+	// memberDone: nothing of the object is left there (or it is not ours).
+	memberDone memberState = iota
+	// memberWaiting: its MemberReplicaSet or pods are still being deleted.
+	memberWaiting
+)
+
+// ownedMRS is a member's MemberReplicaSet of the object being deleted: nil
+// when there is none of it (none at all, no CRD, or one of an older object
+// of the same name), err when it could not be read.
+type ownedMRS struct {
+	mrs *v1alpha1.MemberReplicaSet
+	err error
+}
+
+// stepResult is the outcome of one deletion step in one member.
+type stepResult struct {
+	state memberState
+	err   error
+}
+
+// isUnreachable reports whether the member's health says it is unreachable.
+func (r *Reconciler) isUnreachable(name string) bool {
+	st, ok := r.Health.State(name)
+	return ok && st.Health == v1alpha1.ClusterUnreachable
+}
+
+// memberReplicaSet reads frs's MemberReplicaSet in m from the member's API
+// server (not its cache: deletion decides on what is there now).
+func (r *Reconciler) memberReplicaSet(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, m *registry.Member) ownedMRS {
+	mrs := &v1alpha1.MemberReplicaSet{}
+	err := m.Cluster.GetAPIReader().Get(ctx, client.ObjectKey{Namespace: frs.Namespace, Name: frs.Name}, mrs)
+	switch {
+	case meta.IsNoMatchError(err), apierrors.IsNotFound(err):
+		// No MemberReplicaSet CRD (nothing of ours can run there), or none.
+		return ownedMRS{}
+	case err != nil:
+		return ownedMRS{err: fmt.Errorf("reading MemberReplicaSet: %w", err)}
+	case mrs.Spec.Hub.UID != "" && mrs.Spec.Hub.UID != frs.UID:
+		// A MemberReplicaSet of an older object with the same name: not ours.
+		return ownedMRS{}
+	}
+	return ownedMRS{mrs: mrs}
+}
+
+// finalizeMember takes one deletion step in member m: delete the object's
+// MemberReplicaSet mrs (its UID already recorded on the hub object), or,
+// once it is gone, the pods that outlived it, known by owner, the UID of the
+// MemberReplicaSet replicafed deleted there (empty when none was).
+func (r *Reconciler) finalizeMember(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, m *registry.Member, mrs *v1alpha1.MemberReplicaSet, owner types.UID, policy metav1.DeletionPropagation, orphan bool) (memberState, error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("frs", klog.KObj(frs), "cluster", m.Name)
+	if mrs != nil {
+		if mrs.DeletionTimestamp == nil {
+			err := m.Cluster.GetClient().Delete(ctx, mrs, client.PropagationPolicy(policy),
+				client.Preconditions{UID: &mrs.UID})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return memberDone, fmt.Errorf("deleting MemberReplicaSet %s: %w", klog.KObj(mrs), err)
+			}
+			log.V(1).Info("MemberReplicaSet deleted", "propagation", policy)
+			r.event(frs, corev1.EventTypeNormal, "MemberDeleted", "Delete",
+				"cluster %s: deleting MemberReplicaSet (%s propagation)", m.Name, policy)
+		}
+		return memberWaiting, nil
+	}
+	if orphan || owner == "" {
+		// Orphaned pods stay. Without a MemberReplicaSet replicafed deleted
+		// there, no pod of this object can be left: pods that only look
+		// like ours (same owner name) are not ours to wait for.
+		return memberDone, nil
+	}
+	left, err := r.deleteLeftoverPods(ctx, frs, owner, m.Cluster.GetClient(), m.Cluster.GetAPIReader())
+	if err != nil {
+		return memberDone, fmt.Errorf("clearing pods left after the MemberReplicaSet: %w", err)
+	}
+	if left > 0 {
+		log.V(1).Info("Pods outlived their MemberReplicaSet; deleting them", "pods", left)
+		return memberWaiting, nil
+	}
+	return memberDone, nil
+}
+
+// AnnotationMemberOwners records, on a FederatedReplicaSet being deleted,
+// the UID of each member's MemberReplicaSet replicafed deleted (JSON, member
+// name to UID): pods that outlive it are recognised by that UID in their
+// controller reference, so a pod someone else made with the same owner name
+// is neither deleted nor waited for. It is written before the delete, so a
+// new leader knows it too.
+const AnnotationMemberOwners = "replicafed.io/member-owners"
+
+// recordedOwners reads AnnotationMemberOwners (empty when absent or unreadable).
+func recordedOwners(frs *v1alpha1.FederatedReplicaSet) map[string]types.UID {
+	out := map[string]types.UID{}
+	if v := frs.Annotations[AnnotationMemberOwners]; v != "" {
+		_ = json.Unmarshal([]byte(v), &out) // unreadable: nothing recorded
+	}
+	return out
+}
+
+// recordOwners adds owners (member name to MemberReplicaSet UID) to
+// AnnotationMemberOwners on frs, in one write when anything is new.
+func (r *Reconciler) recordOwners(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, owners map[string]types.UID) error {
+	all := recordedOwners(frs)
+	changed := false
+	for member, uid := range owners {
+		if all[member] != uid {
+			all[member], changed = uid, true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	data, err := json.Marshal(all)
+	if err != nil {
+		return fmt.Errorf("encoding member owners: %w", err)
+	}
+	patch := client.MergeFrom(frs.DeepCopy())
+	if frs.Annotations == nil {
+		frs.Annotations = map[string]string{}
+	}
+	frs.Annotations[AnnotationMemberOwners] = string(data)
+	if err := r.Hub.Patch(ctx, frs, patch); err != nil {
+		return fmt.Errorf("recording the MemberReplicaSets of %s: %w", klog.KObj(frs), err)
+	}
+	return nil
 }
 
 // deletionOrphans says whether deleting frs leaves its pods running: the
@@ -190,14 +339,12 @@ func deletionOrphans(frs *v1alpha1.FederatedReplicaSet, seenOrphan bool) bool {
 // precondition) and returns how many still exist, terminating ones included.
 //
 // A pod belongs to it when it matches frs's selector and its controller
-// reference names a MemberReplicaSet of frs's name: the MemberReplicaSet is
-// replicafed's only pod owner and has the hub object's name, and the hub
-// object's finalizer keeps any same-named successor from existing meanwhile.
-// Pods do not carry hub labels, so the owner reference is the one mark a
-// replicafed pod has; it is only looked for once the MemberReplicaSet is gone,
-// so every such reference dangles and the member's own garbage collector
-// would delete the pod too, just later.
-func (r *Reconciler) deleteLeftoverPods(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, w client.Writer, rd client.Reader) (int, error) {
+// reference carries owner, the UID of the MemberReplicaSet replicafed
+// deleted there (AnnotationMemberOwners): a name can be forged by whoever
+// may create pods in the member, the UID of an object that no longer exists
+// cannot be taken by a new one. Every such reference dangles, so the
+// member's own garbage collector would delete the pod too, just later.
+func (r *Reconciler) deleteLeftoverPods(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, owner types.UID, w client.Writer, rd client.Reader) (int, error) {
 	sel, err := metav1.LabelSelectorAsSelector(frs.Spec.Selector)
 	if err != nil || sel.Empty() {
 		return 0, nil //nolint:nilerr // an invalid selector never created pods
@@ -210,7 +357,7 @@ func (r *Reconciler) deleteLeftoverPods(ctx context.Context, frs *v1alpha1.Feder
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		ref := metav1.GetControllerOf(p)
-		if ref == nil || ref.Kind != "MemberReplicaSet" || ref.Name != frs.Name ||
+		if ref == nil || ref.UID != owner || ref.Kind != "MemberReplicaSet" ||
 			!strings.HasPrefix(ref.APIVersion, v1alpha1.GroupVersion.Group+"/") {
 			continue
 		}

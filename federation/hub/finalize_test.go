@@ -67,6 +67,9 @@ func TestDeletionWaitsForPodsThatOutliveTheMemberReplicaSet(t *testing.T) {
 		memberPod("other-owner", "api", "mrs-api", web),
 		memberPod("unowned", "", "", web),
 		memberPod("other-labels", "web", "mrs-uid-1", map[string]string{"app": "db"}),
+		// Someone else's pod with replicafed's owner name and labels: not
+		// deleted, and it does not hold the deletion.
+		memberPod("forged", "web", "mrs-forged", web),
 	}
 	var deletes []string
 	funcs := interceptor.Funcs{Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
@@ -78,7 +81,9 @@ func TestDeletionWaitsForPodsThatOutliveTheMemberReplicaSet(t *testing.T) {
 		deletes = append(deletes, obj.GetName())
 		return c.Delete(ctx, obj, opts...)
 	}}
-	e := newEnv(t, true, frs(2, deleting()), healthy("a"), map[string][]client.Object{"a": objs}, map[string]interceptor.Funcs{"a": funcs})
+	obj := frs(2, deleting())
+	obj.Annotations = map[string]string{AnnotationMemberOwners: `{"a":"mrs-uid-1"}`}
+	e := newEnv(t, true, obj, healthy("a"), map[string][]client.Object{"a": objs}, map[string]interceptor.Funcs{"a": funcs})
 	_ = e.targets.SetTargets(context.Background(), fedref.FRS{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 2})
 
 	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
@@ -91,7 +96,7 @@ func TestDeletionWaitsForPodsThatOutliveTheMemberReplicaSet(t *testing.T) {
 	if len(deletes) != 2 || !contains(deletes, "web-late1") || !contains(deletes, "web-late2") {
 		t.Fatalf("deleted %v, want exactly the two leftover pods", deletes)
 	}
-	for _, keep := range []string{"other-owner", "unowned", "other-labels"} {
+	for _, keep := range []string{"other-owner", "unowned", "other-labels", "forged"} {
 		if err := e.members["a"].Get(context.Background(), types.NamespacedName{Namespace: "default", Name: keep}, &corev1.Pod{}); err != nil {
 			t.Fatalf("pod %s: %v", keep, err)
 		}
@@ -122,5 +127,60 @@ func TestDeletionPolicyOrphanWhenIntentUnseen(t *testing.T) {
 	}
 	if len(policies) != 1 || policies[0] != metav1.DeletePropagationOrphan {
 		t.Fatalf("member delete policies = %v, want [Orphan]", policies)
+	}
+}
+
+// A pod made to look like replicafed's (the MemberReplicaSet's name in a
+// controller reference, the selector's labels) never holds a deletion: only
+// the UID of the MemberReplicaSet replicafed deleted, recorded on the hub
+// object before the delete, marks its pods.
+func TestForgedPodDoesNotHoldDeletion(t *testing.T) {
+	web := map[string]string{"app": "web"}
+	for _, tc := range []struct {
+		name    string
+		forged  *corev1.Pod
+		release bool
+	}{
+		{"same owner name, another UID", memberPod("web-x", "web", "forged-uid", web), true},
+		{"same owner name, no UID", memberPod("web-y", "web", "", web), true},
+		{"the real owner's UID", memberPod("web-z", "web", "mrs-uid-1", web), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The forged pod carries a finalizer so that a delete would not
+			// remove it: were it matched, it would hold the deletion for ever.
+			tc.forged.Finalizers = []string{"example.com/hold"}
+			e := newEnv(t, true, frs(2, deleting()), healthy("a"),
+				map[string][]client.Object{"a": {mrs("uid-1"), tc.forged}}, nil)
+			_ = e.targets.SetTargets(context.Background(), fedref.FRS{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 2})
+			// Pass 1 records the MemberReplicaSet's UID and deletes it
+			// (the fake client has no garbage collector: it is gone at once).
+			if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+				t.Fatal(err)
+			}
+			hubObj := &v1alpha1.FederatedReplicaSet{}
+			if err := e.hub.Get(context.Background(), req().NamespacedName, hubObj); err != nil {
+				t.Fatal(err)
+			}
+			if got := recordedOwners(hubObj)["a"]; got != "mrs-uid-1" {
+				t.Fatalf("recorded owner of a = %q, want mrs-uid-1", got)
+			}
+			for range 2 {
+				if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := e.hub.Get(context.Background(), req().NamespacedName, hubObj)
+			released := apierrors.IsNotFound(err) || (err == nil && !contains(hubObj.Finalizers, v1alpha1.FinalizerCascade))
+			if released != tc.release {
+				t.Fatalf("finalizer released = %v, want %v", released, tc.release)
+			}
+			pod := &corev1.Pod{}
+			if err := e.members["a"].Get(context.Background(), client.ObjectKeyFromObject(tc.forged), pod); err != nil {
+				t.Fatal(err)
+			}
+			if deleting := pod.DeletionTimestamp != nil; deleting == tc.release {
+				t.Fatalf("pod %s being deleted = %v, want %v", pod.Name, deleting, !tc.release)
+			}
+		})
 	}
 }

@@ -264,7 +264,7 @@ func TestUnconnectedMemberIsFailedOverAfterGrace(t *testing.T) {
 	members := map[string][]client.Object{"a": {memberMRS(2, 2)}, "b": {memberMRS(2, 2)}}
 	e := newEnv(t, true, frs(4), healthy("a", "b"), members, nil)
 	e.r.Registered = registered("a", "b")
-	e.r.Defaults = v1alpha1.Failover{UnreachableGracePeriod: &metav1.Duration{Duration: time.Minute}}
+	e.r.Defaults = v1alpha1.Failover{UnreachableGracePeriod: v1alpha1.DurationOf(time.Minute)}
 	clk := clocktesting.NewFakeClock(now)
 	e.r.Clock = clk
 	_ = e.targets.SetTargets(context.Background(), ref, 3, map[string]int32{"a": 2, "b": 2})

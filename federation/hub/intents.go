@@ -24,7 +24,7 @@ const AnnotationPropagation = "replicafed.io/deletion-propagation"
 // before a reconcile reads the object. The informer still delivers the update
 // that carried it, so Observe, called from the event path, catches it.
 type DeletionIntents struct {
-	orphan sync.Map // types.UID -> struct{}
+	orphan sync.Map // types.UID -> types.NamespacedName
 }
 
 // Observe records an orphan deletion seen on obj.
@@ -34,7 +34,7 @@ func (d *DeletionIntents) Observe(obj client.Object) {
 	}
 	if controllerutil.ContainsFinalizer(obj, metav1.FinalizerOrphanDependents) ||
 		obj.GetAnnotations()[AnnotationPropagation] == string(metav1.DeletePropagationOrphan) {
-		d.orphan.Store(obj.GetUID(), struct{}{})
+		d.orphan.Store(obj.GetUID(), types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()})
 	}
 }
 
@@ -46,6 +46,26 @@ func (d *DeletionIntents) Orphan(uid types.UID) bool {
 
 // Forget drops what is known about uid.
 func (d *DeletionIntents) Forget(uid types.UID) { d.orphan.Delete(uid) }
+
+// ForgetObject drops what is known about every object called
+// namespace/name, once it is gone (its finalizer may never have run: an
+// object deleted before the hub added it).
+func (d *DeletionIntents) ForgetObject(namespace, name string) {
+	want := types.NamespacedName{Namespace: namespace, Name: name}
+	d.orphan.Range(func(k, v any) bool {
+		if v == want {
+			d.orphan.Delete(k)
+		}
+		return true
+	})
+}
+
+// len is how many intents are kept (tests).
+func (d *DeletionIntents) len() int {
+	n := 0
+	d.orphan.Range(func(any, any) bool { n++; return true })
+	return n
+}
 
 // Orphans reports whether deleting frs leaves its pods running, decided as
 // the deletion protocol decides it (an orphan delete seen here, the

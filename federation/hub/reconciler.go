@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
@@ -77,6 +78,9 @@ type Reconciler struct {
 	// for those registered without one (memberstatus.RecordedTaints);
 	// optional.
 	RecordedTaints func(ctx context.Context, cluster string) []v1alpha1.ClusterTaint
+	// MemberTimeout bounds each wait on a member (DefaultMemberTimeout when
+	// zero): one that does not answer in time is unknown for that pass.
+	MemberTimeout time.Duration
 
 	status statusPacer
 	// taints stands in for missing taint times; warned dedupes warnings.
@@ -85,6 +89,15 @@ type Reconciler struct {
 	// awaiting records since when a plan waits for member facts.
 	awaiting syncMap[string, time.Time]
 	term     termMark
+	// stalls are the members that recently did not answer in time.
+	stalls stalls
+}
+
+func (r *Reconciler) memberTimeout() time.Duration {
+	if r.MemberTimeout > 0 {
+		return r.MemberTimeout
+	}
+	return DefaultMemberTimeout
 }
 
 // reportGrace bounds how long a plan waits for the facts of every candidate
@@ -103,6 +116,11 @@ const requeueWhileDeleting = 5 * time.Second
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	lctx, ok := r.Gate.Allowed()
 	if !ok {
+		// A follower writes nothing, but what it kept as an earlier leader
+		// must not outlive the object.
+		if err := r.Hub.Get(ctx, req.NamespacedName, &v1alpha1.FederatedReplicaSet{}); apierrors.IsNotFound(err) {
+			r.forget(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, nil
 	}
 	ctx, cancel := ctxjoin.Join(ctx, lctx)
@@ -112,10 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	frs := &v1alpha1.FederatedReplicaSet{}
 	if err := r.Hub.Get(ctx, req.NamespacedName, frs); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.Reports.Forget(req.Namespace, req.Name)
-			r.status.forget(req.String())
-			r.awaiting.Delete(req.String())
-			r.warned.forget(req.String())
+			r.forget(req.Namespace, req.Name)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("reading FederatedReplicaSet %s: %w", req, err)
@@ -129,6 +144,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err := r.Hub.Patch(ctx, frs, patch); err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding finalizer to %s: %w", req, err)
 		}
+	}
+	if problems := specProblems(frs); len(problems) > 0 {
+		return r.reportInvalid(ctx, lctx, frs, problems)
 	}
 
 	now := r.Clock.Now()
@@ -153,9 +171,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		in.Failover.MoveBack = v1alpha1.MoveBackOnRecovery
 	}
 	res := planner.Plan(in)
+	var planErr *aggregate.PlanFailure
+	if len(res.Targets) == 0 && in.Replicas > 0 {
+		// A valid placement that selects no member: nothing can run
+		// anywhere, and deleting what runs helps no one. The members keep
+		// their last committed targets until a member is selected (or
+		// replicas is set to 0); see ReasonNoCandidateClusters.
+		log.V(1).Info("Placement selects no member; targets kept", "frs", klog.KObj(frs), "targets", prev)
+		planErr = &aggregate.PlanFailure{Reason: ReasonNoCandidateClusters, Message: noCandidatesMessage}
+		r.pokeLagging(frs, prev, f)
+		// Nothing can be placed, which is not a lack of room.
+		held := res
+		held.Shortfall, held.Unplaced = 0, 0
+		r.warnings(frs, prev, held, f, nil, noCandidatesMessage)
+		result, err := r.writeStatus(ctx, frs, prev, outcome{planErr: planErr}, f, now)
+		return result, err
+	}
 	targets := r.withDeparted(frs, prev, res.TargetMap(), f)
 	changed := !maps.Equal(prev, targets) || prevGen != frs.Generation
-	var planErr *aggregate.PlanFailure
 	var commitErr error
 	if changed && len(f.missing) > 0 && !repairing {
 		opt := in
@@ -198,8 +231,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.V(1).Info("Spread repaired", "frs", klog.KObj(frs), "targets", committed)
 	}
 	metrics.Shortfall.WithLabelValues(frs.Namespace, frs.Name).Set(float64(res.Shortfall))
-	r.warnings(frs, targets, res, f, commitErr)
-	result, err := r.writeStatus(ctx, frs, committed, res, f, planErr, now)
+	r.warnings(frs, targets, res, f, commitErr, "")
+	result, err := r.writeStatus(ctx, frs, committed, outcome{res: res, planErr: planErr, notes: planNotes(res)}, f, now)
 	if commitErr != nil {
 		// The status above says what failed; the error retries with backoff.
 		return ctrl.Result{}, commitErr
@@ -251,8 +284,9 @@ func (r *Reconciler) pokeLagging(frs *v1alpha1.FederatedReplicaSet, targets map[
 }
 
 // warnings emits the warning events of one pass, each only when its state
-// changes (a standing warning is not repeated every pass).
-func (r *Reconciler) warnings(frs *v1alpha1.FederatedReplicaSet, targets map[string]int32, res planner.Result, f facts, commitErr error) {
+// changes (a standing warning is not repeated every pass). noCandidates is
+// the message of a placement that selects no member, "" when it selects some.
+func (r *Reconciler) warnings(frs *v1alpha1.FederatedReplicaSet, targets map[string]int32, res planner.Result, f facts, commitErr error, noCandidates string) {
 	current := map[string]bool{}
 	emit := func(key, reason, format string, args ...any) {
 		current[key] = true
@@ -260,6 +294,9 @@ func (r *Reconciler) warnings(frs *v1alpha1.FederatedReplicaSet, targets map[str
 	}
 	if commitErr != nil {
 		current["CommitFailed"] = true // emitted where it happened
+	}
+	if noCandidates != "" {
+		emit(ReasonNoCandidateClusters, ReasonNoCandidateClusters, "%s", noCandidates)
 	}
 	if res.Shortfall > 0 {
 		emit("InsufficientCapacity", "InsufficientCapacity", "the fleet lacks room for %d replicas", res.Shortfall)
@@ -278,9 +315,69 @@ func (r *Reconciler) warnings(frs *v1alpha1.FederatedReplicaSet, targets map[str
 		emit("UnknownCluster", "UnknownCluster", "placement names unregistered clusters: %v", res.Unregistered)
 	}
 	if msgs := res.SpreadUnsatisfied(); len(msgs) > 0 {
-		emit("SpreadUnsatisfied", "SpreadUnsatisfied", "%s", strings.Join(msgs, "; "))
+		emit("SpreadUnsatisfied", "SpreadUnsatisfied", "%s", boundedJoin(msgs, "; ", maxEventMessage))
+	}
+	// Plan-wide notes, once per distinct set: a standing note is not
+	// repeated, a changed one is.
+	if notes := planNotes(res); len(notes) > 0 {
+		emit("PlanNotes", "PlanNotes", "%s", boundedJoin(notes, "; ", maxEventMessage))
 	}
 	r.warned.keep(frs.Namespace+"/"+frs.Name, current)
+}
+
+// ReasonNoCandidateClusters is the Planned condition's reason (False) and the
+// warning's while a valid placement selects no member and spec.replicas is
+// above 0. The members keep their last committed targets: a selector that
+// matches no cluster (a label typo, every member relabelled) never deletes
+// running replicas; scaling to 0 or deleting the object does.
+const ReasonNoCandidateClusters = "NoCandidateClusters"
+
+const noCandidatesMessage = "placement selects no registered member cluster: members keep their last committed targets"
+
+// planNotes are the plan-wide remarks of res for the Planned condition and a
+// warning: the planner's notes, and why replicas could not be placed at all.
+func planNotes(res planner.Result) []string {
+	notes := append([]string(nil), res.Notes...)
+	if res.Unplaced > 0 {
+		notes = append(notes, fmt.Sprintf("%d replicas could not be placed: no candidate member can take more "+
+			"(each is at its maxReplicas, held, failed over, cordoned, evicted, outside the spread constraints' groups or of weight 0)", res.Unplaced))
+	}
+	return notes
+}
+
+// reportInvalid handles a spec that cannot be interpreted: nothing is
+// planned or committed (the members keep their last committed targets, so
+// nothing is deleted on its account), the Invalid condition and a warning
+// say why, and the status still shows what the members run.
+func (r *Reconciler) reportInvalid(ctx, lctx context.Context, frs *v1alpha1.FederatedReplicaSet, problems []planner.Problem) (ctrl.Result, error) {
+	now := r.Clock.Now()
+	cond := invalidCondition(problems, frs.Generation)
+	ctrl.LoggerFrom(ctx).V(1).Info("Spec cannot be interpreted; targets kept", "frs", klog.KObj(frs), "reason", cond.Reason, "problems", cond.Message)
+	key := frs.Namespace + "/" + frs.Name
+	r.warn(frs, ConditionInvalid, cond.Reason, "%s", cond.Message)
+	r.warned.keep(key, map[string]bool{ConditionInvalid: true})
+	r.awaiting.Delete(key)
+	prev, _, _ := r.Targets.Targets(refOf(frs))
+	f := r.gather(ctx, frs, prev, r.term.observe(lctx, now), now)
+	r.pokeLagging(frs, prev, f)
+	return r.writeStatus(ctx, frs, prev, outcome{
+		planErr: &aggregate.PlanFailure{Reason: "InvalidSpec", Message: "the spec cannot be interpreted (condition Invalid says why)"},
+		invalid: &cond,
+	}, f, now)
+}
+
+// forget drops everything kept for the object namespace/name once it is
+// gone: reports, status pacing, waits, warnings, metric series, intents.
+func (r *Reconciler) forget(namespace, name string) {
+	key := namespace + "/" + name
+	r.Reports.Forget(namespace, name)
+	r.status.forget(key)
+	r.awaiting.Delete(key)
+	r.warned.forget(key)
+	metrics.Shortfall.DeleteLabelValues(namespace, name)
+	if r.Intents != nil {
+		r.Intents.ForgetObject(namespace, name)
+	}
 }
 
 // warn emits a warning event unless the same one (by key and text) was the
@@ -297,7 +394,13 @@ func (r *Reconciler) warn(frs *v1alpha1.FederatedReplicaSet, key, reason, format
 // term: a wait left from an earlier term of this replica does not count).
 func (r *Reconciler) awaitFacts(frs *v1alpha1.FederatedReplicaSet, f facts, termStart, now time.Time) time.Duration {
 	key := frs.Namespace + "/" + frs.Name
-	if len(f.missing) == 0 {
+	waitFor := 0
+	for name := range f.missing {
+		if !f.stalled[name] { // a member that does not answer is never waited for
+			waitFor++
+		}
+	}
+	if waitFor == 0 {
 		r.awaiting.Delete(key)
 		return 0
 	}
@@ -427,18 +530,31 @@ func roomBeyondReport(free, own, reported int32) int32 {
 	return max(int32(min(int64(free)+int64(own)-int64(reported), math.MaxInt32)), 0)
 }
 
+// outcome is what one pass decided, for the status.
+type outcome struct {
+	// res is the plan (zero when none was made).
+	res planner.Result
+	// planErr says why the plan is not what the members work towards.
+	planErr *aggregate.PlanFailure
+	// notes are plan-wide remarks (planNotes).
+	notes []string
+	// invalid is the Invalid condition; nil removes it.
+	invalid *metav1.Condition
+}
+
 // writeStatus writes what the members run, against the targets they were
 // last given (committed), whether or not the latest plan was committed
-// (planErr says what failed). Every member that reports pods of frs has a
+// (o.planErr says what failed). Every member that reports pods of frs has a
 // row, with a target or not.
-func (r *Reconciler) writeStatus(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, committed map[string]int32, res planner.Result, f facts, planErr *aggregate.PlanFailure, now time.Time) (ctrl.Result, error) {
+func (r *Reconciler) writeStatus(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, committed map[string]int32, o outcome, f facts, now time.Time) (ctrl.Result, error) {
+	res := o.res
 	in := aggregate.Input{
 		Generation:        frs.Generation,
-		Desired:           ptrOr(frs.Spec.Replicas, 1),
+		Desired:           max(ptrOr(frs.Spec.Replicas, 1), 0),
 		Shortfall:         res.Shortfall,
 		Previous:          frs.Status,
 		Now:               now,
-		PlanFailure:       planErr,
+		PlanFailure:       o.planErr,
 		SpreadUnsatisfied: res.SpreadUnsatisfied(),
 	}
 	if frs.Spec.Placement.Mode == v1alpha1.PlacementDuplicated {
@@ -498,6 +614,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, frs *v1alpha1.FederatedRep
 		in.Members = append(in.Members, m)
 	}
 	st := aggregate.Compute(in)
+	annotateConditions(&st, o, now)
 	key := frs.Namespace + "/" + frs.Name
 	if aggregate.Equal(st, frs.Status) {
 		r.status.settled(key)
@@ -515,6 +632,33 @@ func (r *Reconciler) writeStatus(ctx context.Context, frs *v1alpha1.FederatedRep
 	}
 	r.status.written(key, now)
 	return ctrl.Result{}, nil
+}
+
+// annotateConditions adds what the aggregate does not know to the computed
+// conditions: Invalid (set or removed), the plan's notes on Planned, and on
+// Unschedulable the members' notes saying why replicas do not fit.
+func annotateConditions(st *v1alpha1.FederatedReplicaSetStatus, o outcome, now time.Time) {
+	if o.invalid != nil {
+		c := *o.invalid
+		c.LastTransitionTime = metav1.NewTime(now)
+		meta.SetStatusCondition(&st.Conditions, c)
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, ConditionInvalid)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionPlanned); c != nil && c.Status == metav1.ConditionTrue && len(o.notes) > 0 {
+		c.Message = c.Message + "; notes: " + boundedJoin(o.notes, "; ", maxConditionMessage)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionUnschedulable); c != nil && o.res.Shortfall > 0 {
+		var why []string
+		for _, n := range o.res.MemberNotes {
+			if n.Message != "" {
+				why = append(why, n.Cluster+": "+n.Message)
+			}
+		}
+		if len(why) > 0 {
+			c.Message = c.Message + "; " + boundedJoin(why, "; ", maxConditionMessage)
+		}
+	}
 }
 
 func (r *Reconciler) event(frs *v1alpha1.FederatedReplicaSet, typ, reason, action, format string, args ...any) {

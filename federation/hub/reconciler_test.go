@@ -173,6 +173,9 @@ func newEnv(t *testing.T, open bool, hubObj *v1alpha1.FederatedReplicaSet, healt
 	e.r = &Reconciler{
 		Hub: e.hub, Registry: ms, Health: health, Targets: e.targets, Reports: NewReports(nil),
 		Gate: gate{open: open}, Poker: e.pokes, Expectations: e.forgot, Clock: clocktesting.NewFakePassiveClock(now),
+		// Far above any fake client's answer on a loaded machine: a test
+		// about stalls sets its own.
+		MemberTimeout: time.Minute,
 	}
 	return e
 }
@@ -267,7 +270,7 @@ func TestUnhealthyMemberPastGraceIsFailedOver(t *testing.T) {
 	h := healthy("a", "b")
 	h["b"] = v1alpha1.ClusterUnreachable // since an hour ago, past the 60s default
 	e := newEnv(t, true, frs(4), h, nil, nil)
-	e.r.Defaults = v1alpha1.Failover{UnreachableGracePeriod: &metav1.Duration{Duration: time.Minute}}
+	e.r.Defaults = v1alpha1.Failover{UnreachableGracePeriod: v1alpha1.DurationOf(time.Minute)}
 	_ = e.targets.SetTargets(context.Background(), fedref.FRS{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 2, "b": 2})
 	e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: "a", Namespace: "default", Name: "web"},
 		engine.MemberStatus{Target: 2, Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, ReportedAt: now})
@@ -480,7 +483,7 @@ func TestHeldMemberRequeuesAtGraceExpiry(t *testing.T) {
 	h["b"] = v1alpha1.ClusterUnreachable
 	e := newEnv(t, true, frs(4), h, nil, nil)
 	e.r.Health = sinceHealth{fakeHealth: h, since: now.Add(-15 * time.Second)}
-	e.r.Defaults = v1alpha1.Failover{UnreachableGracePeriod: &metav1.Duration{Duration: time.Minute}}
+	e.r.Defaults = v1alpha1.Failover{UnreachableGracePeriod: v1alpha1.DurationOf(time.Minute)}
 	_ = e.targets.SetTargets(context.Background(), fedref.FRS{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 2, "b": 2})
 	e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: "a", Namespace: "default", Name: "web"},
 		engine.MemberStatus{Target: 2, Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, ReportedAt: now})

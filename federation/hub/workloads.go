@@ -17,8 +17,9 @@ import (
 
 // Workloads answers the member engine's question "what does the hub want of
 // this FederatedReplicaSet in this member?" from the hub cache and the
-// committed targets. A FederatedReplicaSet being deleted, or one without a
-// committed target for the member, is "hands off": the deletion protocol or
+// committed targets. A FederatedReplicaSet being deleted, one without a
+// committed target for the member, or one whose name, selector or template
+// no member could act on (workloadProblems), is "hands off": the deletion protocol or
 // the next plan decides what happens there.
 type Workloads struct {
 	// Hub reads FederatedReplicaSets from the hub cache.
@@ -49,6 +50,12 @@ func (w *Workloads) Workload(key fedref.MemberObject) (*engine.Workload, bool) {
 		return nil, false
 	}
 	if frs.DeletionTimestamp != nil {
+		return nil, false
+	}
+	if len(workloadProblems(frs)) > 0 {
+		// Nothing a member could run from it (a name no label can carry,
+		// a selector that does not parse or match the template): the
+		// member keeps what it has; the hub reports the object Invalid.
 		return nil, false
 	}
 	targets, gen, ok := w.Targets.Targets(refOf(frs))

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	v1alpha1 "github.com/replicafed/replicafed/api/v1alpha1"
@@ -95,7 +94,7 @@ func budget(surge, unavailable int) v1alpha1.MoveBudget {
 	return v1alpha1.MoveBudget{MaxSurge: ptr(intstr.FromInt(surge)), MaxUnavailable: ptr(intstr.FromInt(unavailable))}
 }
 
-func dur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+func dur(d time.Duration) *v1alpha1.Duration { return v1alpha1.DurationOf(d) }
 
 // checkInvariants asserts what must hold for every plan: one target per
 // candidate, min/max honoured for active members, failed members at 0, held

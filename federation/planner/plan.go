@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	v1alpha1 "github.com/replicafed/replicafed/api/v1alpha1"
@@ -581,11 +580,17 @@ func (p *planner) note(s *slot, t Target, now time.Time, grace, threshold time.D
 	return strings.Join(parts, "; ")
 }
 
-func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
-	if d == nil || d.Duration < 0 {
+func durationOr(d *v1alpha1.Duration, def time.Duration) time.Duration {
+	if d == nil {
 		return def
 	}
-	return d.Duration
+	// A value that does not parse (stored under an older schema) takes the
+	// default here; the hub reports it through FederatedReplicaSet.Validate.
+	v, err := d.Parse()
+	if err != nil {
+		return def
+	}
+	return v
 }
 
 // sat32 clamps v to [0, math.MaxInt32].

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	v1alpha1 "github.com/replicafed/replicafed/api/v1alpha1"
@@ -84,14 +85,16 @@ func judgeTaints(taints []Taint, tolerations []v1alpha1.ClusterToleration, now t
 				v.taint = x
 			}
 			v.evict = true
-		case x.TimeAdded.IsZero():
-			// The window has not started: tolerated, no new replicas.
+		case x.TimeAdded.IsZero() || seconds > maxTolerationSeconds:
+			// The window has not started, or is too long to ever end (it
+			// would overflow time.Duration and wrap into the past): never
+			// evicted, no new replicas, nothing to come back for.
 			if !v.evict && !v.cordon {
 				v.taint = x
 			}
 			v.cordon = true
 		default:
-			end := x.TimeAdded.Add(time.Duration(seconds) * time.Second)
+			end := tolerationEnd(x.TimeAdded, seconds)
 			if !now.Before(end) {
 				if !v.evict {
 					v.taint = x
@@ -109,6 +112,21 @@ func judgeTaints(taints []Taint, tolerations []v1alpha1.ClusterToleration, now t
 		}
 	}
 	return v
+}
+
+// maxTolerationSeconds is the longest toleration time.Duration can count;
+// a longer one never runs out.
+const maxTolerationSeconds = int64(math.MaxInt64 / int64(time.Second))
+
+// tolerationEnd returns when a toleration of seconds for a taint added at
+// added runs out, saturating: seconds <= 0 end at added, seconds beyond
+// maxTolerationSeconds at the latest time time.Duration can reach from
+// added, so the multiplication never wraps into the past.
+func tolerationEnd(added time.Time, seconds int64) time.Time {
+	if seconds > maxTolerationSeconds {
+		return added.Add(time.Duration(math.MaxInt64))
+	}
+	return added.Add(time.Duration(max(seconds, 0)) * time.Second)
 }
 
 // applyTaints cordons or evicts the slots whose members' taints the
@@ -172,8 +190,10 @@ func taintNote(m *Member, tolerations []v1alpha1.ClusterToleration, now time.Tim
 		return fmt.Sprintf("taint %s not tolerated: replicas planned elsewhere", name)
 	case !v.until.IsZero():
 		return fmt.Sprintf("taint %s tolerated until %s: no new replicas", name, v.until.UTC().Format(time.RFC3339))
-	case x.Effect == v1alpha1.TaintNoExecute:
+	case x.Effect == v1alpha1.TaintNoExecute && x.TimeAdded.IsZero():
 		return fmt.Sprintf("taint %s tolerated for a limited time (added at an unknown time): no new replicas", name)
+	case x.Effect == v1alpha1.TaintNoExecute:
+		return fmt.Sprintf("taint %s tolerated for longer than can be counted: no new replicas", name)
 	default:
 		return fmt.Sprintf("taint %s not tolerated: no new replicas", name)
 	}

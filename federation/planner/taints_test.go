@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -91,6 +92,18 @@ func TestTaints(t *testing.T) {
 		{name: "unknown taint time: window not started", taint: Taint{Key: "maintenance", Effect: v1alpha1.TaintNoExecute},
 			tolerations: tolerateFor(1), replicas: 6,
 			want: map[string]int32{"a": 3, "b": 3}, state: StateCordoned},
+		{name: "tolerationSeconds MaxInt64 never evicts (no overflow into the past)", taint: noExecute(24 * time.Hour),
+			tolerations: tolerateFor(math.MaxInt64), replicas: 6,
+			want: map[string]int32{"a": 3, "b": 3}, state: StateCordoned},
+		{name: "tolerationSeconds just past what a Duration holds never evicts", taint: noExecute(24 * time.Hour),
+			tolerations: tolerateFor(maxTolerationSeconds + 1), replicas: 6,
+			want: map[string]int32{"a": 3, "b": 3}, state: StateCordoned},
+		{name: "tolerationSeconds negative evicts at once", taint: noExecute(time.Second),
+			tolerations: tolerateFor(-5), replicas: 6,
+			want: map[string]int32{"a": 0, "b": 6}, state: StateEvicted, reason: ReasonTaintEviction},
+		{name: "tolerationSeconds MinInt64 evicts at once", taint: noExecute(time.Second),
+			tolerations: tolerateFor(math.MinInt64), replicas: 6,
+			want: map[string]int32{"a": 0, "b": 6}, state: StateEvicted, reason: ReasonTaintEviction},
 		{name: "unknown effect ignored", taint: Taint{Key: "x", Effect: "PreferNoSchedule"}, replicas: 10,
 			want: map[string]int32{"a": 5, "b": 5}, state: StateActive},
 	}
@@ -165,5 +178,36 @@ func TestRequeueAt(t *testing.T) {
 	in.Now = now.Add(50 * time.Second)
 	if r := Plan(in); !r.RequeueAt.IsZero() {
 		t.Fatalf("requeueAt %v, want none", r.RequeueAt)
+	}
+}
+
+// tolerationEnd saturates instead of overflowing: a window too long for a
+// time.Duration ends as late as one can reach, never in the past.
+func TestTolerationEnd(t *testing.T) {
+	added := now.Add(-time.Hour)
+	far := added.Add(time.Duration(math.MaxInt64))
+	cases := []struct {
+		name    string
+		seconds int64
+		want    time.Time
+	}{
+		{"zero ends at once", 0, added},
+		{"negative ends at once", -30, added},
+		{"MinInt64 ends at once", math.MinInt64, added},
+		{"ordinary", 90, added.Add(90 * time.Second)},
+		{"largest countable", maxTolerationSeconds, added.Add(time.Duration(maxTolerationSeconds) * time.Second)},
+		{"one past the largest countable saturates", maxTolerationSeconds + 1, far},
+		{"MaxInt64 saturates", math.MaxInt64, far},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tolerationEnd(added, tc.seconds)
+			if !got.Equal(tc.want) {
+				t.Fatalf("tolerationEnd(%d) = %v, want %v", tc.seconds, got, tc.want)
+			}
+			if tc.seconds > 0 && !got.After(added) {
+				t.Fatalf("tolerationEnd(%d) = %v is not after the taint time %v", tc.seconds, got, added)
+			}
+		})
 	}
 }

@@ -69,6 +69,10 @@ type Options struct {
 	ExpiryWarning time.Duration
 	// Clock for expiry conditions and metrics; the real clock when nil.
 	Clock clock.PassiveClock
+	// MaxCachedPods bounds each member's pod cache
+	// (controller.maxCachedPodsPerMember); 0 means no bound. The member
+	// workers must be given the same value (worker.Options.MaxCachedPods).
+	MaxCachedPods int
 }
 
 // DefaultExpiryWarning is Options.ExpiryWarning's default.
@@ -121,11 +125,12 @@ func SecretLabel(selector string) (string, error) {
 }
 
 // memberClusterOptions configures every member cluster the same way: the
-// scheme, and the member workers' informer transforms (slim pods and nodes).
-func memberClusterOptions(scheme *runtime.Scheme) cluster.Option {
+// scheme, the member workers' informer transforms (slim pods and nodes) and
+// the bound on cached pods.
+func memberClusterOptions(scheme *runtime.Scheme, maxCachedPods int) cluster.Option {
 	return func(o *cluster.Options) {
 		o.Scheme = scheme
-		worker.CacheOptions(o)
+		worker.CacheOptionsFor(maxCachedPods)(o)
 	}
 }
 
@@ -199,7 +204,7 @@ func (r *Registry) engageStatic(ctx context.Context, s Static) error {
 			return fmt.Errorf("configuring client of static member %s: %w", s.Name, err)
 		}
 	}
-	cl, err := cluster.New(cfg, memberClusterOptions(r.opts.Scheme))
+	cl, err := cluster.New(cfg, memberClusterOptions(r.opts.Scheme, r.opts.MaxCachedPods))
 	if err != nil {
 		return fmt.Errorf("creating client of static member %s: %w", s.Name, err)
 	}
@@ -231,7 +236,7 @@ func (r *Registry) Refresh(name string) error {
 	if !ok || root == nil || root.Err() != nil || r.mgr == nil {
 		return nil
 	}
-	cl, err := cluster.New(rest.CopyConfig(m.Cluster.GetConfig()), memberClusterOptions(r.opts.Scheme))
+	cl, err := cluster.New(rest.CopyConfig(m.Cluster.GetConfig()), memberClusterOptions(r.opts.Scheme, r.opts.MaxCachedPods))
 	if err != nil {
 		return fmt.Errorf("recreating client of member %s: %w", name, err)
 	}

@@ -115,7 +115,7 @@ func NewProvider(opts Options) (*SecretProvider, error) {
 	}
 	p := &SecretProvider{
 		opts: opts, label: label, static: map[string]bool{}, policy: opts.Credentials,
-		cluster:  memberClusterOptions(opts.Scheme),
+		cluster:  memberClusterOptions(opts.Scheme, opts.MaxCachedPods),
 		clusters: map[string]*secretCluster{}, states: map[string]secretState{},
 	}
 	for _, s := range opts.Static {

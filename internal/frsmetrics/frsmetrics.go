@@ -92,10 +92,11 @@ func Samples(frs *v1alpha1.FederatedReplicaSet, targets map[string]int32, regist
 	if frs.Spec.Replicas != nil {
 		spec = *frs.Spec.Replicas
 	}
-	var planned int32
+	// Summed in int64: members' int32 targets can add up past MaxInt32.
+	var planned int64
 	for c, t := range targets {
 		if registered(c) {
-			planned += t
+			planned += int64(t)
 		}
 	}
 	st := frs.Status

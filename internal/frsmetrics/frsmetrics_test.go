@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -269,5 +271,31 @@ func TestCollectorListError(t *testing.T) {
 	c.Registered = func(context.Context) ([]registry.Registration, error) { return nil, errors.New("registry down") }
 	if n := testutil.CollectAndCount(c); n != 0 {
 		t.Errorf("served %d series after a registry error, want 0", n)
+	}
+}
+
+// Targets near MaxInt32 add up without wrapping into a negative total.
+func TestSamplesSumWithoutOverflow(t *testing.T) {
+	all := func(string) bool { return true }
+	for _, tc := range []struct {
+		name    string
+		targets map[string]int32
+		want    float64
+	}{
+		{"two at MaxInt32", map[string]int32{"a": math.MaxInt32, "b": math.MaxInt32}, 2 * math.MaxInt32},
+		{"just past MaxInt32", map[string]int32{"a": math.MaxInt32, "b": 1}, math.MaxInt32 + 1},
+		{"ordinary", map[string]int32{"a": 2, "b": 3}, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []float64
+			for _, s := range Samples(newFRS("shop", "web", nil), tc.targets, all, false) {
+				if s.Name == TargetReplicas {
+					got = append(got, s.Value)
+				}
+			}
+			if diff := cmp.Diff([]float64{tc.want}, got); diff != "" {
+				t.Fatalf("%s (-want +got):\n%s", TargetReplicas, diff)
+			}
+		})
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -110,6 +109,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		Health:          monitor,
 		Credentials:     credentialPolicy(cfg.Clusters.Credentials),
 		ExpiryWarning:   cfg.Clusters.Credentials.ExpiryWarning,
+		MaxCachedPods:   cfg.Controller.MaxCachedPodsPerMember,
 	}
 	for _, w := range credentials.Warnings(regOpts.Credentials) {
 		log.Info("WARNING: " + w)
@@ -163,9 +163,11 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	trigger := triggers.Trigger
 	reports := hub.NewReports(trigger)
 
-	// TODO(lead): pass cfg.Controller.MaxCachedPodsPerMember (controller.maxCachedPodsPerMember) to worker.Options once it has the field.
 	workers := worker.NewManager(worker.Options{
-		Workers:          cfg.Controller.Workers,
+		Workers: cfg.Controller.Workers,
+		// The same bound as the member caches (registry.Options.MaxCachedPods);
+		// Start refuses a member whose cache was built with another.
+		MaxCachedPods:    cfg.Controller.MaxCachedPodsPerMember,
 		BurstReplicas:    cfg.Controller.BurstReplicas,
 		CreateNamespaces: cfg.Controller.CreateNamespaces,
 		Store:            store,
@@ -265,8 +267,8 @@ func Run(ctx context.Context, cfg *config.Config) error {
 			return ""
 		},
 		Defaults: v1alpha1.Failover{
-			UnreachableGracePeriod: &metav1.Duration{Duration: cfg.Failover.UnreachableGracePeriod},
-			UnschedulableThreshold: &metav1.Duration{Duration: cfg.Failover.UnschedulableThreshold},
+			UnreachableGracePeriod: v1alpha1.DurationOf(cfg.Failover.UnreachableGracePeriod),
+			UnschedulableThreshold: v1alpha1.DurationOf(cfg.Failover.UnschedulableThreshold),
 			MoveBack:               cfg.Failover.MoveBack,
 		},
 		Clock: clock.RealClock{},
