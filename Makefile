@@ -139,8 +139,8 @@ chaos: tools ## Long chaos suite on the e2e fleet (>= 50 leader disruptions); ta
 	REPLICAFED_CHAOS=long $(GO) test $(GOTESTFLAGS) -count=1 -v -timeout 180m -run '^TestChaos$$' ./e2e/
 
 .PHONY: e2e-kind
-e2e-kind: image ## The same e2e suite on kind clusters (needs Docker and kind); the image is loaded into every cluster.
-	REPLICAFED_E2E_PROVIDER=kind REPLICAFED_E2E_IMAGE_ARCHIVE=$(IMAGE_OUT)/replicafed.oci.tar REPLICAFED_E2E_IMAGE=$(IMAGE_REPO):$(VERSION) \
+e2e-kind: image kind-image ## The same e2e suite on kind clusters (needs Docker and kind); the image is loaded into every cluster.
+	REPLICAFED_KIND_NODE_IMAGE=$$(BIN=$(BIN) hack/kind/node-image.sh | tail -1) REPLICAFED_E2E_PROVIDER=kind REPLICAFED_E2E_IMAGE_ARCHIVE=$(IMAGE_OUT)/replicafed.oci.tar REPLICAFED_E2E_IMAGE=$(IMAGE_REPO):$(VERSION) \
 	  $(GO) test -timeout $(TEST_TIMEOUT) ./e2e/...
 
 # kind clusters built offline (hack/kind): Docker is started when it does
