@@ -139,9 +139,26 @@ chaos: tools ## Long chaos suite on the e2e fleet (>= 50 leader disruptions); ta
 	REPLICAFED_CHAOS=long $(GO) test $(GOTESTFLAGS) -count=1 -v -timeout 180m -run '^TestChaos$$' ./e2e/
 
 .PHONY: e2e-kind
-e2e-kind: image ## The same e2e suite on kind clusters (needs Docker and kind); the image is loaded into every cluster.
-	REPLICAFED_E2E_PROVIDER=kind REPLICAFED_E2E_IMAGE_ARCHIVE=$(IMAGE_OUT)/replicafed.oci.tar REPLICAFED_E2E_IMAGE=$(IMAGE_REPO):$(VERSION) \
+e2e-kind: image kind-image ## The same e2e suite on kind clusters (needs Docker and kind); the image is loaded into every cluster.
+	REPLICAFED_KIND_NODE_IMAGE=$$(BIN=$(BIN) hack/kind/node-image.sh | tail -1) REPLICAFED_E2E_PROVIDER=kind REPLICAFED_E2E_IMAGE_ARCHIVE=$(IMAGE_OUT)/replicafed.oci.tar REPLICAFED_E2E_IMAGE=$(IMAGE_REPO):$(VERSION) \
 	  $(GO) test -timeout $(TEST_TIMEOUT) ./e2e/...
+
+# kind clusters built offline (hack/kind): Docker is started when it does
+# not answer (hack/kind/docker.sh); every binary and image is built here.
+.PHONY: kind-image
+kind-image: ## Build the offline kind node image (needs Docker; cached in bin/kind-image, rebuilt when a pin changes).
+	hack/kind/docker.sh up
+	hack/tools/build.sh kind kind-node
+	BIN=$(BIN) hack/kind/node-image.sh
+
+.PHONY: demo-kind
+demo-kind: image build ## The demo on kind clusters: hub with the chart (helm install) and the image, three members joined; clusters stay up (demo-kind-down).
+	hack/tools/build.sh helm kube kind kind-node
+	BIN=$(BIN) IMAGE_ARCHIVE=$(IMAGE_OUT)/replicafed.oci.tar IMAGE=$(IMAGE_REPO):$(VERSION) hack/kind/demo.sh up
+
+.PHONY: demo-kind-down
+demo-kind-down: ## Delete the demo-kind clusters.
+	BIN=$(BIN) hack/kind/demo.sh down
 
 .PHONY: clean
 clean: ## Remove built binaries and images (keeps tool caches in the Go build cache).
