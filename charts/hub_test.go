@@ -489,7 +489,7 @@ func raftTLSSecret(t *testing.T, h *hub, ns, name string, ips []string) {
 		leaf.IPAddresses = append(leaf.IPAddresses, net.ParseIP(ip))
 		// Each pod's own name: the raft identity, since the runner's peer
 		// addresses are IPs, which identify nobody.
-		leaf.DNSNames = append(leaf.DNSNames, fmt.Sprintf("%s-%d.%s.%s.svc", fullname, i, headless, ns))
+		leaf.DNSNames = append(leaf.DNSNames, fmt.Sprintf("%s-%d", fullname, i), fmt.Sprintf("%s-%d.%s.%s.svc", fullname, i, headless, ns))
 	}
 	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
 	if err != nil {

@@ -56,6 +56,15 @@ type MemberClusterStatus struct {
 	// Taints are the member's taints from its registration.
 	// +optional
 	Taints []ClusterTaint `json:"taints,omitempty"`
+	// Conditions of the member's registration: CredentialsRefused and
+	// NameConflict (True while its kubeconfig Secret is not used, the
+	// message naming the field or the Secret) and CredentialsExpiring.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
 	// LastUpdateTime is when this status last changed.
 	// +optional
 	LastUpdateTime *metav1.Time `json:"lastUpdateTime,omitempty"`

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
@@ -84,6 +85,10 @@ type Writer struct {
 	// VersionTTL is how long a member's version is reused;
 	// DefaultVersionTTL when zero.
 	VersionTTL time.Duration
+	// Conditions returns the registration's conditions of a member
+	// (registry.Registry.Conditions); optional. Their transition times are
+	// set here.
+	Conditions func(cluster string) []metav1.Condition
 	// Clock is injected for tests; the real clock when nil.
 	Clock clock.WithTicker
 	// Capacity summarises a member's nodes from counters its informers keep
@@ -173,6 +178,13 @@ func (w *Writer) Sync(ctx context.Context) error {
 		}
 		reg.Taints = stampTaints(reg.Taints, recorded, w.clock().Now())
 		st := w.status(ctx, reg, frsCount[reg.Name], pods[reg.Name])
+		if w.Conditions != nil {
+			var prior []metav1.Condition
+			if mc := existing[reg.Name]; mc != nil {
+				prior = mc.Status.Conditions
+			}
+			st.Conditions = stampConditions(w.Conditions(reg.Name), prior, w.clock().Now())
+		}
 		if !equality.Semantic.DeepEqual(st.Taints, recorded) && (len(st.Taints) > 0 || len(recorded) > 0) {
 			taintsChanged = true
 		}
@@ -344,6 +356,31 @@ func (w *Writer) write(ctx context.Context, name string, mc *v1alpha1.MemberClus
 		return fmt.Errorf("writing status of MemberCluster %s: %w", name, err)
 	}
 	return nil
+}
+
+// stampConditions gives each wanted condition its transition time: the
+// recorded one while its status is unchanged, else now (whole seconds, as
+// the API stores it, so an unchanged status reads back equal and is not
+// written again). Messages are cut to the status bound; a missing reason
+// becomes the type, which the API requires.
+func stampConditions(want, recorded []metav1.Condition, now time.Time) []metav1.Condition {
+	if len(want) == 0 {
+		return nil
+	}
+	out := make([]metav1.Condition, 0, len(want))
+	for _, c := range want {
+		c.Message = truncate(c.Message)
+		if c.Reason == "" {
+			c.Reason = c.Type
+		}
+		if old := meta.FindStatusCondition(recorded, c.Type); old != nil && old.Status == c.Status {
+			c.LastTransitionTime = old.LastTransitionTime
+		} else {
+			c.LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 func truncate(s string) string {

@@ -275,6 +275,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	}
 	if err := local.Add(&memberstatus.Writer{Hub: local.GetClient(), Registered: reg.Registered, Members: reg, Health: rec.Health, Gate: n, Capacity: tracker,
 		OnPlacementInputsChanged: func() { enqueueAll(ctx, local, trigger) },
+		Conditions:               reg.Conditions,
 		Problem: func(ctx context.Context, c string) string {
 			return cmp.Or(rec.MemberProblems(c), reg.SecretProblem(ctx, c))
 		}}); err != nil {

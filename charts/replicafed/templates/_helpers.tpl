@@ -186,7 +186,10 @@ the wildcard for pods added by scaling up, and raft.tls.extraDNSNames.
 {{- $fullname := include "replicafed.fullname" . }}
 {{- $domain := printf "%s.%s.svc" (include "replicafed.headlessName" .) .Release.Namespace }}
 {{- $names := list }}
+{{- /* Each pod's bare name is its raft server ID: a certificate stands for a
+       peer by that name, whatever form its raft address takes. */}}
 {{- range $i := until (int .Values.replicas) }}
+{{- $names = append $names (printf "%s-%d" $fullname $i) }}
 {{- $names = append $names (printf "%s-%d.%s" $fullname $i $domain) }}
 {{- end }}
 {{- $names = append $names (printf "*.%s" $domain) }}
