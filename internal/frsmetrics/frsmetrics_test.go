@@ -12,7 +12,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,20 +22,15 @@ import (
 	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
+	"github.com/replicafed/replicafed/internal/test/builder"
 )
 
 func newFRS(ns, name string, spec *int32, rows ...v1alpha1.ClusterStatus) *v1alpha1.FederatedReplicaSet {
-	frs := &v1alpha1.FederatedReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "-" + name)},
-		Spec:       v1alpha1.FederatedReplicaSetSpec{Replicas: spec},
+	b := builder.FRS(ns, name).UID(types.UID(ns + "-" + name)).NoReplicas().ClusterStatus(rows...)
+	if spec != nil {
+		b.Replicas(*spec)
 	}
-	for _, r := range rows {
-		frs.Status.Replicas += r.Replicas
-		frs.Status.ReadyReplicas += r.ReadyReplicas
-		frs.Status.AvailableReplicas += r.AvailableReplicas
-	}
-	frs.Status.Clusters = rows
-	return frs
+	return b.Obj()
 }
 
 // render writes samples as "family{labels} value" lines, sorted.

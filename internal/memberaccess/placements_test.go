@@ -6,18 +6,18 @@ import (
 	"slices"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/internal/kubescheme"
+	"github.com/replicafed/replicafed/internal/test/builder"
 )
 
 func TestPlacements(t *testing.T) {
 	frs := func(ns, name string, rows ...v1alpha1.ClusterStatus) *v1alpha1.FederatedReplicaSet {
-		return &v1alpha1.FederatedReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Status: v1alpha1.FederatedReplicaSetStatus{Clusters: rows}}
+		return builder.FRS(ns, name).ClusterStatus(rows...).Obj()
 	}
 	objs := []client.Object{
 		frs("b", "targeted", v1alpha1.ClusterStatus{Name: "m", Target: 2}),

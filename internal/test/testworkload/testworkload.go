@@ -15,6 +15,7 @@ import (
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/internal/fedref"
+	"github.com/replicafed/replicafed/internal/test/builder"
 	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
 
@@ -49,14 +50,7 @@ func Workload(key fedref.MemberObject, target int32) *engine.Workload {
 // FRS returns a FederatedReplicaSet namespace/name of replicas pods of
 // PodTemplate(name), selected by app=name.
 func FRS(namespace, name string, replicas int32) *v1alpha1.FederatedReplicaSet {
-	return &v1alpha1.FederatedReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec: v1alpha1.FederatedReplicaSetSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-			Template: PodTemplate(name),
-		},
-	}
+	return builder.FRS(namespace, name).Replicas(replicas).Template(PodTemplate(name)).Obj()
 }
 
 // Source is an engine.WorkloadSource a test edits; safe for concurrent use.
