@@ -43,7 +43,7 @@ generate: ## Regenerate deepcopy code and CRDs (api/crds, charts/replicafed/file
 	sed '/^  annotations:$$/a\    helm.sh/resource-policy: keep' api/crds/replicafed.io_memberclusters.yaml \
 	  > charts/replicafed/files/crds/replicafed.io_memberclusters.yaml
 	cp api/policy/federatedreplicaset-selector.yaml charts/replicafed/templates/validatingadmissionpolicy.yaml
-	@# Security: member ClusterRole manifests and member chart (internal/memberaccess), Pod Security policies.
+	@# Security: member ClusterRole manifests and member chart (federation/memberaccess), Pod Security policies.
 	mkdir -p charts/replicafed-member/crds charts/replicafed/files/policy
 	cp api/crds/replicafed.io_memberreplicasets.yaml charts/replicafed-member/crds/
 	cp api/policy/federatedreplicaset-podsecurity-*.yaml charts/replicafed/files/policy/

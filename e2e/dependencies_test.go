@@ -20,7 +20,7 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/dependencies"
-	"github.com/replicafed/replicafed/internal/memberaccess"
+	"github.com/replicafed/replicafed/federation/memberaccess"
 	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
 

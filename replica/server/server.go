@@ -49,13 +49,13 @@ import (
 	"github.com/replicafed/replicafed/federation/prune"
 	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/federation/registry/credentials"
-	"github.com/replicafed/replicafed/internal/frsmetrics"
 	"github.com/replicafed/replicafed/internal/kubescheme"
-	"github.com/replicafed/replicafed/internal/leaderlease"
 	"github.com/replicafed/replicafed/internal/metrics"
-	"github.com/replicafed/replicafed/internal/writefence"
 	raftexp "github.com/replicafed/replicafed/raftstore/expectations"
 	"github.com/replicafed/replicafed/raftstore/node"
+	"github.com/replicafed/replicafed/replica/frsmetrics"
+	"github.com/replicafed/replicafed/replica/leaderlease"
+	"github.com/replicafed/replicafed/replica/writefence"
 )
 
 // Run runs one replica until ctx ends. On the way out, before anything else

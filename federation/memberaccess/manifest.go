@@ -17,8 +17,8 @@ const (
 	ManifestNoNamespacesFile  = "deploy/member/clusterrole-no-namespaces.yaml"
 	ManifestDependenciesFile  = "deploy/member/clusterrole-propagate-dependencies.yaml"
 	ChartClusterRoleTemplate  = "charts/replicafed-member/templates/clusterrole.yaml"
-	generatedHeader           = "# Generated from internal/memberaccess.Rules by `make generate`; do not edit.\n"
-	chartGeneratedHeaderLines = "{{- /* Generated from internal/memberaccess.Rules by `make generate`; do not edit. */}}\n"
+	generatedHeader           = "# Generated from federation/memberaccess.Rules by `make generate`; do not edit.\n"
+	chartGeneratedHeaderLines = "{{- /* Generated from federation/memberaccess.Rules by `make generate`; do not edit. */}}\n"
 )
 
 // Manifest renders the member ClusterRole as a YAML document.

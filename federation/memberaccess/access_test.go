@@ -31,10 +31,10 @@ import (
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/worker"
+	"github.com/replicafed/replicafed/federation/memberaccess"
 	"github.com/replicafed/replicafed/federation/membersetup"
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
-	"github.com/replicafed/replicafed/internal/memberaccess"
 	"github.com/replicafed/replicafed/internal/test/testcluster"
 	"github.com/replicafed/replicafed/internal/test/testworkload"
 )
