@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/engine"
@@ -91,6 +93,31 @@ func (f *facts) missingText() string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ", ")
+}
+
+// gatherFacts reads the facts the plan is made from (gather).
+func (r *Reconciler) gatherFacts(ctx context.Context, s *scope) (bool, error) {
+	s.facts = r.gather(ctx, s.frs, s.prev, s.termStart, s.now)
+	return true, nil
+}
+
+// awaitFacts ends the pass, with no status to write, while a candidate
+// member's facts are missing and the wait for them (reportGrace) has not
+// run out. Once it has, the members this replica cannot connect to are
+// planned as unreachable since the wait began (facts.waitedOut).
+func (r *Reconciler) awaitFacts(ctx context.Context, s *scope) (bool, error) {
+	if wait := r.factsWait(s.key, s.facts, s.termStart, s.now); wait > 0 {
+		ctrl.LoggerFrom(ctx).V(2).Info("Waiting for member facts before planning", "frs", klog.KObj(s.frs), "missing", s.facts.missingText())
+		// A member may lack a report because its worker never got the
+		// key: ask it.
+		r.pokeLagging(s.frs, s.prev, s.facts)
+		s.requeue.after(wait)
+		return false, nil
+	}
+	if since, waited := r.awaiting.Load(s.key); waited && len(s.facts.missing) > 0 {
+		s.facts.waitedOut(since)
+	}
+	return true, nil
 }
 
 // termMark remembers when this replica's current leadership began, so local
@@ -305,4 +332,30 @@ func replanValue(missing map[string]string) string {
 	}
 	sort.Strings(names)
 	return fmt.Sprintf("planned without facts of: %s", strings.Join(names, ","))
+}
+
+// factsWait returns how long to wait before planning the object of key
+// because some member's facts are missing (bounded by reportGrace from the
+// first wait in this term: a wait left from an earlier term of this replica
+// does not count).
+func (r *Reconciler) factsWait(key string, f facts, termStart, now time.Time) time.Duration {
+	waitFor := 0
+	for name := range f.missing {
+		if !f.stalled[name] { // a member that does not answer is never waited for
+			waitFor++
+		}
+	}
+	if waitFor == 0 {
+		r.awaiting.Delete(key)
+		return 0
+	}
+	since, ok := r.awaiting.Load(key)
+	if !ok || since.Before(termStart) {
+		r.awaiting.Store(key, now)
+		since = now
+	}
+	if left := reportGrace - now.Sub(since); left > 0 {
+		return min(left, time.Second)
+	}
+	return 0
 }
