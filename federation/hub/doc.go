@@ -32,6 +32,10 @@
 // A spec that cannot be interpreted runs rejectSpec (validate.go),
 // gatherFacts and holdTargets instead, then report.
 //
+// A deletion is its own pass (finalize.go): recordPropagation,
+// pickDeletionMembers, deleteInMembers, then reportDeletionWait while a
+// member holds it up, or releaseFinalizer.
+//
 // A plan depends only on the spec, the committed targets and facts every
 // replica reads alike (facts.go): the registered members, their health as
 // recorded in raft when this replica has no verdict of its own, and what each

@@ -122,6 +122,41 @@ func (r *Reconciler) awaitFacts(ctx context.Context, s *scope) (bool, error) {
 	return true, nil
 }
 
+// reportGrace bounds how long a plan waits for the facts of every candidate
+// member (engaged here, health known, a report of its pods when it holds
+// replicas). A new leader, or a replica that just started, may lack them;
+// planning without them would treat running replicas as missing, so it waits.
+// Past the bound it plans anyway (a member may be broken for good) and marks
+// the object for repair (AnnotationReplan) if the missing facts changed the
+// plan.
+const reportGrace = 10 * time.Second
+
+// factsWait returns how long to wait before planning the object of key
+// because some member's facts are missing (bounded by reportGrace from the
+// first wait in this term: a wait left from an earlier term of this replica
+// does not count).
+func (r *Reconciler) factsWait(key string, f facts, termStart, now time.Time) time.Duration {
+	waitFor := 0
+	for name := range f.missing {
+		if !f.stalled[name] { // a member that does not answer is never waited for
+			waitFor++
+		}
+	}
+	if waitFor == 0 {
+		r.awaiting.Delete(key)
+		return 0
+	}
+	since, ok := r.awaiting.Load(key)
+	if !ok || since.Before(termStart) {
+		r.awaiting.Store(key, now)
+		since = now
+	}
+	if left := reportGrace - now.Sub(since); left > 0 {
+		return min(left, time.Second)
+	}
+	return 0
+}
+
 // termMark remembers when this replica's current leadership began, so local
 // reports from an earlier term of its own are not taken for current ones.
 type termMark struct {
@@ -372,30 +407,4 @@ func replanValue(missing map[string]string) string {
 	}
 	sort.Strings(names)
 	return fmt.Sprintf("planned without facts of: %s", strings.Join(names, ","))
-}
-
-// factsWait returns how long to wait before planning the object of key
-// because some member's facts are missing (bounded by reportGrace from the
-// first wait in this term: a wait left from an earlier term of this replica
-// does not count).
-func (r *Reconciler) factsWait(key string, f facts, termStart, now time.Time) time.Duration {
-	waitFor := 0
-	for name := range f.missing {
-		if !f.stalled[name] { // a member that does not answer is never waited for
-			waitFor++
-		}
-	}
-	if waitFor == 0 {
-		r.awaiting.Delete(key)
-		return 0
-	}
-	since, ok := r.awaiting.Load(key)
-	if !ok || since.Before(termStart) {
-		r.awaiting.Store(key, now)
-		since = now
-	}
-	if left := reportGrace - now.Sub(since); left > 0 {
-		return min(left, time.Second)
-	}
-	return 0
 }

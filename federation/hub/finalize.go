@@ -71,6 +71,9 @@ func (r *Reconciler) finalize(ctx context.Context, frs *v1alpha1.FederatedReplic
 	return ctrl.Result{}, r.releaseFinalizer(ctx, d)
 }
 
+// requeueWhileDeleting is how often a blocked deletion is retried.
+const requeueWhileDeleting = 5 * time.Second
+
 // deletion is one pass of the deletion protocol over frs.
 type deletion struct {
 	frs *v1alpha1.FederatedReplicaSet

@@ -83,24 +83,13 @@ type Reconciler struct {
 	stalls stalls
 }
 
+// memberTimeout is MemberTimeout, or its default when unset.
 func (r *Reconciler) memberTimeout() time.Duration {
 	if r.MemberTimeout > 0 {
 		return r.MemberTimeout
 	}
 	return DefaultMemberTimeout
 }
-
-// reportGrace bounds how long a plan waits for the facts of every candidate
-// member (engaged here, health known, a report of its pods when it holds
-// replicas). A new leader, or a replica that just started, may lack them;
-// planning without them would treat running replicas as missing, so it waits.
-// Past the bound it plans anyway (a member may be broken for good) and marks
-// the object for repair (AnnotationReplan) if the missing facts changed the
-// plan.
-const reportGrace = 10 * time.Second
-
-// requeueWhileDeleting is how often a blocked deletion is retried.
-const requeueWhileDeleting = 5 * time.Second
 
 // Reconcile implements reconcile.Reconciler: one pass over one
 // FederatedReplicaSet, in the phases the package documentation lists.
