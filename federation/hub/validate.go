@@ -84,23 +84,21 @@ func (r *Reconciler) rejectSpec(ctx context.Context, s *scope) (bool, error) {
 	return true, nil
 }
 
-// reasonFor names the kind of problem at a schema field path.
+// reasonFor names the kind of problem at a schema field path: the
+// workload's own fields here, the fields Plan reads as the planner names
+// them (planner.ReasonFor), ReasonInvalidSpec for any other.
 func reasonFor(path string) string {
 	for _, r := range []struct{ prefix, reason string }{
 		{"metadata.name", ReasonInvalidName},
 		{"spec.selector", ReasonInvalidSelector},
 		{"spec.template", ReasonSelectorMismatch},
-		{"spec.replicas", planner.ReasonInvalidReplicas},
-		{"spec.placement.clusterSelector", planner.ReasonInvalidClusterSelector},
-		{"spec.placement.tolerations", planner.ReasonInvalidToleration},
-		{"spec.placement", planner.ReasonInvalidPlacement},
-		{"spec.failover.moveBack", planner.ReasonInvalidFailover},
-		{"spec.failover", planner.ReasonInvalidDuration},
-		{"spec.moveBudget", planner.ReasonInvalidMoveBudget},
 	} {
 		if strings.HasPrefix(path, r.prefix) {
 			return r.reason
 		}
+	}
+	if reason, ok := planner.ReasonFor(path); ok {
+		return reason
 	}
 	return ReasonInvalidSpec
 }
