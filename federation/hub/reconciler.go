@@ -211,7 +211,7 @@ func (r *Reconciler) newScope(lctx context.Context, frs *v1alpha1.FederatedRepli
 // It returns false when nothing is left for the phases after it, and an
 // error when the pass must end without a status write (it is retried with
 // backoff).
-type phase func(ctx context.Context, s *scope) (bool, error)
+type phase func(ctx context.Context, s *scope) (more bool, err error)
 
 // phases are the steps of a pass over s, in order.
 func (r *Reconciler) phases(s *scope) []phase {
