@@ -53,7 +53,7 @@
 // unschedulable threshold or toleration running out). Warning events are
 // emitted when a warning's text changes, not on every pass.
 //
-// A spec that cannot be interpreted (specProblems: planner.Check, a name no
+// A spec that cannot be interpreted (specProblems: the schema's rules, a name no
 // label value can carry, a selector that does not parse or match the
 // template) is never planned: the members keep their last committed targets,
 // the condition Invalid names the fields and one warning is emitted per

@@ -45,8 +45,8 @@ const (
 // specProblems returns why frs cannot be interpreted, nil when it can: the
 // problems of workloadProblems, then every rule of the CRD schema the object
 // breaks (FederatedReplicaSet.Validate: it may have been stored under an
-// older schema), then what the planner cannot take (planner.Check), each
-// field reported once.
+// older schema; planner.Check holds the same rules for the fields Plan
+// reads), each field reported once.
 func specProblems(frs *v1alpha1.FederatedReplicaSet) []planner.Problem {
 	out := workloadProblems(frs)
 	seen := map[string]bool{}
@@ -57,12 +57,6 @@ func specProblems(frs *v1alpha1.FederatedReplicaSet) []planner.Problem {
 		if !seen[e.Field] {
 			seen[e.Field] = true
 			out = append(out, planner.Problem{Field: e.Field, Reason: reasonFor(e.Field), Message: e.ErrorBody()})
-		}
-	}
-	for _, p := range planner.Check(&frs.Spec) {
-		if !seen[p.Field] {
-			seen[p.Field] = true
-			out = append(out, p)
 		}
 	}
 	return out
