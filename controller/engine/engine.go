@@ -26,13 +26,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
-	"github.com/replicafed/replicafed/controller/claim"
 	"github.com/replicafed/replicafed/controller/expectations"
-	"github.com/replicafed/replicafed/controller/podstate"
 	"github.com/replicafed/replicafed/controller/ranking"
 	"github.com/replicafed/replicafed/controller/replicastatus"
 	"github.com/replicafed/replicafed/controller/slowstart"
-	"github.com/replicafed/replicafed/internal/ctxjoin"
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/metrics"
 )
@@ -166,195 +163,6 @@ func (e *Engine) Key(nn types.NamespacedName) fedref.MemberObject {
 	return fedref.MemberObject{Cluster: e.o.Cluster, Namespace: nn.Namespace, Name: nn.Name}
 }
 
-// Sync reconciles one MemberReplicaSet. An error means "retry with backoff".
-func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, error) {
-	log := ctrl.LoggerFrom(ctx).WithValues("cluster", e.o.Cluster, "memberReplicaSet", nn)
-	ctx = ctrl.LoggerInto(ctx, log)
-	key := e.Key(nn)
-
-	gateCtx, term, done, ok := e.o.Gate.Enter()
-	if !ok {
-		log.V(2).Info("Writes not allowed here, skipping sync")
-		return Result{}, nil
-	}
-	defer done()
-	if gateCtx.Err() != nil {
-		return Result{}, nil
-	}
-	ctx, cancel := ctxjoin.Join(ctx, gateCtx)
-	defer cancel()
-	ctx = expectations.WithTerm(ctx, term)
-
-	w, wanted := e.o.Source.Workload(key)
-	mrs := &v1alpha1.MemberReplicaSet{}
-	if err := e.o.Client.Get(ctx, nn, mrs); apierrors.IsNotFound(err) {
-		mrs = nil
-	} else if err != nil {
-		return Result{}, fmt.Errorf("reading MemberReplicaSet %s from cache: %w", nn, err)
-	}
-
-	if e.o.ViewIncomplete != nil {
-		if why := e.o.ViewIncomplete(); why != nil {
-			log.V(1).Info("Pod cache incomplete, writing nothing to the member", "reason", why.Error())
-			switch {
-			case mrs != nil:
-				e.reportIncomplete(ctx, key, mrs, why)
-			case wanted && !w.Deleting:
-				// Not created yet: the report says why it is not.
-				e.reportIncomplete(ctx, key, &v1alpha1.MemberReplicaSet{Spec: v1alpha1.MemberReplicaSetSpec{Hub: w.Hub}}, why)
-			}
-			return Result{RequeueAfter: IncompleteRequeue}, nil
-		}
-	}
-
-	switch {
-	case mrs == nil && (!wanted || w.Deleting):
-		e.o.Store.Delete(key)
-		e.verified.forget(key)
-		e.written.forget(key)
-		e.paced.forget(key)
-		return Result{}, nil
-	case !wanted:
-		// Removing the MemberReplicaSet (and with it the pods) is the
-		// federation's decision; without a workload we touch nothing.
-		log.V(2).Info("No workload for this member, leaving it alone")
-		return Result{}, nil
-	case mrs == nil:
-		// Pods are created on a later sync, once the cache holds the owner, so
-		// their add events resolve to it and settle expectations.
-		return Result{}, e.createOwner(ctx, nn, w)
-	}
-	mrs = e.written.newest(key, mrs)
-	if mrs.DeletionTimestamp == nil && !w.Deleting && ownerSpecDiffers(mrs, w) {
-		var err error
-		if mrs, err = e.updateOwner(ctx, key, mrs, w); err != nil {
-			return Result{}, err
-		}
-	}
-
-	selector, err := metav1.LabelSelectorAsSelector(mrs.Spec.Selector)
-	if err != nil || selector.Empty() {
-		log.Error(err, "Invalid or empty selector, not syncing", "selector", mrs.Spec.Selector)
-		return Result{}, nil
-	}
-
-	// Before the first pod write of a term (or after the store dropped
-	// observations) the cache must have caught up with a quorum list, and
-	// earlier terms' reservations are settled from that list: a new leader
-	// must not act on a cache that lags what the old leader saw.
-	if fresh := e.freshness(term); !e.verified.is(key, fresh) {
-		caughtUp, err := e.verify(ctx, key, mrs, selector)
-		if err != nil {
-			return Result{}, err
-		}
-		if !caughtUp {
-			return Result{RequeueAfter: cacheLagRequeue}, nil
-		}
-		e.verified.set(key, fresh)
-	}
-
-	// Upstream order: expectations first, then list, so pods the informer has
-	// not shown yet cannot cause a duplicate create.
-	needsSync := e.o.Store.Satisfied(key)
-	if !needsSync && e.verified.unsatisfiedFor(key, e.o.Clock.Now()) >= e.o.UnsatisfiedRequeue {
-		// An informer event that would settle an expectation may have been
-		// missed: settle from a quorum list instead of waiting for the TTL.
-		caughtUp, err := e.verify(ctx, key, mrs, selector)
-		if err != nil {
-			return Result{}, err
-		}
-		if !caughtUp {
-			return Result{RequeueAfter: cacheLagRequeue}, nil
-		}
-		e.verified.satisfied(key)
-		needsSync = e.o.Store.Satisfied(key)
-	}
-	if needsSync {
-		e.verified.satisfied(key)
-	}
-	all, err := e.listPods(ctx, mrs)
-	if err != nil {
-		return Result{}, err
-	}
-	var active, terminating []*corev1.Pod
-	for _, p := range all {
-		if podstate.IsActive(p) {
-			active = append(active, p)
-		} else if podstate.IsTerminating(p) && metav1.IsControlledBy(p, mrs) && selector.Matches(labels.Set(p.Labels)) {
-			terminating = append(terminating, p)
-		}
-	}
-	deleting := mrs.DeletionTimestamp != nil || w.Deleting
-	cm := &claim.Claimer{Patcher: e.o.Client, Owner: mrs, Selector: selector, Deleting: deleting,
-		CanAdopt: claim.RecheckOwner(e.o.APIReader, mrs)}
-	claimed, err := cm.Claim(ctx, active)
-	if err != nil {
-		return Result{}, fmt.Errorf("claiming pods: %w", err)
-	}
-
-	var manageErr error
-	gate, waiting := gateNotChecked, (*metav1.Condition)(nil)
-	switch {
-	case needsSync && !deleting:
-		// Pods wait for the template's dependencies; deletions never do.
-		if gate, waiting = e.checkDependencies(ctx, mrs, w, len(claimed)); gate == gateOpen {
-			manageErr = e.manage(ctx, key, mrs, w, selector, claimed)
-		}
-	case deleting:
-		gate = gateOpen
-	}
-
-	now := e.o.Clock.Now()
-	st := replicastatus.Calculate(replicastatus.Input{
-		Current: mrs.Status, Target: mrs.Spec.Replicas, TemplateLabels: w.Template.Labels,
-		MinReadySeconds: mrs.Spec.MinReadySeconds, Active: claimed, Terminating: terminating,
-		ManageErr: manageErr, Now: now,
-	})
-	st.Conditions = withDependencyCondition(st.Conditions, gate, waiting)
-	var statusDue time.Duration
-	if replicastatus.Changed(mrs.Status, st, mrs.Generation) {
-		if !replicastatus.Urgent(mrs.Status, st, mrs.Generation, mrs.Spec.Replicas) {
-			statusDue = e.paced.wait(key, now)
-		}
-		if statusDue == 0 {
-			st.ObservedGeneration = mrs.Generation
-			if mrs, err = e.writeStatus(ctx, key, mrs, st); err != nil {
-				return Result{}, err
-			}
-			e.paced.wrote(key, now)
-		} else {
-			log.V(4).Info("Pacing a count-only status write", "in", statusDue)
-		}
-	}
-	// The report carries this sync's counts, written or paced.
-	e.report(ctx, key, mrs, st, claimed, now)
-	if manageErr != nil {
-		return Result{}, manageErr
-	}
-	var res Result
-	if d, ok := replicastatus.RequeueAfter(st, mrs.Spec.MinReadySeconds, claimed, now, e.o.Clock); ok {
-		res.RequeueAfter = d
-	}
-	if statusDue > 0 && (res.RequeueAfter == 0 || statusDue < res.RequeueAfter) {
-		res.RequeueAfter = statusDue
-	}
-	if gate == gateClosed && (res.RequeueAfter == 0 || res.RequeueAfter > e.o.DependencyRecheck) {
-		// The hub pokes the worker when it has copied the dependencies;
-		// this covers objects that appear by other hands.
-		res.RequeueAfter = e.o.DependencyRecheck
-	}
-	if !needsSync && !deleting {
-		// Outstanding expectations are settled by informer events; if one
-		// never comes, look again (and re-verify from a quorum list) well
-		// before the expectations TTL instead of waiting for an unrelated
-		// event.
-		if res.RequeueAfter == 0 || res.RequeueAfter > e.o.UnsatisfiedRequeue {
-			res.RequeueAfter = e.o.UnsatisfiedRequeue
-		}
-	}
-	return res, nil
-}
-
 func ownerSpec(w *Workload) v1alpha1.MemberReplicaSetSpec {
 	return v1alpha1.MemberReplicaSetSpec{Replicas: w.Target, Selector: w.Selector.DeepCopy(), MinReadySeconds: w.MinReadySeconds,
 		NodeCost: w.NodeCost.DeepCopy(), Hub: w.Hub}
@@ -437,18 +245,6 @@ func (e *Engine) listPods(ctx context.Context, mrs *v1alpha1.MemberReplicaSet) (
 		}
 	}
 	return out, nil
-}
-
-// manage creates or deletes pods toward the target, at most BurstReplicas.
-func (e *Engine) manage(ctx context.Context, key fedref.MemberObject, mrs *v1alpha1.MemberReplicaSet, w *Workload, selector labels.Selector, active []*corev1.Pod) error {
-	diff := len(active) - int(mrs.Spec.Replicas)
-	switch {
-	case diff < 0:
-		return e.createPods(ctx, key, mrs, w, selector, len(active), min(-diff, e.o.BurstReplicas))
-	case diff > 0:
-		return e.deletePods(ctx, key, mrs, selector, active, min(diff, e.o.BurstReplicas))
-	}
-	return nil
 }
 
 func (e *Engine) event(mrs *v1alpha1.MemberReplicaSet, typ, reason, action, note string, args ...any) {
