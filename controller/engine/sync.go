@@ -3,20 +3,16 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
-	"github.com/replicafed/replicafed/controller/claim"
 	"github.com/replicafed/replicafed/controller/expectations"
-	"github.com/replicafed/replicafed/controller/podstate"
 	"github.com/replicafed/replicafed/controller/replicastatus"
 	"github.com/replicafed/replicafed/internal/ctxjoin"
 	"github.com/replicafed/replicafed/internal/fedref"
@@ -156,76 +152,6 @@ func stopped(err error) (Result, error) {
 	return Result{}, err
 }
 
-// getOwner reads the MemberReplicaSet from the cache; nil when it does not
-// exist.
-func (e *Engine) getOwner(ctx context.Context, nn types.NamespacedName) (*v1alpha1.MemberReplicaSet, error) {
-	mrs := &v1alpha1.MemberReplicaSet{}
-	if err := e.o.Client.Get(ctx, nn, mrs); apierrors.IsNotFound(err) {
-		return nil, nil
-	} else if err != nil {
-		return nil, fmt.Errorf("reading MemberReplicaSet %s from cache: %w", nn, err)
-	}
-	return mrs, nil
-}
-
-// reportIfIncomplete reports whether the pod cache misses pods of the
-// member (Options.ViewIncomplete). If it does, the sync writes nothing and
-// the hub is told why, for an existing MemberReplicaSet or one the
-// workload still needs.
-func (e *Engine) reportIfIncomplete(ctx context.Context, key fedref.MemberObject, mrs *v1alpha1.MemberReplicaSet, w *Workload, wanted bool) bool {
-	if e.o.ViewIncomplete == nil {
-		return false
-	}
-	why := e.o.ViewIncomplete()
-	if why == nil {
-		return false
-	}
-	ctrl.LoggerFrom(ctx).V(1).Info("Pod cache incomplete, writing nothing to the member", "reason", why.Error())
-	switch {
-	case mrs != nil:
-		e.reportIncomplete(ctx, key, mrs, why)
-	case wanted && !w.Deleting:
-		// Not created yet: the report says why it is not.
-		e.reportIncomplete(ctx, key, &v1alpha1.MemberReplicaSet{Spec: v1alpha1.MemberReplicaSetSpec{Hub: w.Hub}}, why)
-	}
-	return true
-}
-
-// syncOwner brings the MemberReplicaSet in line with the workload: a key
-// with neither is forgotten, a MemberReplicaSet without a workload is left
-// alone, a missing one is created and a spec that differs is updated. It
-// returns the copy to sync pods from, or nil when this sync ends here.
-func (e *Engine) syncOwner(ctx context.Context, nn types.NamespacedName, key fedref.MemberObject, mrs *v1alpha1.MemberReplicaSet, w *Workload, wanted bool) (*v1alpha1.MemberReplicaSet, error) {
-	switch {
-	case mrs == nil && (!wanted || w.Deleting):
-		e.forget(key)
-		return nil, nil
-	case !wanted:
-		// Removing the MemberReplicaSet (and with it the pods) is the
-		// federation's decision; without a workload we touch nothing.
-		ctrl.LoggerFrom(ctx).V(2).Info("No workload for this member, leaving it alone")
-		return nil, nil
-	case mrs == nil:
-		// Pods are created on a later sync, once the cache holds the owner, so
-		// their add events resolve to it and settle expectations.
-		return nil, e.createOwner(ctx, nn, w)
-	}
-	mrs = e.written.newest(key, mrs)
-	if mrs.DeletionTimestamp == nil && !w.Deleting && ownerSpecDiffers(mrs, w) {
-		return e.updateOwner(ctx, key, mrs, w)
-	}
-	return mrs, nil
-}
-
-// forget drops what the engine keeps for a key whose MemberReplicaSet and
-// workload are both gone.
-func (e *Engine) forget(key fedref.MemberObject) {
-	e.o.Store.Delete(key)
-	e.verified.forget(key)
-	e.written.forget(key)
-	e.paced.forget(key)
-}
-
 // verifyTerm checks, before the first pod write of a term (or after the
 // store dropped observations), that the cache has caught up with a quorum
 // list, and settles earlier terms' reservations from that list: a new
@@ -274,87 +200,6 @@ func (e *Engine) satisfiedExpectations(ctx context.Context, s *syncScope) (bool,
 		e.verified.satisfied(s.key)
 	}
 	return needsSync, nil
-}
-
-// filterPods splits the pods listed for mrs into the active ones (claim
-// candidates) and those terminating that mrs controls and its selector
-// matches (counted in the status only). Succeeded and failed pods are in
-// neither.
-func filterPods(all []*corev1.Pod, mrs *v1alpha1.MemberReplicaSet, selector labels.Selector) (active, terminating []*corev1.Pod) {
-	for _, p := range all {
-		if podstate.IsActive(p) {
-			active = append(active, p)
-		} else if podstate.IsTerminating(p) && metav1.IsControlledBy(p, mrs) && selector.Matches(labels.Set(p.Labels)) {
-			terminating = append(terminating, p)
-		}
-	}
-	return active, terminating
-}
-
-// claimPods adopts matching orphans and releases owned pods that no longer
-// match, and returns the active pods the MemberReplicaSet owns. An adoption
-// first re-reads the owner live, as upstream.
-func (e *Engine) claimPods(ctx context.Context, s *syncScope, active []*corev1.Pod) ([]*corev1.Pod, error) {
-	cm := &claim.Claimer{Patcher: e.o.Client, Owner: s.mrs, Selector: s.selector, Deleting: s.deleting,
-		CanAdopt: claim.RecheckOwner(e.o.APIReader, s.mrs)}
-	claimed, err := cm.Claim(ctx, active)
-	if err != nil {
-		return nil, fmt.Errorf("claiming pods: %w", err)
-	}
-	return claimed, nil
-}
-
-// manageReplicas creates or deletes pods toward the target, at most
-// BurstReplicas.
-func (e *Engine) manageReplicas(ctx context.Context, s *syncScope) error {
-	diff := len(s.claimed) - int(s.mrs.Spec.Replicas)
-	switch {
-	case diff < 0:
-		return e.createPods(ctx, s.key, s.mrs, s.w, s.selector, len(s.claimed), min(-diff, e.o.BurstReplicas))
-	case diff > 0:
-		return e.deletePods(ctx, s.key, s.mrs, s.selector, s.claimed, min(diff, e.o.BurstReplicas))
-	}
-	return nil
-}
-
-// calculateStatus is the status this sync observed, with the dependency
-// condition as the gate decided.
-func calculateStatus(s *syncScope, now time.Time) v1alpha1.MemberReplicaSetStatus {
-	st := replicastatus.Calculate(replicastatus.Input{
-		Current: s.mrs.Status, Target: s.mrs.Spec.Replicas, TemplateLabels: s.w.Template.Labels,
-		MinReadySeconds: s.mrs.Spec.MinReadySeconds, Active: s.claimed, Terminating: s.terminating,
-		ManageErr: s.manageErr, Now: now,
-	})
-	st.Conditions = withDependencyCondition(st.Conditions, s.gate, s.waiting)
-	return st
-}
-
-// updateReplicaSetStatus writes st when it differs from the status written:
-// at once when the change is urgent, else no sooner than StatusInterval
-// after the last write. A write sets st's observed generation and replaces
-// s.mrs with what the API server returned. It returns how long a paced
-// write waits, 0 when written or unchanged.
-func (e *Engine) updateReplicaSetStatus(ctx context.Context, s *syncScope, st *v1alpha1.MemberReplicaSetStatus, now time.Time) (time.Duration, error) {
-	mrs := s.mrs
-	if !replicastatus.Changed(mrs.Status, *st, mrs.Generation) {
-		return 0, nil
-	}
-	var due time.Duration
-	if !replicastatus.Urgent(mrs.Status, *st, mrs.Generation, mrs.Spec.Replicas) {
-		due = e.paced.wait(s.key, now)
-	}
-	if due > 0 {
-		ctrl.LoggerFrom(ctx).V(4).Info("Pacing a count-only status write", "in", due)
-		return due, nil
-	}
-	st.ObservedGeneration = mrs.Generation
-	updated, err := e.writeStatus(ctx, s.key, mrs, *st)
-	if err != nil {
-		return 0, err
-	}
-	s.mrs = updated
-	e.paced.wrote(s.key, now)
-	return 0, nil
 }
 
 // nextSync says when to sync the key again without an event: the soonest
