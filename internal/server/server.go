@@ -11,17 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -31,8 +28,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
@@ -54,7 +49,6 @@ import (
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/leaderlease"
 	"github.com/replicafed/replicafed/internal/metrics"
-	"github.com/replicafed/replicafed/internal/writefence"
 	raftexp "github.com/replicafed/replicafed/raftstore/expectations"
 	"github.com/replicafed/replicafed/raftstore/node"
 )
@@ -519,151 +513,4 @@ func runManager(ctx context.Context, mgr mcmanager.Manager, n *node.Node, log lo
 		return fmt.Errorf("running manager: %w", err)
 	}
 	return nil
-}
-
-// metricsOptions serves metrics over HTTPS behind the hub API server's
-// TokenReview and SubjectAccessReview when metrics.secure, as kubebuilder
-// projects do: a scraper needs a token whose identity may get the /metrics
-// non-resource URL (the chart's metrics-reader ClusterRole), and replicafed
-// needs tokenreviews and subjectaccessreviews create (the chart binds
-// system:auth-delegator). The serving certificate is the raft one when its
-// files share a directory (reloaded by controller-runtime's certwatcher),
-// else a self-signed one.
-func metricsOptions(cfg *config.Config) metricsserver.Options {
-	o := metricsserver.Options{BindAddress: cfg.Metrics.BindAddress}
-	if !cfg.Metrics.Secure {
-		return o
-	}
-	o.SecureServing = true
-	o.FilterProvider = filters.WithAuthenticationAndAuthorization
-	if t := cfg.Raft.TLS; !t.Insecure && t.CertFile != "" && filepath.Dir(t.CertFile) == filepath.Dir(t.KeyFile) {
-		o.CertDir, o.CertName, o.KeyName = filepath.Dir(t.CertFile), filepath.Base(t.CertFile), filepath.Base(t.KeyFile)
-	}
-	return o
-}
-
-func hubConfig(cfg *config.Config) (*rest.Config, error) {
-	var rc *rest.Config
-	var err error
-	if cfg.Hub.Kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Hub.Kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("hub.kubeconfig: loading hub client configuration: %w", err)
-	}
-	rc.QPS, rc.Burst = cfg.Hub.QPS, cfg.Hub.Burst
-	rc.UserAgent = "replicafed"
-	return rc, nil
-}
-
-// registryOptions maps the configuration to the member registry's options.
-// Member writes are fenced by writeLease: a write leaves only while this
-// replica holds its raft write lease.
-func registryOptions(cfg *config.Config, scheme *runtime.Scheme, monitor *health.Monitor, writeLease func(time.Duration) bool) registry.Options {
-	timeout := cfg.Controller.MemberWriteTimeout
-	opts := registry.Options{
-		SecretNamespace: cfg.Clusters.SecretNamespace,
-		SecretSelector:  cfg.Clusters.SecretSelector,
-		SecretKey:       cfg.Clusters.SecretKey,
-		Scheme:          scheme,
-		RESTOptions:     []func(*rest.Config) error{memberLimits(cfg.Controller), writefence.Option(timeout, func() bool { return writeLease(timeout) })},
-		Health:          monitor,
-		Credentials:     credentialPolicy(cfg.Clusters.Credentials),
-		ExpiryWarning:   cfg.Clusters.Credentials.ExpiryWarning,
-		MaxCachedPods:   cfg.Controller.MaxCachedPodsPerMember,
-	}
-	for _, s := range cfg.Clusters.Static {
-		opts.Static = append(opts.Static, registry.Static{Name: s.Name, Kubeconfig: s.Kubeconfig, Labels: s.Labels, Taints: s.ClusterTaints()})
-	}
-	return opts
-}
-
-// healthOptions maps failover.healthProbe to the member health monitor's
-// options.
-func healthOptions(p config.HealthProbe) health.Options {
-	return health.Options{
-		Interval:   p.Interval,
-		Timeout:    p.Timeout,
-		Thresholds: health.Thresholds{Failure: p.FailureThreshold, Success: p.SuccessThreshold},
-	}
-}
-
-// memberLimits applies the member client rate limit, or removes it.
-func memberLimits(c config.Controller) func(*rest.Config) error {
-	return func(rc *rest.Config) error {
-		if c.MemberRateLimit {
-			rc.QPS, rc.Burst = c.MemberQPS, c.MemberBurst
-		} else {
-			rc.QPS, rc.Burst = -1, 0
-		}
-		rc.UserAgent = "replicafed"
-		return nil
-	}
-}
-
-func nodeConfig(cfg *config.Config) node.NodeConfig {
-	r := cfg.Raft
-	nc := node.NodeConfig{
-		ID:                       r.ID,
-		ClusterID:                r.ClusterID,
-		BindAddr:                 r.BindAddress,
-		AdvertiseAddr:            r.AdvertiseAddress,
-		DataDir:                  r.DataDir,
-		HeartbeatTimeout:         r.HeartbeatTimeout,
-		ElectionTimeout:          r.ElectionTimeout,
-		LeaderLeaseTimeout:       r.LeaderLeaseTimeout,
-		CommitTimeout:            r.CommitTimeout,
-		MaxAppendEntries:         r.MaxAppendEntries,
-		SnapshotInterval:         r.SnapshotInterval,
-		SnapshotThreshold:        uint64(r.SnapshotThreshold),
-		TrailingLogs:             uint64(r.TrailingLogs),
-		ApplyTimeout:             r.ApplyTimeout,
-		ObservationBatchSize:     r.ObservationBatchSize,
-		ObservationFlushInterval: r.ObservationFlushInterval,
-		ExpectationsTTL:          cfg.Controller.ExpectationsTTL,
-		AdminToken:               r.AdminToken,
-		DeadServerTimeout:        r.DeadServerTimeout,
-	}
-	nc.TLS = node.TLSFiles{CertFile: r.TLS.CertFile, KeyFile: r.TLS.KeyFile, CAFile: r.TLS.CAFile, Insecure: r.TLS.Insecure}
-	for _, p := range r.Peers {
-		nc.Peers = append(nc.Peers, node.Peer{ID: p.ID, Address: p.Address})
-	}
-	return nc
-}
-
-// monitorChanges re-plans everything when a member's health flips and asks
-// the recorder to record the flip in raft (it retries until recorded), so a
-// new leader measures the grace period from the original time instead of
-// starting it again. It returns a function that forgets a member that left.
-func monitorChanges(m *health.Monitor, rec *health.Recorder, fn func(), recovered func(cluster string)) func(cluster string) {
-	var was sync.Map // cluster -> last health
-	m.SetOnChange(func(cluster string, st health.State) {
-		if prev, ok := was.Swap(cluster, st.Health); ok && prev == v1alpha1.ClusterUnreachable && st.Health == v1alpha1.ClusterHealthy {
-			go recovered(cluster)
-		}
-		healthy := st.Health == v1alpha1.ClusterHealthy
-		metrics.MemberHealthy.WithLabelValues(cluster).Set(map[bool]float64{true: 1, false: 0}[healthy])
-		rec.Kick()
-		fn()
-	})
-	return func(cluster string) { was.Delete(cluster) }
-}
-
-// forgetMember drops what this process keeps per member once the member has
-// left: its preparation problem, its last health and its metric series.
-func forgetMember(cluster string, problems *sync.Map, forgetHealth func(string)) {
-	problems.Delete(cluster)
-	if forgetHealth != nil {
-		forgetHealth(cluster)
-	}
-	metrics.MemberHealthy.DeleteLabelValues(cluster)
-	metrics.PodOperations.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
-}
-
-// credentialPolicy maps clusters.credentials to the registry's policy.
-func credentialPolicy(c config.Credentials) credentials.Policy {
-	return credentials.Policy{AllowExec: c.AllowExec, AllowFiles: c.AllowFiles, AllowAuthProvider: c.AllowAuthProvider,
-		AllowInsecureTLS: c.AllowInsecureTLS, AllowProxy: c.AllowProxy}
 }
