@@ -22,7 +22,7 @@ import (
 	"github.com/replicafed/replicafed/api/policy"
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/internal/kubescheme"
-	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
 
 func validFRS(name string) *v1alpha1.FederatedReplicaSet {

@@ -18,8 +18,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/replicafed/replicafed/internal/faultproxy"
 	"github.com/replicafed/replicafed/internal/memberaccess"
+	"github.com/replicafed/replicafed/internal/test/faultproxy"
 )
 
 // Member credentials issued for Secret registration: a ServiceAccount bound to

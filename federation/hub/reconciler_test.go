@@ -27,9 +27,9 @@ import (
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/federation/health"
 	"github.com/replicafed/replicafed/federation/registry"
-	"github.com/replicafed/replicafed/internal/fakecluster"
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
+	"github.com/replicafed/replicafed/internal/test/fakecluster"
 )
 
 var now = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)

@@ -35,8 +35,8 @@ import (
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/memberaccess"
-	"github.com/replicafed/replicafed/internal/testcluster"
-	"github.com/replicafed/replicafed/internal/testworkload"
+	"github.com/replicafed/replicafed/internal/test/testcluster"
+	"github.com/replicafed/replicafed/internal/test/testworkload"
 )
 
 // One hub and one member serve every subtest: control planes are the

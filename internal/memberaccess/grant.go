@@ -133,11 +133,9 @@ func Grant(ctx context.Context, admin *rest.Config, o GrantOptions) (*Access, er
 	if err := ensureBinding(ctx, cs, o); err != nil {
 		return nil, err
 	}
-	secs := int64(o.TokenExpiration / time.Second)
-	tr, err := cs.CoreV1().ServiceAccounts(o.Namespace).CreateToken(ctx, o.ServiceAccount,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
+	tr, err := requestToken(ctx, cs, o)
 	if err != nil {
-		return nil, fmt.Errorf("requesting a token for ServiceAccount %s/%s: %w", o.Namespace, o.ServiceAccount, err)
+		return nil, err
 	}
 	acc, err := kubeconfigFor(admin, o, tr.Status.Token)
 	if err != nil {
@@ -285,6 +283,24 @@ func kubeconfigFor(admin *rest.Config, o GrantOptions, token string) (*Access, e
 	kc.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
 	kc.Contexts[o.ClusterName] = &clientcmdapi.Context{Cluster: o.ClusterName, AuthInfo: user}
 	kc.CurrentContext = o.ClusterName
+	return encodeAccess(kc)
+}
+
+// requestToken asks the member for a token of the grant's ServiceAccount
+// that lasts the grant's TokenExpiration.
+func requestToken(ctx context.Context, cs kubernetes.Interface, o GrantOptions) (*authenticationv1.TokenRequest, error) {
+	secs := int64(o.TokenExpiration / time.Second)
+	tr, err := cs.CoreV1().ServiceAccounts(o.Namespace).CreateToken(ctx, o.ServiceAccount,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("requesting a token for ServiceAccount %s/%s: %w", o.Namespace, o.ServiceAccount, err)
+	}
+	return tr, nil
+}
+
+// encodeAccess serialises kc and reads it back as the client configuration
+// it gives, so what is written and what is used are the same.
+func encodeAccess(kc *clientcmdapi.Config) (*Access, error) {
 	data, err := clientcmd.Write(*kc)
 	if err != nil {
 		return nil, fmt.Errorf("encoding member kubeconfig: %w", err)

@@ -3,12 +3,9 @@ package memberaccess
 import (
 	"context"
 	"fmt"
-	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -74,28 +71,22 @@ func Rotate(ctx context.Context, o RotateOptions) (*Access, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building member client: %w", err)
 	}
-	secs := int64(g.TokenExpiration / time.Second)
-	tr, err := cs.CoreV1().ServiceAccounts(g.Namespace).CreateToken(ctx, g.ServiceAccount,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
+	tr, err := requestToken(ctx, cs, g)
 	if err != nil {
-		return nil, fmt.Errorf("requesting a token for ServiceAccount %s/%s in member %s: %w", g.Namespace, g.ServiceAccount, o.Name, err)
+		return nil, fmt.Errorf("member %s: %w", o.Name, err)
 	}
 	kc.AuthInfos[kctx.AuthInfo].Token = tr.Status.Token
-	data, err := clientcmd.Write(*kc)
+	acc, err := encodeAccess(kc)
 	if err != nil {
-		return nil, fmt.Errorf("encoding member kubeconfig: %w", err)
+		return nil, err
 	}
 	// An update, not a patch: a Secret changed since it was read (another
 	// rotation, say) makes this fail instead of writing over it.
-	sec.Data[reg.SecretKey] = data
+	sec.Data[reg.SecretKey] = acc.Kubeconfig
 	if err := hub.Update(ctx, sec); err != nil {
 		return nil, fmt.Errorf("updating member Secret %s/%s in the hub: %w", reg.Namespace, o.Name, err)
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
-	if err != nil {
-		return nil, fmt.Errorf("decoding member kubeconfig: %w", err)
-	}
-	acc := &Access{Kubeconfig: data, Config: cfg, ExpiresAt: tr.Status.ExpirationTimestamp.Time}
+	acc.ExpiresAt = tr.Status.ExpirationTimestamp.Time
 	ctrl.LoggerFrom(ctx).Info("Member token rotated", "cluster", o.Name, "secret", klog.KRef(reg.Namespace, o.Name), "tokenExpires", acc.ExpiresAt)
 	return acc, nil
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/replicafed/replicafed/internal/testpki"
+	"github.com/replicafed/replicafed/internal/test/testpki"
 	"github.com/replicafed/replicafed/raftstore/node"
 )
 

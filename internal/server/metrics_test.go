@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/replicafed/replicafed/config"
-	"github.com/replicafed/replicafed/internal/testcluster"
-	"github.com/replicafed/replicafed/internal/testpki"
+	"github.com/replicafed/replicafed/internal/test/testcluster"
+	"github.com/replicafed/replicafed/internal/test/testpki"
 )
 
 // TestSecureMetrics: with metrics.secure the metrics endpoint serves the

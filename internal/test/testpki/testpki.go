@@ -19,7 +19,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/replicafed/replicafed/internal/testnet"
+	"github.com/replicafed/replicafed/internal/test/testnet"
 )
 
 // Validity of issued certificates; long enough for any test run.

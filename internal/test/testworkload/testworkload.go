@@ -15,7 +15,7 @@ import (
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/internal/fedref"
-	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
 
 // Image is the container image of every test pod.

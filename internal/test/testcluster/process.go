@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/replicafed/replicafed/internal/testnet"
+	"github.com/replicafed/replicafed/internal/test/testnet"
 )
 
 // Process is one child process (a control-plane binary here, a replicafed

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/replicafed/replicafed/internal/testpki"
+	"github.com/replicafed/replicafed/internal/test/testpki"
 )
 
 func TestScan(t *testing.T) {
