@@ -121,6 +121,7 @@ func (e *Engine) syncReplicaSet(ctx context.Context, nn types.NamespacedName, te
 
 	switch {
 	case s.deleting:
+		// No pod is created: a wait for dependencies is over.
 		s.gate = gateOpen
 	case s.needsSync:
 		// Pods wait for the template's dependencies; deletions never do.
