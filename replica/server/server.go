@@ -51,7 +51,6 @@ import (
 	"github.com/replicafed/replicafed/raftstore/node"
 	"github.com/replicafed/replicafed/replica/frsmetrics"
 	"github.com/replicafed/replicafed/replica/leaderlease"
-	"github.com/replicafed/replicafed/replica/writefence"
 )
 
 // Run runs one replica until ctx ends. It logs through the logger in ctx.
