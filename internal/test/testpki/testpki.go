@@ -122,15 +122,6 @@ func (ca *CA) Issue(dir, name string, dnsNames ...string) (Files, error) {
 	return ca.write(dir, certPEM, keyPEM)
 }
 
-// IssueSpec is Issue for a certificate naming exactly what s says.
-func (ca *CA) IssueSpec(dir string, s Spec) (Files, error) {
-	certPEM, keyPEM, err := ca.IssueSpecPEM(s)
-	if err != nil {
-		return Files{}, err
-	}
-	return ca.write(dir, certPEM, keyPEM)
-}
-
 func (ca *CA) write(dir string, certPEM, keyPEM []byte) (Files, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return Files{}, fmt.Errorf("creating certificate directory: %w", err)
