@@ -120,66 +120,100 @@ func Compute(in Input) v1alpha1.FederatedReplicaSetStatus {
 	sort.Slice(members, func(i, j int) bool { return members[i].Name < members[j].Name })
 	st.Spread = spreadText(members)
 
-	var unreachable, failed, unschedulable, progressing []string
-	// Sums over members are made in int64: int32 counts of many members
-	// can overflow, and a wrapped sum would read as a negative count.
-	var replicas, fullyLabeled, ready, available, unschedulableSum, terminating, clusterCount int64
-	anyTerminating := false
+	var t tally
 	for _, m := range members {
-		row := v1alpha1.ClusterStatus{Name: m.Name, Target: m.Target, Health: m.Health, Message: Truncate(m.Message, MaxMessage)}
-		if row.Health == "" {
-			row.Health = v1alpha1.ClusterHealthUnknown
-		}
-		if m.Target > 0 {
-			clusterCount++
-		}
-		if m.Health == v1alpha1.ClusterUnreachable {
-			unreachable = append(unreachable, m.Name)
-		}
-		if m.Problem != "" {
-			failed = append(failed, m.Name+": "+Truncate(m.Problem, MaxMessage))
-			if row.Message == "" {
-				row.Message = Truncate(m.Problem, MaxMessage)
-			}
-		}
-		if r := m.Report; r != nil {
-			row.Replicas, row.ReadyReplicas, row.AvailableReplicas = r.Replicas, r.Ready, r.Available
-			row.UnschedulableReplicas = r.Unschedulable
-			unschedulableSum += int64(r.Unschedulable)
-			t := metav1.NewTime(r.Time)
-			row.LastReportTime = &t
-			replicas += int64(r.Replicas)
-			fullyLabeled += int64(r.FullyLabeled)
-			ready += int64(r.Ready)
-			available += int64(r.Available)
-			if r.Terminating != nil {
-				anyTerminating = true
-				terminating += int64(*r.Terminating)
-			}
-			if r.Failure != "" {
-				failed = append(failed, m.Name+": "+Truncate(r.Failure, MaxMessage))
-			}
-			if r.Unschedulable > 0 {
-				unschedulable = append(unschedulable, fmt.Sprintf("%s: %d pods", m.Name, r.Unschedulable))
-			}
-			if r.Replicas != m.Target || r.Available < m.Target {
-				progressing = append(progressing, m.Name)
-			}
-		} else if m.Target > 0 {
-			progressing = append(progressing, m.Name)
-		}
-		st.Clusters = append(st.Clusters, row)
+		st.Clusters = append(st.Clusters, t.add(m))
 	}
 	st.Clusters = boundRows(st.Clusters)
-	st.Replicas, st.FullyLabeledReplicas = clamp32(replicas), clamp32(fullyLabeled)
-	st.ReadyReplicas, st.AvailableReplicas = clamp32(ready), clamp32(available)
-	st.UnschedulableReplicas, st.ClusterCount = clamp32(unschedulableSum), clamp32(clusterCount)
-	if anyTerminating {
-		t := clamp32(terminating)
-		st.TerminatingReplicas = &t
-	}
+	t.setCounts(&st)
 
-	set := func(typ string, ok bool, reason, msg string) {
+	set := conditionSetter(&st, in)
+	setProgressConditions(set, &st, in, &t)
+	setProblemConditions(set, &st, in, &t)
+	return st
+}
+
+// tally accumulates what Compute learns from the members, in name order.
+// Sums over members are made in int64: int32 counts of many members can
+// overflow, and a wrapped sum would read as a negative count.
+type tally struct {
+	unreachable, failed, unschedulable, progressing []string
+
+	replicas, fullyLabeled, ready, available, unschedulableSum, terminating, clusterCount int64
+	anyTerminating                                                                        bool
+}
+
+// add counts one member and returns its status row.
+func (t *tally) add(m Member) v1alpha1.ClusterStatus {
+	row := v1alpha1.ClusterStatus{Name: m.Name, Target: m.Target, Health: m.Health, Message: Truncate(m.Message, MaxMessage)}
+	if row.Health == "" {
+		row.Health = v1alpha1.ClusterHealthUnknown
+	}
+	if m.Target > 0 {
+		t.clusterCount++
+	}
+	if m.Health == v1alpha1.ClusterUnreachable {
+		t.unreachable = append(t.unreachable, m.Name)
+	}
+	if m.Problem != "" {
+		t.failed = append(t.failed, m.Name+": "+Truncate(m.Problem, MaxMessage))
+		if row.Message == "" {
+			row.Message = Truncate(m.Problem, MaxMessage)
+		}
+	}
+	if r := m.Report; r != nil {
+		t.addReport(m, r, &row)
+	} else if m.Target > 0 {
+		t.progressing = append(t.progressing, m.Name)
+	}
+	return row
+}
+
+// addReport counts a member's report and copies its counts into the row.
+func (t *tally) addReport(m Member, r *Report, row *v1alpha1.ClusterStatus) {
+	row.Replicas, row.ReadyReplicas, row.AvailableReplicas = r.Replicas, r.Ready, r.Available
+	row.UnschedulableReplicas = r.Unschedulable
+	t.unschedulableSum += int64(r.Unschedulable)
+	rt := metav1.NewTime(r.Time)
+	row.LastReportTime = &rt
+	t.replicas += int64(r.Replicas)
+	t.fullyLabeled += int64(r.FullyLabeled)
+	t.ready += int64(r.Ready)
+	t.available += int64(r.Available)
+	if r.Terminating != nil {
+		t.anyTerminating = true
+		t.terminating += int64(*r.Terminating)
+	}
+	if r.Failure != "" {
+		t.failed = append(t.failed, m.Name+": "+Truncate(r.Failure, MaxMessage))
+	}
+	if r.Unschedulable > 0 {
+		t.unschedulable = append(t.unschedulable, fmt.Sprintf("%s: %d pods", m.Name, r.Unschedulable))
+	}
+	if r.Replicas != m.Target || r.Available < m.Target {
+		t.progressing = append(t.progressing, m.Name)
+	}
+}
+
+// setCounts writes the summed counts, saturated to the int32 fields.
+func (t *tally) setCounts(st *v1alpha1.FederatedReplicaSetStatus) {
+	st.Replicas, st.FullyLabeledReplicas = clamp32(t.replicas), clamp32(t.fullyLabeled)
+	st.ReadyReplicas, st.AvailableReplicas = clamp32(t.ready), clamp32(t.available)
+	st.UnschedulableReplicas, st.ClusterCount = clamp32(t.unschedulableSum), clamp32(t.clusterCount)
+	if t.anyTerminating {
+		term := clamp32(t.terminating)
+		st.TerminatingReplicas = &term
+	}
+}
+
+// setCondition sets one condition on the status being computed.
+type setCondition func(typ string, ok bool, reason, msg string)
+
+// conditionSetter returns a setCondition that stamps the input's generation
+// and time; meta.SetStatusCondition keeps the transition time when the
+// status does not change.
+func conditionSetter(st *v1alpha1.FederatedReplicaSetStatus, in Input) setCondition {
+	return func(typ string, ok bool, reason, msg string) {
 		status := metav1.ConditionFalse
 		if ok {
 			status = metav1.ConditionTrue
@@ -189,8 +223,12 @@ func Compute(in Input) v1alpha1.FederatedReplicaSetStatus {
 			ObservedGeneration: in.Generation, LastTransitionTime: metav1.NewTime(in.Now),
 		})
 	}
+}
 
-	if available >= int64(in.Desired) && replicas == int64(in.Desired) && len(progressing) == 0 {
+// setProgressConditions sets Ready, Planned and Progressing, which are
+// always present.
+func setProgressConditions(set setCondition, st *v1alpha1.FederatedReplicaSetStatus, in Input, t *tally) {
+	if t.available >= int64(in.Desired) && t.replicas == int64(in.Desired) && len(t.progressing) == 0 {
 		set(v1alpha1.ConditionReady, true, "ReplicasAvailable", fmt.Sprintf("%d of %d replicas available", st.AvailableReplicas, in.Desired))
 	} else {
 		set(v1alpha1.ConditionReady, false, "ReplicasNotAvailable", fmt.Sprintf("%d of %d replicas available", st.AvailableReplicas, in.Desired))
@@ -205,18 +243,24 @@ func Compute(in Input) v1alpha1.FederatedReplicaSetStatus {
 		// The members work towards older targets: "at its target" would
 		// say nothing about the spec.
 		set(v1alpha1.ConditionProgressing, false, "PlanNotCommitted", "members keep their last committed targets: "+Truncate(in.PlanFailure.Message, MaxMessage))
-	case len(progressing) > 0:
-		set(v1alpha1.ConditionProgressing, true, "MembersConverging", joinBounded("converging: ", progressing, ", ", MaxConditionMessage))
+	case len(t.progressing) > 0:
+		set(v1alpha1.ConditionProgressing, true, "MembersConverging", joinBounded("converging: ", t.progressing, ", ", MaxConditionMessage))
 	default:
 		set(v1alpha1.ConditionProgressing, false, "MembersAtTarget", "every member is at its target")
 	}
-	if len(failed) > 0 {
-		set(v1alpha1.ConditionReplicaFailure, true, "MemberReplicaFailure", joinBounded("", failed, "; ", MaxConditionMessage))
+}
+
+// setProblemConditions sets ReplicaFailure, ClusterUnavailable,
+// Unschedulable and SpreadUnsatisfied while they hold and removes them when
+// they do not, so a listed condition always means a problem.
+func setProblemConditions(set setCondition, st *v1alpha1.FederatedReplicaSetStatus, in Input, t *tally) {
+	if len(t.failed) > 0 {
+		set(v1alpha1.ConditionReplicaFailure, true, "MemberReplicaFailure", joinBounded("", t.failed, "; ", MaxConditionMessage))
 	} else {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionReplicaFailure)
 	}
-	if len(unreachable) > 0 {
-		set(v1alpha1.ConditionClusterUnavailable, true, "MemberUnreachable", joinBounded("unreachable: ", unreachable, ", ", MaxConditionMessage))
+	if len(t.unreachable) > 0 {
+		set(v1alpha1.ConditionClusterUnavailable, true, "MemberUnreachable", joinBounded("unreachable: ", t.unreachable, ", ", MaxConditionMessage))
 	} else {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionClusterUnavailable)
 	}
@@ -224,8 +268,8 @@ func Compute(in Input) v1alpha1.FederatedReplicaSetStatus {
 	case in.Shortfall > 0:
 		set(v1alpha1.ConditionUnschedulable, true, "InsufficientCapacity",
 			fmt.Sprintf("the fleet lacks room for %d replicas", in.Shortfall))
-	case len(unschedulable) > 0:
-		set(v1alpha1.ConditionUnschedulable, true, "PodsUnschedulable", joinBounded("", unschedulable, "; ", MaxConditionMessage))
+	case len(t.unschedulable) > 0:
+		set(v1alpha1.ConditionUnschedulable, true, "PodsUnschedulable", joinBounded("", t.unschedulable, "; ", MaxConditionMessage))
 	default:
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionUnschedulable)
 	}
@@ -238,7 +282,6 @@ func Compute(in Input) v1alpha1.FederatedReplicaSetStatus {
 	} else {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionSpreadUnsatisfied)
 	}
-	return st
 }
 
 // Equal reports whether two statuses differ only in report times, so callers

@@ -267,3 +267,54 @@ func TestSignificant(t *testing.T) {
 		})
 	}
 }
+
+func TestTallyAdd(t *testing.T) {
+	one := int32(1)
+	tests := []struct {
+		name                 string
+		m                    Member
+		wantHealth           v1alpha1.ClusterHealth
+		wantMessage          string
+		wantProgressing      bool
+		wantFailed           int
+		wantUnreachable      bool
+		wantClusters, wantRs int64
+		wantTerminating      bool
+	}{
+		{name: "no report, no target", m: Member{Name: "a"}, wantHealth: v1alpha1.ClusterHealthUnknown},
+		{name: "no report with target converges", m: Member{Name: "a", Target: 2}, wantHealth: v1alpha1.ClusterHealthUnknown,
+			wantProgressing: true, wantClusters: 1},
+		{name: "at target", m: Member{Name: "a", Target: 2, Health: v1alpha1.ClusterHealthy, Report: rep(2, 2, 2)},
+			wantHealth: v1alpha1.ClusterHealthy, wantClusters: 1, wantRs: 2},
+		{name: "problem fills empty message", m: Member{Name: "a", Health: v1alpha1.ClusterUnreachable, Problem: "no CRD"},
+			wantHealth: v1alpha1.ClusterUnreachable, wantMessage: "no CRD", wantFailed: 1, wantUnreachable: true},
+		{name: "report failure and terminating", m: Member{Name: "a", Target: 1, Health: v1alpha1.ClusterHealthy,
+			Report: &Report{Replicas: 1, Available: 0, Terminating: &one, Failure: "quota", Time: t0}},
+			wantHealth: v1alpha1.ClusterHealthy, wantProgressing: true, wantFailed: 1, wantClusters: 1, wantRs: 1, wantTerminating: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var tl tally
+			row := tl.add(tc.m)
+			if row.Health != tc.wantHealth || row.Message != tc.wantMessage {
+				t.Errorf("row health, message = %q, %q; want %q, %q", row.Health, row.Message, tc.wantHealth, tc.wantMessage)
+			}
+			if got := len(tl.progressing) > 0; got != tc.wantProgressing {
+				t.Errorf("progressing = %v, want %v", got, tc.wantProgressing)
+			}
+			if len(tl.failed) != tc.wantFailed {
+				t.Errorf("failed = %q, want %d entries", tl.failed, tc.wantFailed)
+			}
+			if got := len(tl.unreachable) > 0; got != tc.wantUnreachable {
+				t.Errorf("unreachable = %v, want %v", got, tc.wantUnreachable)
+			}
+			if tl.clusterCount != tc.wantClusters || tl.replicas != tc.wantRs || tl.anyTerminating != tc.wantTerminating {
+				t.Errorf("clusterCount, replicas, anyTerminating = %d, %d, %v; want %d, %d, %v",
+					tl.clusterCount, tl.replicas, tl.anyTerminating, tc.wantClusters, tc.wantRs, tc.wantTerminating)
+			}
+			if (tc.m.Report != nil) != (row.LastReportTime != nil) {
+				t.Errorf("LastReportTime = %v with report %v", row.LastReportTime, tc.m.Report)
+			}
+		})
+	}
+}
