@@ -98,22 +98,7 @@ func Plan(in Input) Result {
 		planners.Put(p)
 	}()
 	*p = planner{members: in.Members, seed: uidSeed(in.UID), slots: p.slots[:0], room: p.room[:0], ids: p.ids[:0], growth: byWeight, tolerations: in.Placement.Tolerations}
-	var sel Selection
-	previousFound := 0 // entries of in.Previous that are candidates
-	eachCandidate(&in.Placement, in.Members, &sel, func(index int, c Candidate) {
-		previous, ok := in.Previous[c.Member.Name]
-		if ok {
-			previousFound++
-		}
-		p.slots = append(p.slots, slot{})
-		p.slots[len(p.slots)-1].init(c, int32(index), max(previous, 0), in.Now, grace, threshold)
-	})
-	p.room = slices.Grow(p.room, len(p.slots))[:len(p.slots)]
-	res.Unregistered = sel.Unregistered
-	res.SelectorError = sel.SelectorError
-	for _, d := range sel.Duplicates {
-		res.Notes = append(res.Notes, fmt.Sprintf("member %q is registered more than once; the first entry was used", d))
-	}
+	previousFound := p.addCandidates(&in, &res, grace, threshold)
 	switch in.Placement.Strategy {
 	case v1alpha1.StrategyAvailableCapacity:
 		p.capacityWeights()
@@ -125,10 +110,7 @@ func Plan(in Input) Result {
 		res.RequeueAt = until
 	}
 	duplicated := in.Placement.Mode == v1alpha1.PlacementDuplicated
-	var floors int64
-	for i := range p.slots {
-		floors += int64(p.slots[i].floor)
-	}
+	floors := p.sumFloors()
 	if floors > replicas && !duplicated {
 		res.MinimumsExceedReplicas = true
 		res.Notes = append(res.Notes, fmt.Sprintf(
@@ -136,29 +118,13 @@ func Plan(in Input) Result {
 	}
 	if len(in.Placement.SpreadConstraints) > 0 {
 		res.Spread = p.spread(in.Placement.SpreadConstraints, replicas, duplicated)
-		floors = 0
-		for i := range p.slots {
-			floors += int64(p.slots[i].floor)
-		}
+		floors = p.sumFloors() // spread gives chosen groups a floor
 	}
-	for i := range p.slots {
-		s := &p.slots[i]
-		p.anyKept = p.anyKept || s.keepAll > 0
-		p.anyNotReady = p.anyNotReady || s.keepScheduled > s.keepReady
-		p.anyUnscheduled = p.anyUnscheduled || s.keepAll > s.keepScheduled
-	}
+	p.noteKeptSeats()
 	p.anyFloor = floors > 0
 
 	onRecovery := in.Failover.MoveBack == v1alpha1.MoveBackOnRecovery && !duplicated
-	switch {
-	case duplicated:
-		p.duplicate(replicas)
-	case onRecovery:
-		p.fillIdeal(replicas)
-		p.fill(replicas, onRecovery)
-	default:
-		p.fill(replicas, onRecovery)
-	}
+	p.place(replicas, duplicated, onRecovery)
 	res.Unplaced = int32(p.remaining)
 	for i := range p.slots {
 		p.slots[i].beforeMoveBack = p.slots[i].seats
@@ -173,6 +139,64 @@ func Plan(in Input) Result {
 		res.Surge = 0 // every member runs replicas: the total is not a surge
 	}
 	return res
+}
+
+// addCandidates makes one slot per candidate member and records in res what
+// the selection found wrong (unregistered names, a bad selector, duplicate
+// members). It returns how many entries of in.Previous are candidates.
+func (p *planner) addCandidates(in *Input, res *Result, grace, threshold time.Duration) int {
+	var sel Selection
+	previousFound := 0
+	eachCandidate(&in.Placement, in.Members, &sel, func(index int, c Candidate) {
+		previous, ok := in.Previous[c.Member.Name]
+		if ok {
+			previousFound++
+		}
+		p.slots = append(p.slots, slot{})
+		p.slots[len(p.slots)-1].init(c, int32(index), max(previous, 0), in.Now, grace, threshold)
+	})
+	p.room = slices.Grow(p.room, len(p.slots))[:len(p.slots)]
+	res.Unregistered = sel.Unregistered
+	res.SelectorError = sel.SelectorError
+	for _, d := range sel.Duplicates {
+		res.Notes = append(res.Notes, fmt.Sprintf("member %q is registered more than once; the first entry was used", d))
+	}
+	return previousFound
+}
+
+// sumFloors returns the sum of the slots' floors (minReplicas).
+func (p *planner) sumFloors() int64 {
+	var floors int64
+	for i := range p.slots {
+		floors += int64(p.slots[i].floor)
+	}
+	return floors
+}
+
+// noteKeptSeats sets anyKept, anyNotReady and anyUnscheduled so fill can skip
+// the bands that are empty for every slot.
+func (p *planner) noteKeptSeats() {
+	for i := range p.slots {
+		s := &p.slots[i]
+		p.anyKept = p.anyKept || s.keepAll > 0
+		p.anyNotReady = p.anyNotReady || s.keepScheduled > s.keepReady
+		p.anyUnscheduled = p.anyUnscheduled || s.keepAll > s.keepScheduled
+	}
+}
+
+// place hands out the replicas: every member gets them under Duplicated;
+// under moveBack OnRecovery the division without history is made first, as
+// the move-back step needs it.
+func (p *planner) place(replicas int64, duplicated, onRecovery bool) {
+	switch {
+	case duplicated:
+		p.duplicate(replicas)
+	case onRecovery:
+		p.fillIdeal(replicas)
+		p.fill(replicas, onRecovery)
+	default:
+		p.fill(replicas, onRecovery)
+	}
 }
 
 // init resolves a candidate's health, capacity and pods into the slot's
