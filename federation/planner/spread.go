@@ -44,92 +44,132 @@ func (p *planner) spread(constraints []v1alpha1.SpreadConstraint, replicas int64
 	chosen := make([][]group, len(constraints))
 	for k := range constraints {
 		c := &constraints[k]
-		o := &out[k]
-		o.TopologyKey = c.TopologyKey
-		o.MinGroups = 1
-		if c.MinGroups != nil {
-			o.MinGroups = max(*c.MinGroups, 1)
-		}
-		maxGroups := int32(unbounded)
-		if c.MaxGroups != nil {
-			maxGroups = max(*c.MaxGroups, 1)
-			o.MaxGroups = maxGroups
-		}
-		groups := p.groupsBy(c.TopologyKey)
-		eligible := groups[:0:0]
-		for _, g := range groups {
-			if g.eligible {
-				eligible = append(eligible, g)
-			}
-		}
-		o.Eligible = int32(len(eligible))
-		// Groups that keep seats first, so running replicas are not moved by
-		// a change of weights or capacity (or a member's recovery), then the
-		// most votes, then the label value.
-		slices.SortFunc(eligible, func(a, b group) int {
-			if c := cmp.Compare(b.kept, a.kept); c != 0 {
-				return c
-			}
-			if c := cmp.Compare(b.score, a.score); c != 0 {
-				return c
-			}
-			return strings.Compare(a.value, b.value)
-		})
-		n := min(len(eligible), int(maxGroups))
-		chosen[k] = eligible[:n]
-		in := make(map[string]bool, n)
-		for _, g := range chosen[k] {
-			in[g.value] = true
-			o.Groups = append(o.Groups, g.value)
-		}
-		for i := range p.slots {
-			s := &p.slots[i]
-			if s.state == StateExcluded {
-				continue
-			}
-			if v, ok := p.members[s.member].Labels[c.TopologyKey]; !ok || !in[v] {
-				s.state = StateExcluded
-				s.clear()
-			}
-		}
+		out[k] = newSpreadOutcome(c)
+		chosen[k] = p.chooseGroups(c.TopologyKey, groupLimit(c), &out[k])
+		p.excludeOutside(c.TopologyKey, chosen[k])
 	}
 	// Recount after every constraint has excluded its members: a later
 	// constraint may have emptied a group an earlier one chose.
 	for k := range constraints {
-		o := &out[k]
-		var alive int32
-		for _, g := range chosen[k] {
-			anchor := int32(-1)
-			var floors int64
-			for _, i := range g.slots {
-				s := &p.slots[i]
-				if s.state == StateExcluded || (s.kept() == 0 && !s.grows()) {
-					continue
-				}
-				floors += int64(s.floor)
-				if anchor < 0 || p.betterAnchor(i, anchor) {
-					anchor = i
-				}
-			}
-			if anchor < 0 {
-				continue
-			}
-			alive++
-			if floors == 0 {
-				p.slots[anchor].floor = 1
-			}
-		}
-		o.Satisfied = true
-		switch {
-		case alive < o.MinGroups:
-			o.Satisfied = false
-			o.Message = fmt.Sprintf("spread by %s: %d groups can run replicas, minGroups is %d", o.TopologyKey, alive, o.MinGroups)
-		case !duplicated && replicas > 0 && replicas < int64(o.MinGroups):
-			o.Satisfied = false
-			o.Message = fmt.Sprintf("spread by %s: %d replicas cannot cover minGroups %d", o.TopologyKey, replicas, o.MinGroups)
-		}
+		alive := p.anchorGroups(chosen[k])
+		judgeSpread(&out[k], alive, replicas, duplicated)
 	}
 	return out
+}
+
+// groupLimit returns how many groups a constraint may choose: maxGroups, at
+// least 1, or unbounded when unset.
+func groupLimit(c *v1alpha1.SpreadConstraint) int32 {
+	if c.MaxGroups == nil {
+		return unbounded
+	}
+	return max(*c.MaxGroups, 1)
+}
+
+// newSpreadOutcome starts a constraint's outcome with its key and bounds;
+// minGroups is at least 1 (and 1 when unset), maxGroups stays 0 when unset.
+func newSpreadOutcome(c *v1alpha1.SpreadConstraint) SpreadOutcome {
+	o := SpreadOutcome{TopologyKey: c.TopologyKey, MinGroups: 1}
+	if c.MinGroups != nil {
+		o.MinGroups = max(*c.MinGroups, 1)
+	}
+	if c.MaxGroups != nil {
+		o.MaxGroups = groupLimit(c)
+	}
+	return o
+}
+
+// chooseGroups groups the slots still in the running by the label key and
+// returns at most limit of the eligible groups, recording in o how many were
+// eligible and which were chosen.
+func (p *planner) chooseGroups(key string, limit int32, o *SpreadOutcome) []group {
+	groups := p.groupsBy(key)
+	eligible := groups[:0:0]
+	for _, g := range groups {
+		if g.eligible {
+			eligible = append(eligible, g)
+		}
+	}
+	o.Eligible = int32(len(eligible))
+	// Groups that keep seats first, so running replicas are not moved by
+	// a change of weights or capacity (or a member's recovery), then the
+	// most votes, then the label value.
+	slices.SortFunc(eligible, func(a, b group) int {
+		if c := cmp.Compare(b.kept, a.kept); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
+		}
+		return strings.Compare(a.value, b.value)
+	})
+	chosen := eligible[:min(len(eligible), int(limit))]
+	for _, g := range chosen {
+		o.Groups = append(o.Groups, g.value)
+	}
+	return chosen
+}
+
+// excludeOutside excludes the slots whose member has no value of the label
+// key or a value no chosen group has.
+func (p *planner) excludeOutside(key string, chosen []group) {
+	in := make(map[string]bool, len(chosen))
+	for _, g := range chosen {
+		in[g.value] = true
+	}
+	for i := range p.slots {
+		s := &p.slots[i]
+		if s.state == StateExcluded {
+			continue
+		}
+		if v, ok := p.members[s.member].Labels[key]; !ok || !in[v] {
+			s.state = StateExcluded
+			s.clear()
+		}
+	}
+}
+
+// anchorGroups returns how many of the chosen groups still have a slot that
+// keeps or can take seats, and gives a floor of one seat to the best such
+// slot of each group whose slots have no floor, so every group runs a replica.
+func (p *planner) anchorGroups(chosen []group) int32 {
+	var alive int32
+	for _, g := range chosen {
+		anchor := int32(-1)
+		var floors int64
+		for _, i := range g.slots {
+			s := &p.slots[i]
+			if s.state == StateExcluded || (s.kept() == 0 && !s.grows()) {
+				continue
+			}
+			floors += int64(s.floor)
+			if anchor < 0 || p.betterAnchor(i, anchor) {
+				anchor = i
+			}
+		}
+		if anchor < 0 {
+			continue
+		}
+		alive++
+		if floors == 0 {
+			p.slots[anchor].floor = 1
+		}
+	}
+	return alive
+}
+
+// judgeSpread sets whether a constraint is satisfied given how many of its
+// groups can run replicas, and says why not.
+func judgeSpread(o *SpreadOutcome, alive int32, replicas int64, duplicated bool) {
+	o.Satisfied = true
+	switch {
+	case alive < o.MinGroups:
+		o.Satisfied = false
+		o.Message = fmt.Sprintf("spread by %s: %d groups can run replicas, minGroups is %d", o.TopologyKey, alive, o.MinGroups)
+	case !duplicated && replicas > 0 && replicas < int64(o.MinGroups):
+		o.Satisfied = false
+		o.Message = fmt.Sprintf("spread by %s: %d replicas cannot cover minGroups %d", o.TopologyKey, replicas, o.MinGroups)
+	}
 }
 
 // groupsBy groups the slots not yet excluded by the value of a member label.

@@ -252,3 +252,59 @@ func TestDuplicated(t *testing.T) {
 		})
 	}
 }
+
+func TestNewSpreadOutcome(t *testing.T) {
+	i32 := func(v int32) *int32 { return &v }
+	tests := []struct {
+		name      string
+		min, max  *int32
+		wantMin   int32
+		wantMax   int32
+		wantLimit int32
+	}{
+		{name: "unset", wantMin: 1, wantLimit: unbounded},
+		{name: "set", min: i32(2), max: i32(3), wantMin: 2, wantMax: 3, wantLimit: 3},
+		{name: "zero raised to one", min: i32(0), max: i32(0), wantMin: 1, wantMax: 1, wantLimit: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := v1alpha1.SpreadConstraint{TopologyKey: "zone", MinGroups: tc.min, MaxGroups: tc.max}
+			o := newSpreadOutcome(&c)
+			if o.TopologyKey != "zone" || o.MinGroups != tc.wantMin || o.MaxGroups != tc.wantMax {
+				t.Errorf("outcome = %+v, want key zone, min %d, max %d", o, tc.wantMin, tc.wantMax)
+			}
+			if got := groupLimit(&c); got != tc.wantLimit {
+				t.Errorf("groupLimit = %d, want %d", got, tc.wantLimit)
+			}
+		})
+	}
+}
+
+func TestJudgeSpread(t *testing.T) {
+	tests := []struct {
+		name       string
+		minGroups  int32
+		alive      int32
+		replicas   int64
+		duplicated bool
+		want       bool
+		wantMsg    string
+	}{
+		{name: "enough groups", minGroups: 2, alive: 2, replicas: 4, want: true},
+		{name: "too few groups", minGroups: 3, alive: 2, replicas: 4,
+			wantMsg: "spread by zone: 2 groups can run replicas, minGroups is 3"},
+		{name: "too few replicas", minGroups: 3, alive: 3, replicas: 2,
+			wantMsg: "spread by zone: 2 replicas cannot cover minGroups 3"},
+		{name: "duplicated covers any groups", minGroups: 3, alive: 3, replicas: 2, duplicated: true, want: true},
+		{name: "zero replicas", minGroups: 3, alive: 3, replicas: 0, want: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := SpreadOutcome{TopologyKey: "zone", MinGroups: tc.minGroups}
+			judgeSpread(&o, tc.alive, tc.replicas, tc.duplicated)
+			if o.Satisfied != tc.want || o.Message != tc.wantMsg {
+				t.Errorf("satisfied, message = %v, %q; want %v, %q", o.Satisfied, o.Message, tc.want, tc.wantMsg)
+			}
+		})
+	}
+}
