@@ -564,69 +564,17 @@ func (m *memberPass) load(ctx context.Context) error {
 // apply carries out one step in the member.
 func (m *memberPass) apply(ctx context.Context, p *Propagator, step dependencies.Step) {
 	log := ctrl.LoggerFrom(ctx).WithValues("object", step.Key.String())
-	wr := m.cl.GetClient()
+	ctx = ctrl.LoggerInto(ctx, log)
 	k := step.Key
-	fail := func(what string, err error) {
-		log.Error(err, "Propagating a dependency", "step", what)
-		m.failed = true
-		m.memberProblem(m.member, k, v1alpha1.ReasonDependencyCopyFailed, what+": "+explain(err, memberRBACHint))
-	}
 	switch step.Action {
 	case dependencies.Create:
-		want, err := dependencies.Copy(m.hubObjs[k], step.Owners)
-		if err != nil {
-			m.memberProblem(m.member, k, v1alpha1.ReasonDependencyCopyFailed, err.Error())
-			return
-		}
-		err = wr.Create(ctx, want)
-		switch {
-		case err == nil:
-			log.V(1).Info("Copied dependency to member", "for", step.Owners)
-			m.poke(p, step.Owners)
-		case apierrors.IsNotFound(err):
-			// The namespace is not there yet: the engine creates it with
-			// the MemberReplicaSet.
-			log.V(2).Info("Namespace missing in member, copy waits")
-			for _, o := range step.Owners {
-				m.pending[o] = true
-			}
-		case apierrors.IsAlreadyExists(err):
-			// Created meanwhile by someone: decided again next pass.
-			m.failed = true
-		default:
-			fail("creating the copy", err)
-		}
+		m.create(ctx, p, step)
 	case dependencies.Conflict:
 		log.V(1).Info("Member object of the same name was not made by replicafed, leaving it alone")
 		m.memberProblem(m.member, k, v1alpha1.ReasonDependencyConflict,
 			"an object of this name exists in the member and was not created by replicafed; it is not overwritten")
 	case dependencies.Keep:
-		want, err := dependencies.Copy(m.hubObjs[k], step.Owners)
-		if err != nil {
-			m.memberProblem(m.member, k, v1alpha1.ReasonDependencyCopyFailed, err.Error())
-			return
-		}
-		merged, change := dependencies.Merge(m.full[k], want)
-		switch change {
-		case dependencies.Update:
-			if err := wr.Update(ctx, merged); err != nil {
-				fail("updating the copy", err)
-				return
-			}
-			log.V(1).Info("Updated dependency copy in member", "for", step.Owners)
-			m.poke(p, step.Owners)
-		case dependencies.Recreate:
-			if err := m.delete(ctx, k); err != nil {
-				fail("replacing the copy (immutable fields changed)", err)
-				return
-			}
-			if err := wr.Create(ctx, want); err != nil {
-				fail("replacing the copy (immutable fields changed)", err)
-				return
-			}
-			log.V(1).Info("Replaced dependency copy in member", "for", step.Owners)
-			m.poke(p, step.Owners)
-		}
+		m.keep(ctx, p, step)
 	case dependencies.Delete:
 		if err := m.delete(ctx, k); err != nil {
 			log.Error(err, "Removing a dependency copy nobody needs")
@@ -635,18 +583,96 @@ func (m *memberPass) apply(ctx context.Context, p *Propagator, step dependencies
 		}
 		log.V(1).Info("Removed dependency copy from member")
 	case dependencies.ReleaseCopy:
-		obj := dependencies.NewObject(k.Kind)
-		err := m.cl.GetAPIReader().Get(ctx, types.NamespacedName{Namespace: m.ns, Name: k.Name}, obj)
-		if err == nil && dependencies.IsCopy(obj) {
-			err = wr.Update(ctx, dependencies.Release(obj))
+		m.release(ctx, k)
+	}
+}
+
+// fail records that writing k's copy failed: the pass looks again soon and
+// the owners' condition says what failed.
+func (m *memberPass) fail(ctx context.Context, k dependencies.Key, what string, err error) {
+	ctrl.LoggerFrom(ctx).Error(err, "Propagating a dependency", "step", what)
+	m.failed = true
+	m.memberProblem(m.member, k, v1alpha1.ReasonDependencyCopyFailed, what+": "+explain(err, memberRBACHint))
+}
+
+// create copies the hub object to the member, where it does not exist yet.
+func (m *memberPass) create(ctx context.Context, p *Propagator, step dependencies.Step) {
+	log := ctrl.LoggerFrom(ctx)
+	k := step.Key
+	want, err := dependencies.Copy(m.hubObjs[k], step.Owners)
+	if err != nil {
+		m.memberProblem(m.member, k, v1alpha1.ReasonDependencyCopyFailed, err.Error())
+		return
+	}
+	err = m.cl.GetClient().Create(ctx, want)
+	switch {
+	case err == nil:
+		log.V(1).Info("Copied dependency to member", "for", step.Owners)
+		m.poke(p, step.Owners)
+	case apierrors.IsNotFound(err):
+		// The namespace is not there yet: the engine creates it with
+		// the MemberReplicaSet.
+		log.V(2).Info("Namespace missing in member, copy waits")
+		for _, o := range step.Owners {
+			m.pending[o] = true
 		}
-		if client.IgnoreNotFound(err) != nil {
-			log.Error(err, "Releasing a dependency copy of an orphaning deletion")
-			m.failed = true
+	case apierrors.IsAlreadyExists(err):
+		// Created meanwhile by someone: decided again next pass.
+		m.failed = true
+	default:
+		m.fail(ctx, k, "creating the copy", err)
+	}
+}
+
+// keep brings an existing copy in line with the hub object: updated in
+// place, or deleted and created again when immutable fields changed.
+func (m *memberPass) keep(ctx context.Context, p *Propagator, step dependencies.Step) {
+	log := ctrl.LoggerFrom(ctx)
+	wr := m.cl.GetClient()
+	k := step.Key
+	want, err := dependencies.Copy(m.hubObjs[k], step.Owners)
+	if err != nil {
+		m.memberProblem(m.member, k, v1alpha1.ReasonDependencyCopyFailed, err.Error())
+		return
+	}
+	merged, change := dependencies.Merge(m.full[k], want)
+	switch change {
+	case dependencies.Update:
+		if err := wr.Update(ctx, merged); err != nil {
+			m.fail(ctx, k, "updating the copy", err)
 			return
 		}
-		log.V(1).Info("Released dependency copy in member (orphaning deletion)")
+		log.V(1).Info("Updated dependency copy in member", "for", step.Owners)
+		m.poke(p, step.Owners)
+	case dependencies.Recreate:
+		if err := m.delete(ctx, k); err != nil {
+			m.fail(ctx, k, "replacing the copy (immutable fields changed)", err)
+			return
+		}
+		if err := wr.Create(ctx, want); err != nil {
+			m.fail(ctx, k, "replacing the copy (immutable fields changed)", err)
+			return
+		}
+		log.V(1).Info("Replaced dependency copy in member", "for", step.Owners)
+		m.poke(p, step.Owners)
 	}
+}
+
+// release hands a copy over to the member (an orphaning deletion of its
+// FederatedReplicaSet): it stays, no longer marked as replicafed's.
+func (m *memberPass) release(ctx context.Context, k dependencies.Key) {
+	log := ctrl.LoggerFrom(ctx)
+	obj := dependencies.NewObject(k.Kind)
+	err := m.cl.GetAPIReader().Get(ctx, types.NamespacedName{Namespace: m.ns, Name: k.Name}, obj)
+	if err == nil && dependencies.IsCopy(obj) {
+		err = m.cl.GetClient().Update(ctx, dependencies.Release(obj))
+	}
+	if client.IgnoreNotFound(err) != nil {
+		log.Error(err, "Releasing a dependency copy of an orphaning deletion")
+		m.failed = true
+		return
+	}
+	log.V(1).Info("Released dependency copy in member (orphaning deletion)")
 }
 
 // delete removes a copy, only if it is still the object that was read.
