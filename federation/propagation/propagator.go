@@ -289,9 +289,7 @@ func (p *Propagator) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := p.o.Hub.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing FederatedReplicaSets in %s: %w", ns, err)
 	}
-	ps := &pass{ns: ns, frs: map[string]*v1alpha1.FederatedReplicaSet{}, wants: map[string]dependencies.Want{},
-		released: map[string]bool{}, hubObjs: map[dependencies.Key]dependencies.Object{}, skip: map[dependencies.Key]bool{},
-		problems: map[string][]problem{}, pending: map[string]bool{}}
+	ps := newPass(ns)
 	var stopped []*v1alpha1.FederatedReplicaSet
 	var wants []dependencies.Want
 	for i := range list.Items {
@@ -300,30 +298,7 @@ func (p *Propagator) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			stopped = append(stopped, frs)
 			continue
 		}
-		ps.frs[frs.Name] = frs
-		refs, invalid := dependencies.Split(dependencies.Of(&frs.Spec.Template.Spec))
-		for _, bad := range invalid {
-			// Never read: only the namespace's own objects, by name, are copied.
-			ps.problems[frs.Name] = append(ps.problems[frs.Name], problem{Key: bad.Ref.Key(), Reason: ReasonDependencyInvalidReference,
-				Message: bad.Err.Error()})
-		}
-		w := dependencies.Want{FRS: frs.Name, Refs: refs}
-		switch {
-		case frs.DeletionTimestamp != nil && p.o.Orphaned != nil && p.o.Orphaned(frs):
-			w.Release = true
-			ps.released[frs.Name] = true
-		default:
-			// A FederatedReplicaSet being deleted keeps its copies while
-			// its targets last: its pods may still be running.
-			if targets, _, ok := p.o.Targets.Targets(fedref.FRS{Namespace: frs.Namespace, Name: frs.Name, UID: string(frs.UID)}); ok {
-				for m, t := range targets {
-					if t > 0 {
-						w.Members = append(w.Members, m)
-					}
-				}
-				slices.Sort(w.Members)
-			}
-		}
+		w := p.want(ps, frs)
 		ps.wants[frs.Name] = w
 		wants = append(wants, w)
 	}
@@ -334,29 +309,8 @@ func (p *Propagator) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		p.syncMember(ctx, ps, name)
 	}
 
-	var errs []error
-	conflict := false
-	for name, frs := range ps.frs {
-		if frs.DeletionTimestamp != nil || ps.pending[name] {
-			continue
-		}
-		c := condition(ps.problems[name], p.copiedFor(ps, name), len(ps.wants[name].Members), frs.Generation)
-		if err := p.writeCondition(ctx, frs, &c); apierrors.IsConflict(err) {
-			conflict = true
-		} else if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	for _, frs := range stopped {
-		if frs.DeletionTimestamp == nil {
-			if err := p.writeCondition(ctx, frs, nil); apierrors.IsConflict(err) {
-				conflict = true
-			} else if err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	conflict, err := p.writeConditions(ctx, ps, stopped)
+	if err != nil {
 		return reconcile.Result{}, err
 	}
 	switch {
@@ -373,6 +327,73 @@ func (p *Propagator) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, nil
 }
 
+// newPass starts a pass over namespace ns.
+func newPass(ns string) *pass {
+	return &pass{ns: ns, frs: map[string]*v1alpha1.FederatedReplicaSet{}, wants: map[string]dependencies.Want{},
+		released: map[string]bool{}, hubObjs: map[dependencies.Key]dependencies.Object{}, skip: map[dependencies.Key]bool{},
+		problems: map[string][]problem{}, pending: map[string]bool{}}
+}
+
+// want records frs in the pass and returns what it wants copied and where:
+// its valid references, in the members it has targets in, or released when
+// it is deleted with orphaning. Invalid references are recorded as problems.
+func (p *Propagator) want(ps *pass, frs *v1alpha1.FederatedReplicaSet) dependencies.Want {
+	ps.frs[frs.Name] = frs
+	refs, invalid := dependencies.Split(dependencies.Of(&frs.Spec.Template.Spec))
+	for _, bad := range invalid {
+		// Never read: only the namespace's own objects, by name, are copied.
+		ps.problems[frs.Name] = append(ps.problems[frs.Name], problem{Key: bad.Ref.Key(), Reason: ReasonDependencyInvalidReference,
+			Message: bad.Err.Error()})
+	}
+	w := dependencies.Want{FRS: frs.Name, Refs: refs}
+	if frs.DeletionTimestamp != nil && p.o.Orphaned != nil && p.o.Orphaned(frs) {
+		w.Release = true
+		ps.released[frs.Name] = true
+		return w
+	}
+	// A FederatedReplicaSet being deleted keeps its copies while its targets
+	// last: its pods may still be running.
+	if targets, _, ok := p.o.Targets.Targets(fedref.FRS{Namespace: frs.Namespace, Name: frs.Name, UID: string(frs.UID)}); ok {
+		for m, t := range targets {
+			if t > 0 {
+				w.Members = append(w.Members, m)
+			}
+		}
+		slices.Sort(w.Members)
+	}
+	return w
+}
+
+// writeConditions writes the DependenciesPropagated condition of every
+// FederatedReplicaSet in the pass (except those being deleted or waiting for
+// a member namespace) and removes it from those that stopped propagating.
+// conflict reports that some status changed meanwhile; other write errors
+// are joined.
+func (p *Propagator) writeConditions(ctx context.Context, ps *pass, stopped []*v1alpha1.FederatedReplicaSet) (conflict bool, err error) {
+	var errs []error
+	write := func(frs *v1alpha1.FederatedReplicaSet, c *metav1.Condition) {
+		if werr := p.writeCondition(ctx, frs, c); apierrors.IsConflict(werr) {
+			conflict = true
+		} else if werr != nil {
+			errs = append(errs, werr)
+		}
+	}
+	for name, frs := range ps.frs {
+		if frs.DeletionTimestamp != nil || ps.pending[name] {
+			continue
+		}
+		c := condition(ps.problems[name], p.copiedFor(ps, name), len(ps.wants[name].Members), frs.Generation)
+		write(frs, &c)
+	}
+	for _, frs := range stopped {
+		if frs.DeletionTimestamp == nil {
+			write(frs, nil)
+		}
+	}
+	return conflict, errors.Join(errs...)
+}
+
+// anyProblem reports whether some FederatedReplicaSet has a problem.
 func anyProblem(m map[string][]problem) bool {
 	for _, ps := range m {
 		if len(ps) > 0 {
