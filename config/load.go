@@ -65,35 +65,75 @@ func Load(fs *pflag.FlagSet, args []string, lookupEnv func(string) (string, bool
 	if lookupEnv == nil {
 		lookupEnv = func(string) (string, bool) { return "", false }
 	}
-	if !fs.Parsed() {
-		if err := fs.Parse(args); err != nil {
-			return nil, fmt.Errorf("parsing flags: %w", err)
-		}
-	}
-	path, err := fs.GetString(configFlag)
+	path, err := configPath(fs, args, lookupEnv)
 	if err != nil {
-		return nil, fmt.Errorf("reading --%s (was BindFlags called?): %w", configFlag, err)
+		return nil, err
 	}
-	if path == "" {
-		path, _ = lookupEnv(ConfigEnv)
-	}
-
 	v := viper.New()
 	for _, s := range settings {
 		v.SetDefault(s.key, s.def)
 	}
-	var raw map[string]any
-	if path != "" {
-		v.SetConfigFile(path)
-		v.SetConfigType("yaml")
-		if err := v.ReadInConfig(); err != nil {
-			return nil, fmt.Errorf("reading config file %q: %w", path, err)
-		}
-		if raw, err = readRaw(path); err != nil {
-			return nil, err
-		}
+	raw, err := readConfigFile(v, path)
+	if err != nil {
+		return nil, err
+	}
+	fromEnv, err := mergeEnv(v, lookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	if err := bindSettingFlags(v, fs); err != nil {
+		return nil, err
 	}
 
+	cfg, decodeErrs, failed := decodeSettings(v, fs, raw, fromEnv)
+	errs := append(unknownKeys(raw), decodeErrs...)
+	cfg.resolve(lookupEnv, os.Hostname)
+	for _, fe := range FieldErrors(cfg.Validate()) {
+		if !failed[settingOf(fe.Key)] {
+			errs = append(errs, fe)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return cfg, nil
+}
+
+// configPath parses args into fs unless already parsed and returns the config
+// file named by --config, else by $REPLICAFED_CONFIG ("" for none).
+func configPath(fs *pflag.FlagSet, args []string, lookupEnv func(string) (string, bool)) (string, error) {
+	if !fs.Parsed() {
+		if err := fs.Parse(args); err != nil {
+			return "", fmt.Errorf("parsing flags: %w", err)
+		}
+	}
+	path, err := fs.GetString(configFlag)
+	if err != nil {
+		return "", fmt.Errorf("reading --%s (was BindFlags called?): %w", configFlag, err)
+	}
+	if path == "" {
+		path, _ = lookupEnv(ConfigEnv)
+	}
+	return path, nil
+}
+
+// readConfigFile loads the file at path (none when empty) into v and returns
+// it also as written, for the checks viper's lower-casing would defeat.
+func readConfigFile(v *viper.Viper, path string) (map[string]any, error) {
+	if path == "" {
+		return nil, nil
+	}
+	v.SetConfigFile(path)
+	v.SetConfigType("yaml")
+	if err := v.ReadInConfig(); err != nil {
+		return nil, fmt.Errorf("reading config file %q: %w", path, err)
+	}
+	return readRaw(path)
+}
+
+// mergeEnv merges the non-empty REPLICAFED_* variables into v over the file
+// and returns the keys they set.
+func mergeEnv(v *viper.Viper, lookupEnv func(string) (string, bool)) (map[string]bool, error) {
 	// Environment variables go in as a config layer merged over the file:
 	// viper itself would read os.Getenv, which tests must not touch.
 	env := map[string]any{}
@@ -109,17 +149,28 @@ func Load(fs *pflag.FlagSet, args []string, lookupEnv func(string) (string, bool
 			return nil, fmt.Errorf("merging environment variables: %w", err)
 		}
 	}
+	return fromEnv, nil
+}
+
+// bindSettingFlags makes each setting's flag, when given, override v.
+func bindSettingFlags(v *viper.Viper, fs *pflag.FlagSet) error {
 	for _, s := range settings {
 		if s.noFlag {
 			continue
 		}
 		if err := v.BindPFlag(s.key, fs.Lookup(FlagName(s.key))); err != nil {
-			return nil, fmt.Errorf("binding flag --%s (was BindFlags called?): %w", FlagName(s.key), err)
+			return fmt.Errorf("binding flag --%s (was BindFlags called?): %w", FlagName(s.key), err)
 		}
 	}
+	return nil
+}
 
+// decodeSettings decodes every setting from the merged layers into a new
+// Config. A setting that fails is reported, marked in failed and left at its
+// default, so validation can go on without repeating its problem.
+func decodeSettings(v *viper.Viper, fs *pflag.FlagSet, raw map[string]any, fromEnv map[string]bool) (*Config, []error, map[string]bool) {
 	cfg := &Config{}
-	errs := unknownKeys(raw)
+	var errs []error
 	failed := map[string]bool{}
 	root := reflect.ValueOf(cfg).Elem()
 	for _, s := range settings {
@@ -143,16 +194,7 @@ func Load(fs *pflag.FlagSet, args []string, lookupEnv func(string) (string, bool
 			_ = decodeSetting(s.key, s.def, out)
 		}
 	}
-	cfg.resolve(lookupEnv, os.Hostname)
-	for _, fe := range FieldErrors(cfg.Validate()) {
-		if !failed[settingOf(fe.Key)] {
-			errs = append(errs, fe)
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return cfg, nil
+	return cfg, errs, failed
 }
 
 // settingOf maps a problem key such as raft.peers[1].id to its setting key.

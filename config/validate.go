@@ -272,6 +272,7 @@ func validateTaints(p *problems, key string, taints []StaticTaint) {
 	}
 }
 
+// validateRaft checks the raft section, in the order its keys are documented.
 func (c *Config) validateRaft(p *problems) {
 	r := c.Raft
 	if strings.TrimSpace(r.ID) == "" {
@@ -281,6 +282,26 @@ func (c *Config) validateRaft(p *problems) {
 	p.hostPort("raft.advertiseAddress", r.AdvertiseAddress, true)
 	p.hostPort("raft.adminAddress", r.AdminAddress, false)
 
+	validateRaftPeers(p, r)
+
+	if strings.TrimSpace(r.DataDir) == "" {
+		p.add("raft.dataDir", "must not be empty")
+	} else if info, err := os.Stat(r.DataDir); err == nil && !info.IsDir() {
+		p.add("raft.dataDir", "%q exists and is not a directory", r.DataDir)
+	}
+
+	validateRaftTLS(p, r.TLS)
+	validateRaftTiming(p, r)
+	if r.ClusterID == "" {
+		p.add("raft.clusterID", "must not be empty")
+	}
+	p.minInt("raft.observationBatchSize", r.ObservationBatchSize, 1)
+	p.positive("raft.observationFlushInterval", r.ObservationFlushInterval)
+}
+
+// validateRaftPeers checks raft.peers: unique IDs and addresses, and that the
+// list, when given, holds this server under its advertised address.
+func validateRaftPeers(p *problems, r Raft) {
 	ids := map[string]int{}
 	addrs := map[string]int{}
 	self := -1
@@ -310,28 +331,30 @@ func (c *Config) validateRaft(p *problems) {
 			p.add("raft.advertiseAddress", "must equal raft.peers[%d].address %q (this server's entry), got %q", self, a, r.AdvertiseAddress)
 		}
 	}
+}
 
-	if strings.TrimSpace(r.DataDir) == "" {
-		p.add("raft.dataDir", "must not be empty")
-	} else if info, err := os.Stat(r.DataDir); err == nil && !info.IsDir() {
-		p.add("raft.dataDir", "%q exists and is not a directory", r.DataDir)
-	}
-
+// validateRaftTLS checks that the three PEM files are all set (and exist) or,
+// with raft.tls.insecure, all empty.
+func validateRaftTLS(p *problems, t TLS) {
 	files := []struct{ key, path string }{
-		{"raft.tls.certFile", r.TLS.CertFile}, {"raft.tls.keyFile", r.TLS.KeyFile}, {"raft.tls.caFile", r.TLS.CAFile},
+		{"raft.tls.certFile", t.CertFile}, {"raft.tls.keyFile", t.KeyFile}, {"raft.tls.caFile", t.CAFile},
 	}
 	for _, f := range files {
 		switch {
-		case r.TLS.Insecure && f.path != "":
+		case t.Insecure && f.path != "":
 			p.add(f.key, "must be empty with raft.tls.insecure: true (plain TCP); unset one or the other")
-		case r.TLS.Insecure:
+		case t.Insecure:
 		case f.path == "":
 			p.add(f.key, "must be set: raft and the admin endpoint use mutual TLS (certFile, keyFile, caFile); raft.tls.insecure: true runs them unauthenticated")
 		default:
 			p.fileExists(f.key, f.path)
 		}
 	}
+}
 
+// validateRaftTiming checks raft's timeouts and limits against hashicorp/raft's
+// bounds and against each other.
+func validateRaftTiming(p *problems, r Raft) {
 	p.atLeast("raft.heartbeatTimeout", r.HeartbeatTimeout, minRaftTimeout)
 	p.atLeast("raft.electionTimeout", r.ElectionTimeout, minRaftTimeout)
 	if r.HeartbeatTimeout > 0 && r.ElectionTimeout > 0 && r.ElectionTimeout < r.HeartbeatTimeout {
@@ -351,11 +374,6 @@ func (c *Config) validateRaft(p *problems) {
 	}
 	p.positive("raft.applyTimeout", r.ApplyTimeout)
 	p.positive("raft.deadServerTimeout", r.DeadServerTimeout)
-	if r.ClusterID == "" {
-		p.add("raft.clusterID", "must not be empty")
-	}
-	p.minInt("raft.observationBatchSize", r.ObservationBatchSize, 1)
-	p.positive("raft.observationFlushInterval", r.ObservationFlushInterval)
 }
 
 func (c *Config) validateController(p *problems) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"k8s.io/utils/clock"
@@ -88,25 +89,70 @@ func New(cfg NodeConfig, log logr.Logger) (*Node, error) {
 	return n, nil
 }
 
+// open brings the node up in order: stores, transport, raft, then the
+// background loops that need raft running.
 func (n *Node) open() error {
-	cfg := n.cfg
 	hl := newHCLogger(n.log, "raft")
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, logFile), BoltOptions: nil})
+	logs, snaps, err := n.openStores(hl)
 	if err != nil {
-		return fmt.Errorf("opening raft log store %s: %w", filepath.Join(cfg.DataDir, logFile), err)
+		return err
+	}
+	if err := n.openTransport(hl); err != nil {
+		return err
+	}
+	rc, err := n.raftConfig(hl)
+	if err != nil {
+		return err
+	}
+	hasState, err := raft.HasExistingState(logs, n.bolt, snaps)
+	if err != nil {
+		return fmt.Errorf("reading raft state: %w", err)
+	}
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.bolt, snaps, n.trans)
+	if err != nil {
+		return fmt.Errorf("starting raft: %w", err)
+	}
+	obsCh := n.observeHeartbeats()
+	n.started.Store(true)
+	n.lead.init()
+	n.log.Info("Raft node started", "serverID", string(n.serverID), "address", n.layer.Addr().String(),
+		"existingState", hasState, "mutualTLS", n.layer.TLS())
+	n.goRun(n.leadershipLoop)
+	n.goRun(n.gateWatchdog)
+	n.goRun(n.leaseVerifier)
+	n.goRun(n.membershipLoop)
+	n.goRun(func() { n.deadServerLoop(obsCh) })
+	return nil
+}
+
+// openStores opens the bolt log and stable store (kept in n.bolt so New can
+// close it on failure), its cache and the snapshot store in the data dir.
+func (n *Node) openStores(hl hclog.Logger) (*raft.LogCache, *raft.FileSnapshotStore, error) {
+	path := filepath.Join(n.cfg.DataDir, logFile)
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: nil})
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening raft log store %s: %w", path, err)
 	}
 	n.bolt = bolt
 	if _, err := bolt.FirstIndex(); err != nil {
-		return fmt.Errorf("reading raft log store (corrupt?): %w", err)
+		return nil, nil, fmt.Errorf("reading raft log store (corrupt?): %w", err)
 	}
 	logs, err := raft.NewLogCache(512, bolt)
 	if err != nil {
-		return fmt.Errorf("creating log cache: %w", err)
+		return nil, nil, fmt.Errorf("creating log cache: %w", err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.DataDir, 2, hl)
 	if err != nil {
-		return fmt.Errorf("opening snapshot store: %w", err)
+		return nil, nil, fmt.Errorf("opening snapshot store: %w", err)
 	}
+	return logs, snaps, nil
+}
+
+// openTransport loads the TLS certificates (unless insecure), listens, and
+// builds raft's network transport on the listener.
+func (n *Node) openTransport(hl hclog.Logger) error {
+	cfg := n.cfg
+	var err error
 	if cfg.TLS.Insecure {
 		n.log.Info("WARNING: raft.tls.insecure is set: the raft transport, its RPCs and the admin endpoint run without TLS and without authenticating peers; anyone who can reach them can change replicated state")
 	} else {
@@ -135,6 +181,13 @@ func (n *Node) open() error {
 		// little.
 		MaxRPCsInFlight: 1,
 	})
+	return nil
+}
+
+// raftConfig is raft's default configuration with this node's ID, logger and
+// tuning, checked by raft's own validation.
+func (n *Node) raftConfig(hl hclog.Logger) (*raft.Config, error) {
+	cfg := n.cfg
 	rc := raft.DefaultConfig()
 	rc.LocalID = n.serverID
 	rc.Logger = hl
@@ -147,16 +200,14 @@ func (n *Node) open() error {
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.TrailingLogs = cfg.TrailingLogs
 	if err := raft.ValidateConfig(rc); err != nil {
-		return fmt.Errorf("raft config: %w", err)
+		return nil, fmt.Errorf("raft config: %w", err)
 	}
-	hasState, err := raft.HasExistingState(logs, bolt, snaps)
-	if err != nil {
-		return fmt.Errorf("reading raft state: %w", err)
-	}
-	n.raft, err = raft.NewRaft(rc, n.fsm, logs, bolt, snaps, n.trans)
-	if err != nil {
-		return fmt.Errorf("starting raft: %w", err)
-	}
+	return rc, nil
+}
+
+// observeHeartbeats registers an observer of failed and resumed heartbeats
+// and returns its channel, which the dead-server loop reads.
+func (n *Node) observeHeartbeats() chan raft.Observation {
 	obsCh := make(chan raft.Observation, 64)
 	n.observer = raft.NewObserver(obsCh, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
@@ -166,16 +217,7 @@ func (n *Node) open() error {
 		return false
 	})
 	n.raft.RegisterObserver(n.observer)
-	n.started.Store(true)
-	n.lead.init()
-	n.log.Info("Raft node started", "serverID", string(n.serverID), "address", n.layer.Addr().String(),
-		"existingState", hasState, "mutualTLS", n.layer.TLS())
-	n.goRun(n.leadershipLoop)
-	n.goRun(n.gateWatchdog)
-	n.goRun(n.leaseVerifier)
-	n.goRun(n.membershipLoop)
-	n.goRun(func() { n.deadServerLoop(obsCh) })
-	return nil
+	return obsCh
 }
 
 func (n *Node) goRun(f func()) {
