@@ -121,7 +121,7 @@ RUN rm -f /lib/systemd/system/multi-user.target.wants/* /etc/systemd/system/*.wa
  && find /lib/systemd/system/sysinit.target.wants/ -name systemd-tmpfiles-setup.service -delete \\
  && echo ReadKMsg=no >> /etc/systemd/journald.conf \\
  && systemctl mask systemd-binfmt.service getty.target console-getty.service \\
- && systemctl enable containerd.service kubelet.service
+ && systemctl enable containerd.service kubelet.service kind-node-agent.service
 DOCKERFILE
 DOCKER_BUILDKIT=0 docker build -q -t "$ref-files" "$ctx" >/dev/null
 
