@@ -39,10 +39,13 @@ up() {
   say "creating kind clusters $HUB and ${MEMBERS[*]/#/rf-demo-} from $image"
   # Two at a time: four control planes starting at once on a loaded
   # 2-core machine outran kubeadm's timeouts.
-  local pids=() c failed= p
+  local pids=() c failed= p config
   for c in hub "${MEMBERS[@]}"; do
     if kind_ get clusters 2>/dev/null | grep -qx "rf-demo-$c"; then continue; fi
-    kind_ create cluster --name "rf-demo-$c" --image "$image" --config "$here/cluster.yaml" \
+    config=$here/cluster.yaml
+    # The hub gets a node per chart replica (hub.yaml).
+    [ "$c" = hub ] && config=$here/hub.yaml
+    kind_ create cluster --name "rf-demo-$c" --image "$image" --config "$config" \
       --kubeconfig "$DIR/$c.kubeconfig" --wait 5m > "$DIR/$c.create.log" 2>&1 &
     pids+=($!)
     if [ ${#pids[@]} = 2 ]; then
