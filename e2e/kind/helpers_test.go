@@ -24,8 +24,8 @@ import (
 )
 
 // waitTimeout bounds every wait for the installation to converge: real
-// containers start on kind nodes of a loaded 2-core machine.
-const waitTimeout = 4 * time.Minute
+// containers start on kind nodes of a loaded 2-core machine (load 100+ seen).
+const waitTimeout = 6 * time.Minute
 
 // env is one test's view of the shared installation: its namespace in the
 // hub (replicafed creates it in the members) and failure diagnostics.
@@ -71,9 +71,12 @@ func selector(name string) labels.Selector {
 // probes, small enough for many on one kind node, and fit for the
 // restricted Pod Security level.
 func workloadPod() corev1.PodSpec {
-	probe := func(path string) *corev1.Probe {
+	// Generous probe timeouts: at load 100+ on two cores a 1 s timeout
+	// failed liveness and restarted healthy containers, and a restarted
+	// pod is not Ready for a while.
+	probe := func(path string, period int32) *corev1.Probe {
 		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(8080)}},
-			PeriodSeconds: 2}
+			PeriodSeconds: period, TimeoutSeconds: 10, FailureThreshold: 6}
 	}
 	return corev1.PodSpec{
 		TerminationGracePeriodSeconds: ptr.To[int64](5),
@@ -82,7 +85,7 @@ func workloadPod() corev1.PodSpec {
 		Containers: []corev1.Container{{
 			Name: "app", Image: fleet.WorkloadImage, ImagePullPolicy: corev1.PullNever,
 			Ports:          []corev1.ContainerPort{{ContainerPort: 8080}},
-			ReadinessProbe: probe("/readyz"), LivenessProbe: probe("/healthz"),
+			ReadinessProbe: probe("/readyz", 2), LivenessProbe: probe("/healthz", 10),
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 				corev1.ResourceCPU: resource.MustParse("5m"), corev1.ResourceMemory: resource.MustParse("16Mi"),
 			}},
