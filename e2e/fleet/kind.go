@@ -160,10 +160,17 @@ func (p KindProvider) resolve() (kindTools, error) {
 	return k, nil
 }
 
-// kind runs the pinned kind with the docker shim first on its PATH.
+// KindNetwork is the Docker network every kind node of the project's
+// clusters joins (kind's KIND_EXPERIMENTAL_DOCKER_NETWORK), named for the
+// project so that removing it touches nothing else.
+const KindNetwork = "replicafed-kind"
+
+// kind runs the pinned kind with the docker shim first on its PATH, on the
+// project's Docker network.
 func (k kindTools) kind(ctx context.Context, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, k.bin, args...)
-	cmd.Env = append(os.Environ(), "PATH="+k.shimDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Env = append(os.Environ(), "PATH="+k.shimDir+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"KIND_EXPERIMENTAL_DOCKER_NETWORK="+KindNetwork)
 	return cmd.CombinedOutput()
 }
 

@@ -266,17 +266,24 @@ func (k *KindInstallation) Describe(ctx context.Context) string {
 	return b.String()
 }
 
-// Stop deletes every cluster (unless kept) and the installation's files.
+// Stop deletes every cluster (unless kept), then the project's Docker
+// network if no container is left on it, and the installation's files.
 func (k *KindInstallation) Stop() {
 	var wg sync.WaitGroup
+	kept := false
 	for _, c := range append([]*KindCluster{k.Hub}, k.Members...) {
 		if c == nil {
 			continue
 		}
+		kept = kept || c.keep
 		wg.Add(1)
 		go func() { defer wg.Done(); c.Stop() }()
 	}
 	wg.Wait()
+	if !kept {
+		// Refused while another cluster still uses it, which is right.
+		_ = exec.Command("docker", "network", "rm", KindNetwork).Run()
+	}
 	_ = os.RemoveAll(k.dir)
 }
 

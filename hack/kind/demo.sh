@@ -28,6 +28,8 @@ declare -A LABELS=([member-a]=region=eu,billing=reserved [member-b]=region=us,bi
 say() { echo "==> $*"; }
 t0=$(date +%s)
 took() { echo "    ($(( $(date +%s) - t0 ))s)"; }
+# The project's own Docker network (not kind's default "kind").
+export KIND_EXPERIMENTAL_DOCKER_NETWORK=replicafed-kind
 kind_() { PATH="$here/bin:$PATH" "$BIN/kind" "$@"; }
 kubectl_() { "$BIN/kubectl" "$@"; }
 
@@ -101,6 +103,8 @@ up() {
 down() {
   local c
   for c in hub "${MEMBERS[@]}"; do kind_ delete cluster --name "rf-demo-$c"; done
+  # Refused (and left) while another cluster still uses it.
+  docker network rm "$KIND_EXPERIMENTAL_DOCKER_NETWORK" >/dev/null 2>&1 || true
   rm -rf "$DIR"
 }
 
