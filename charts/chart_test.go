@@ -28,7 +28,7 @@ import (
 
 	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/config"
-	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
 
 const (

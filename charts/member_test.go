@@ -9,7 +9,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/replicafed/replicafed/internal/memberaccess"
+	"github.com/replicafed/replicafed/federation/memberaccess"
 )
 
 const memberChartDir = "replicafed-member"
@@ -58,7 +58,7 @@ func renderMember(t *testing.T, flags ...string) *memberManifests {
 }
 
 // TestMemberChart checks the member chart grants exactly what
-// internal/memberaccess defines, for both createNamespaces settings.
+// federation/memberaccess defines, for both createNamespaces settings.
 func TestMemberChart(t *testing.T) {
 	if _, err := runHelm(t, "lint", memberChartDir); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/replicafed/replicafed/internal/loadavg"
+	"github.com/replicafed/replicafed/internal/test/loadavg"
 )
 
 // chaosTable renders the measured results, one row per disruption kind.

@@ -21,7 +21,7 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/e2e/fleet"
-	"github.com/replicafed/replicafed/internal/faultproxy"
+	"github.com/replicafed/replicafed/internal/test/faultproxy"
 )
 
 // disruption is one kind of trouble a chaos round applies mid-scale.

@@ -20,8 +20,8 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/e2e/fleet"
-	"github.com/replicafed/replicafed/internal/memberaccess"
-	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/federation/memberaccess"
+	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
 
 // joinedMember is the member TestJoinUnjoin starts and joins.

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -19,7 +18,8 @@ import (
 	"github.com/replicafed/replicafed/api/policy"
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/internal/kubescheme"
-	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/internal/test/builder"
+	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
 
 func TestPodSecurityLevels(t *testing.T) {
@@ -55,22 +55,11 @@ func annotated(f *v1alpha1.FederatedReplicaSet, k, v string) *v1alpha1.Federated
 // frs returns a FederatedReplicaSet whose template passes baseline but not
 // restricted; mutate edits its pod spec.
 func frs(name string, mutate ...func(*corev1.PodSpec)) *v1alpha1.FederatedReplicaSet {
-	lbls := map[string]string{"app": name}
-	f := &v1alpha1.FederatedReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-		Spec: v1alpha1.FederatedReplicaSetSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: lbls},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: lbls},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
-			},
-		},
-	}
+	b := builder.FRS("default", name).PodSpec(corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: builder.DefaultImage}}})
 	for _, m := range mutate {
-		m(&f.Spec.Template.Spec)
+		b.EditPodSpec(m)
 	}
-	return f
+	return b.Obj()
 }
 
 func restrictedSpec(s *corev1.PodSpec) {

@@ -120,17 +120,10 @@ func (pl *Placement) validate(p *field.Path) field.ErrorList {
 		for _, msg := range validation.IsDNS1123Subdomain(c.Name) {
 			errs = append(errs, field.Invalid(cp.Child("name"), c.Name, msg))
 		}
-		if seen[c.Name] {
-			errs = append(errs, field.Duplicate(cp.Child("name"), c.Name))
-		}
-		seen[c.Name] = true
+		errs = append(errs, unique(seen, cp.Child("name"), c.Name)...)
 		errs = append(errs, optBetween(cp.Child("weight"), c.Weight, 0, MaxWeight)...)
-		errs = append(errs, optBetween(cp.Child("minReplicas"), c.MinReplicas, 0, MaxReplicas)...)
-		errs = append(errs, optBetween(cp.Child("maxReplicas"), c.MaxReplicas, 0, MaxReplicas)...)
+		errs = append(errs, ordered(cp, "minReplicas", c.MinReplicas, "maxReplicas", c.MaxReplicas, 0, MaxReplicas)...)
 		errs = append(errs, optBetween(cp.Child("deletionCost"), c.DeletionCost, 0, MaxDeletionCost)...)
-		if c.MinReplicas != nil && c.MaxReplicas != nil && *c.MinReplicas > *c.MaxReplicas {
-			errs = append(errs, field.Invalid(cp, "", "minReplicas must not exceed maxReplicas"))
-		}
 	}
 	if pl.ClusterSelector != nil {
 		errs = append(errs, validateSelector(pl.ClusterSelector, p.Child("clusterSelector"))...)
@@ -155,15 +148,8 @@ func (pl *Placement) validate(p *field.Path) field.ErrorList {
 		for _, msg := range validation.IsQualifiedName(c.TopologyKey) {
 			errs = append(errs, field.Invalid(cp.Child("topologyKey"), c.TopologyKey, msg))
 		}
-		if keys[c.TopologyKey] {
-			errs = append(errs, field.Duplicate(cp.Child("topologyKey"), c.TopologyKey))
-		}
-		keys[c.TopologyKey] = true
-		errs = append(errs, optBetween(cp.Child("minGroups"), c.MinGroups, 1, 1000)...)
-		errs = append(errs, optBetween(cp.Child("maxGroups"), c.MaxGroups, 1, 1000)...)
-		if c.MinGroups != nil && c.MaxGroups != nil && *c.MinGroups > *c.MaxGroups {
-			errs = append(errs, field.Invalid(cp, "", "minGroups must not exceed maxGroups"))
-		}
+		errs = append(errs, unique(keys, cp.Child("topologyKey"), c.TopologyKey)...)
+		errs = append(errs, ordered(cp, "minGroups", c.MinGroups, "maxGroups", c.MaxGroups, 1, 1000)...)
 	}
 	if len(pl.Tolerations) > 64 {
 		errs = append(errs, field.TooMany(p.Child("tolerations"), len(pl.Tolerations), 64))
@@ -275,4 +261,23 @@ func optBetween(p *field.Path, v *int32, lo, hi int64) field.ErrorList {
 		return nil
 	}
 	return between(p, int64(*v), lo, hi)
+}
+
+// ordered checks an optional lower and upper bound pair held in the object
+// at p: each within [lo, hi], and the lower not above the upper.
+func ordered(p *field.Path, minName string, minV *int32, maxName string, maxV *int32, lo, hi int64) field.ErrorList {
+	errs := append(optBetween(p.Child(minName), minV, lo, hi), optBetween(p.Child(maxName), maxV, lo, hi)...)
+	if minV != nil && maxV != nil && *minV > *maxV {
+		errs = append(errs, field.Invalid(p, "", minName+" must not exceed "+maxName))
+	}
+	return errs
+}
+
+// unique reports v at p as a duplicate when seen holds it, and records it.
+func unique(seen map[string]bool, p *field.Path, v string) field.ErrorList {
+	if seen[v] {
+		return field.ErrorList{field.Duplicate(p, v)}
+	}
+	seen[v] = true
+	return nil
 }

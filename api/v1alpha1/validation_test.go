@@ -22,26 +22,21 @@ import (
 	"github.com/replicafed/replicafed/api/policy"
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/internal/kubescheme"
-	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/internal/test/builder"
+	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
 
 func validFRS(name string) *v1alpha1.FederatedReplicaSet {
-	return &v1alpha1.FederatedReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: v1alpha1.FederatedReplicaSetSpec{
-			Selector: &metav1.LabelSelector{
-				MatchLabels: map[string]string{"app": "web"},
-				MatchExpressions: []metav1.LabelSelectorRequirement{
-					{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"frontend", "edge"}},
-					{Key: "canary", Operator: metav1.LabelSelectorOpDoesNotExist},
-				},
+	return builder.FRS("default", name).NoReplicas().
+		Selector(&metav1.LabelSelector{
+			MatchLabels: map[string]string{"app": "web"},
+			MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"frontend", "edge"}},
+				{Key: "canary", Operator: metav1.LabelSelectorOpDoesNotExist},
 			},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web", "tier": "frontend"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
-			},
-		},
-	}
+		}).
+		TemplateLabels(map[string]string{"app": "web", "tier": "frontend"}).
+		PodSpec(corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}}).Obj()
 }
 
 // installSelectorPolicy installs the admission policy and waits until the API

@@ -13,8 +13,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/replicafed/replicafed/config"
+	"github.com/replicafed/replicafed/federation/memberaccess"
 	"github.com/replicafed/replicafed/internal/logging"
-	"github.com/replicafed/replicafed/internal/memberaccess"
 )
 
 const joinUsage = `Usage:

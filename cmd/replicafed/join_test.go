@@ -21,8 +21,8 @@ import (
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/federation/registry/credentials"
 	"github.com/replicafed/replicafed/internal/kubescheme"
-	"github.com/replicafed/replicafed/internal/testcluster"
-	"github.com/replicafed/replicafed/internal/testworkload"
+	"github.com/replicafed/replicafed/internal/test/testcluster"
+	"github.com/replicafed/replicafed/internal/test/testworkload"
 )
 
 func TestMemberCommandUsage(t *testing.T) {

@@ -17,8 +17,8 @@ import (
 
 	"github.com/replicafed/replicafed/config"
 	"github.com/replicafed/replicafed/internal/logging"
-	"github.com/replicafed/replicafed/internal/server"
 	"github.com/replicafed/replicafed/internal/version"
+	"github.com/replicafed/replicafed/replica/server"
 )
 
 // Exit codes.

@@ -1,12 +1,17 @@
 package engine
 
 import (
+	"context"
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/claim"
+	"github.com/replicafed/replicafed/controller/podstate"
 )
 
 // PodControllerIndex is the pod cache index the engine lists by: the UID of the
@@ -56,4 +61,49 @@ func copyMap(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// listPods returns the pods controlled by mrs plus the orphans in its
+// namespace, straight from the cache: they must not be modified.
+func (e *Engine) listPods(ctx context.Context, mrs *v1alpha1.MemberReplicaSet) ([]*corev1.Pod, error) {
+	var out []*corev1.Pod
+	for _, v := range []string{string(mrs.UID), OrphanIndexValue} {
+		var l corev1.PodList
+		if err := e.o.Client.List(ctx, &l, client.InNamespace(mrs.Namespace),
+			client.MatchingFields{PodControllerIndex: v}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing pods from cache: %w", err)
+		}
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	}
+	return out, nil
+}
+
+// filterPods splits the pods listed for mrs into the active ones (claim
+// candidates) and those terminating that mrs controls and its selector
+// matches (counted in the status only). Succeeded and failed pods are in
+// neither.
+func filterPods(all []*corev1.Pod, mrs *v1alpha1.MemberReplicaSet, selector labels.Selector) (active, terminating []*corev1.Pod) {
+	for _, p := range all {
+		if podstate.IsActive(p) {
+			active = append(active, p)
+		} else if podstate.IsTerminating(p) && metav1.IsControlledBy(p, mrs) && selector.Matches(labels.Set(p.Labels)) {
+			terminating = append(terminating, p)
+		}
+	}
+	return active, terminating
+}
+
+// claimPods adopts matching orphans and releases owned pods that no longer
+// match, and returns the active pods the MemberReplicaSet owns. An adoption
+// first re-reads the owner live, as upstream.
+func (e *Engine) claimPods(ctx context.Context, s *syncScope, active []*corev1.Pod) ([]*corev1.Pod, error) {
+	cm := &claim.Claimer{Patcher: e.o.Client, Owner: s.mrs, Selector: s.selector, Deleting: s.deleting,
+		CanAdopt: claim.RecheckOwner(e.o.APIReader, s.mrs)}
+	claimed, err := cm.Claim(ctx, active)
+	if err != nil {
+		return nil, fmt.Errorf("claiming pods: %w", err)
+	}
+	return claimed, nil
 }

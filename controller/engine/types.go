@@ -117,11 +117,3 @@ type OpenGate struct{}
 func (OpenGate) Enter() (context.Context, uint64, func(), bool) {
 	return context.Background(), 0, func() {}, true
 }
-
-// StatusSinkFunc adapts a function to StatusSink.
-type StatusSinkFunc func(ctx context.Context, key fedref.MemberObject, st MemberStatus)
-
-// Report implements StatusSink.
-func (f StatusSinkFunc) Report(ctx context.Context, key fedref.MemberObject, st MemberStatus) {
-	f(ctx, key, st)
-}

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/replicafed/replicafed/api/crds"
-	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
 
 // shared is the member control plane the integration tests without special

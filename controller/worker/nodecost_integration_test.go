@@ -19,8 +19,8 @@ import (
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/controller/ranking"
 	"github.com/replicafed/replicafed/internal/fedref"
-	"github.com/replicafed/replicafed/internal/testcluster"
-	"github.com/replicafed/replicafed/internal/testworkload"
+	"github.com/replicafed/replicafed/internal/test/testcluster"
+	"github.com/replicafed/replicafed/internal/test/testworkload"
 )
 
 // Node label keys of the node cost test: a capacity type, as Karpenter sets,

@@ -14,7 +14,7 @@ import (
 
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/internal/fedref"
-	"github.com/replicafed/replicafed/internal/testworkload"
+	"github.com/replicafed/replicafed/internal/test/testworkload"
 )
 
 // readCounting counts the workload reads of each key: a report made after

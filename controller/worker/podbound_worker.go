@@ -4,27 +4,10 @@ import (
 	"context"
 	"sync"
 
-	"github.com/prometheus/client_golang/prometheus"
 	ctrl "sigs.k8s.io/controller-runtime"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-)
 
-var (
-	// cachedPods is the pods a bounded member cache holds.
-	cachedPods = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "replicafed_member_pod_cache_pods",
-		Help: "Pods held in a member's pod cache, for members whose cache is bounded (controller.maxCachedPodsPerMember).",
-	}, []string{"cluster"})
-	// cacheIncomplete is 1 while a member's bounded pod cache misses pods.
-	cacheIncomplete = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "replicafed_member_pod_cache_incomplete",
-		Help: "1 while a member has more pods than its pod cache may hold (controller.maxCachedPodsPerMember): nothing is created or deleted there.",
-	}, []string{"cluster"})
+	"github.com/replicafed/replicafed/internal/metrics"
 )
-
-func init() {
-	crmetrics.Registry.MustRegister(cachedPods, cacheIncomplete)
-}
 
 // PodCacheIncomplete says why this member's pod cache misses pods (it has
 // more than Options.MaxCachedPods), nil when it holds every pod or has no
@@ -55,7 +38,7 @@ func (w *Worker) watchBound(ctx context.Context, b *PodBound) func() {
 		if stopped {
 			return
 		}
-		cachedPods.WithLabelValues(w.name).Set(float64(cached))
+		metrics.MemberPodCachePods.WithLabelValues(w.name).Set(float64(cached))
 		incomplete := left > 0
 		flipped := incomplete != wasIncomplete
 		wasIncomplete = incomplete
@@ -63,11 +46,11 @@ func (w *Worker) watchBound(ctx context.Context, b *PodBound) func() {
 			return
 		}
 		if incomplete {
-			cacheIncomplete.WithLabelValues(w.name).Set(1)
+			metrics.MemberPodCacheIncomplete.WithLabelValues(w.name).Set(1)
 			log.Info("Member pod cache is full; nothing is created or deleted in this member until it is complete again",
 				"maximum", b.Max(), "cached", cached, "notCached", left)
 		} else {
-			cacheIncomplete.WithLabelValues(w.name).Set(0)
+			metrics.MemberPodCacheIncomplete.WithLabelValues(w.name).Set(0)
 			log.Info("Member pod cache is complete again", "cached", cached)
 		}
 		// Not on the informer's goroutine: listing waits for the cache.
@@ -79,20 +62,20 @@ func (w *Worker) watchBound(ctx context.Context, b *PodBound) func() {
 	})
 	mu.Lock()
 	cached, left := b.Counts()
-	cachedPods.WithLabelValues(w.name).Set(float64(cached))
+	metrics.MemberPodCachePods.WithLabelValues(w.name).Set(float64(cached))
 	wasIncomplete = left > 0
 	v := 0.0
 	if wasIncomplete {
 		v = 1
 	}
-	cacheIncomplete.WithLabelValues(w.name).Set(v)
+	metrics.MemberPodCacheIncomplete.WithLabelValues(w.name).Set(v)
 	mu.Unlock()
 	return func() {
 		b.setNotify(nil)
 		mu.Lock()
 		stopped = true
-		cachedPods.DeleteLabelValues(w.name)
-		cacheIncomplete.DeleteLabelValues(w.name)
+		metrics.MemberPodCachePods.DeleteLabelValues(w.name)
+		metrics.MemberPodCacheIncomplete.DeleteLabelValues(w.name)
 		mu.Unlock()
 		wg.Wait()
 	}

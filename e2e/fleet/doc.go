@@ -1,6 +1,6 @@
 // Package fleet starts a whole replicafed installation for end-to-end tests
 // and the demo: a hub and member clusters (local control planes from
-// internal/testcluster, or kind clusters when REPLICAFED_E2E_PROVIDER=kind),
+// internal/test/testcluster, or kind clusters when REPLICAFED_E2E_PROVIDER=kind),
 // the replicafed CRDs and admission policy in the hub, and replicafed replicas
 // as separate processes forming one raft cluster on loopback.
 //

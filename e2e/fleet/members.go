@@ -18,8 +18,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/replicafed/replicafed/internal/faultproxy"
-	"github.com/replicafed/replicafed/internal/memberaccess"
+	"github.com/replicafed/replicafed/federation/memberaccess"
+	"github.com/replicafed/replicafed/internal/test/faultproxy"
 )
 
 // Member credentials issued for Secret registration: a ServiceAccount bound to
@@ -117,7 +117,7 @@ func (f *Fleet) registerSecrets(ctx context.Context, o Options) error {
 }
 
 // ensureMemberAccount provisions replicafed's least-privilege access in a
-// member (internal/memberaccess: the member ClusterRole, no more), so every
+// member (federation/memberaccess: the member ClusterRole, no more), so every
 // e2e test fails if that role is short of anything replicafed does.
 func ensureMemberAccount(ctx context.Context, cfg *rest.Config, name string) error {
 	_, err := memberaccess.Grant(ctx, cfg, memberaccess.GrantOptions{

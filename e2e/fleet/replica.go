@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/replicafed/replicafed/internal/testcluster"
-	"github.com/replicafed/replicafed/internal/testpki"
+	"github.com/replicafed/replicafed/internal/test/testcluster"
+	"github.com/replicafed/replicafed/internal/test/testpki"
 )
 
 // Replica is one replicafed process.

@@ -8,7 +8,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/replicafed/replicafed/internal/secretscan"
+	"github.com/replicafed/replicafed/internal/test/secretscan"
 )
 
 // SecretsInLogs scans every replica's log for the secret material the fleet

@@ -184,15 +184,10 @@ func fits(alloc corev1.ResourceList, u *usage, req corev1.ResourceList) int64 {
 	return best
 }
 
-// Eligible reports whether a pod of tmpl could be placed on n at all: the node
-// is Ready and not cordoned, its taints are tolerated and it matches the
-// template's node selector and required node affinity.
-func Eligible(n *corev1.Node, tmpl *corev1.PodTemplateSpec) bool {
-	return newEligibility(tmpl).eligible(n)
-}
-
-// eligibility is Eligible with the template's selectors built once, for
-// checking many nodes.
+// eligibility says whether a pod of a template could be placed on a node at
+// all (eligible): the node is Ready and not cordoned, its taints are
+// tolerated and it matches the template's node selector and required node
+// affinity. The template's selectors are built once, for checking many nodes.
 type eligibility struct {
 	tolerations []corev1.Toleration
 	selector    labels.Selector // nil: no node selector

@@ -7,6 +7,35 @@
 // Followers run the same informers but never write: every reconcile first asks
 // the leader gate, and a new leader re-queues every FederatedReplicaSet.
 //
+// # One pass
+//
+// Reconcile (reconciler.go) reads the object, hands one being deleted to
+// finalize (finalize.go), adds the cascade finalizer, and runs one pass over
+// a scope: the object, its facts, its plan, the status being built and when
+// to come back (requeue.go). Each phase records what it decided in the scope
+// and may end the pass early. In order:
+//
+//  1. gatherFacts (facts.go): the registered members, their health, what each
+//     runs and has room for, read at once and bounded per member (stalls.go).
+//  2. awaitFacts (facts.go): end, writing nothing, while a candidate's facts
+//     are missing and reportGrace has not run out.
+//  3. planTargets (plan.go): the planner's targets; a placement that selects
+//     no member holds the committed ones and ends (holdWithoutCandidates).
+//  4. markForRepair (plan.go): AnnotationReplan when missing facts shaped
+//     the plan.
+//  5. commitTargets (plan.go): commit changed targets through raft and poke
+//     the member workers.
+//  6. clearRepairMark (plan.go): drop AnnotationReplan once the repair is done.
+//  7. report (reconciler.go): the warnings (warnings.go) and the one status
+//     write of the pass (status.go).
+//
+// A spec that cannot be interpreted runs rejectSpec (validate.go),
+// gatherFacts and holdTargets instead, then report.
+//
+// A deletion is its own pass (finalize.go): recordPropagation,
+// pickDeletionMembers, deleteInMembers, then reportDeletionWait while a
+// member holds it up, or releaseFinalizer.
+//
 // A plan depends only on the spec, the committed targets and facts every
 // replica reads alike (facts.go): the registered members, their health as
 // recorded in raft when this replica has no verdict of its own, and what each
@@ -19,11 +48,12 @@
 // Member taints come from the registrations (registry.AnnotationTaints); a
 // taint without timeAdded counts from the time recorded in the member's
 // MemberCluster status, else from when this replica first saw it (taints.go),
-// so a handover continues the window, or restarts it and only lengthens it. The reconcile comes back at planner.Result.RequeueAt
-// (grace period, unschedulable threshold or toleration running out). Warning
-// events are emitted when a warning's text changes, not on every pass.
+// so a handover continues the window, or restarts it and only lengthens it.
+// The reconcile comes back at planner.Result.RequeueAt (grace period,
+// unschedulable threshold or toleration running out). Warning events are
+// emitted when a warning's text changes, not on every pass.
 //
-// A spec that cannot be interpreted (specProblems: planner.Check, a name no
+// A spec that cannot be interpreted (specProblems: the schema's rules, a name no
 // label value can carry, a selector that does not parse or match the
 // template) is never planned: the members keep their last committed targets,
 // the condition Invalid names the fields and one warning is emitted per

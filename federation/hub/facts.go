@@ -3,12 +3,16 @@ package hub
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/engine"
@@ -93,6 +97,66 @@ func (f *facts) missingText() string {
 	return strings.Join(parts, ", ")
 }
 
+// gatherFacts reads the facts the plan is made from (gather).
+func (r *Reconciler) gatherFacts(ctx context.Context, s *scope) (bool, error) {
+	s.facts = r.gather(ctx, s.frs, s.prev, s.termStart, s.now)
+	return true, nil
+}
+
+// awaitFacts ends the pass, with no status to write, while a candidate
+// member's facts are missing and the wait for them (reportGrace) has not
+// run out. Once it has, the members this replica cannot connect to are
+// planned as unreachable since the wait began (facts.waitedOut).
+func (r *Reconciler) awaitFacts(ctx context.Context, s *scope) (bool, error) {
+	if wait := r.factsWait(s.key, s.facts, s.termStart, s.now); wait > 0 {
+		ctrl.LoggerFrom(ctx).V(2).Info("Waiting for member facts before planning", "frs", klog.KObj(s.frs), "missing", s.facts.missingText())
+		// A member may lack a report because its worker never got the
+		// key: ask it.
+		r.pokeLagging(s.frs, s.prev, s.facts)
+		s.requeue.after(wait)
+		return false, nil
+	}
+	if since, waited := r.awaiting.Load(s.key); waited && len(s.facts.missing) > 0 {
+		s.facts.waitedOut(since)
+	}
+	return true, nil
+}
+
+// reportGrace bounds how long a plan waits for the facts of every candidate
+// member (engaged here, health known, a report of its pods when it holds
+// replicas). A new leader, or a replica that just started, may lack them;
+// planning without them would treat running replicas as missing, so it waits.
+// Past the bound it plans anyway (a member may be broken for good) and marks
+// the object for repair (AnnotationReplan) if the missing facts changed the
+// plan.
+const reportGrace = 10 * time.Second
+
+// factsWait returns how long to wait before planning the object of key
+// because some member's facts are missing (bounded by reportGrace from the
+// first wait in this term: a wait left from an earlier term of this replica
+// does not count).
+func (r *Reconciler) factsWait(key string, f facts, termStart, now time.Time) time.Duration {
+	waitFor := 0
+	for name := range f.missing {
+		if !f.stalled[name] { // a member that does not answer is never waited for
+			waitFor++
+		}
+	}
+	if waitFor == 0 {
+		r.awaiting.Delete(key)
+		return 0
+	}
+	since, ok := r.awaiting.Load(key)
+	if !ok || since.Before(termStart) {
+		r.awaiting.Store(key, now)
+		since = now
+	}
+	if left := reportGrace - now.Sub(since); left > 0 {
+		return min(left, time.Second)
+	}
+	return 0
+}
+
 // termMark remembers when this replica's current leadership began, so local
 // reports from an earlier term of its own are not taken for current ones.
 type termMark struct {
@@ -115,114 +179,153 @@ func (t *termMark) observe(ctx context.Context, now time.Time) time.Time {
 // the engaged ones and those holding a committed target.
 func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, prev map[string]int32, termStart, now time.Time) facts {
 	f := facts{missing: map[string]string{}, reports: map[string]engine.MemberStatus{}, unconnected: map[string]bool{}, taintErrors: map[string]string{}, stalled: map[string]bool{}}
-	labels := map[string]map[string]string{}
-	taints := map[string][]v1alpha1.ClusterTaint{}
-	registered := map[string]bool{}
+	fl, err := r.fleet(ctx)
+	if err != nil {
+		// Without the list, only what is engaged here is known to exist.
+		f.missing["*"] = "registered members unknown: " + err.Error()
+	}
+	maps.Copy(f.taintErrors, fl.taintErrors)
+	read := r.readMembers(ctx, frs, fl, termStart, now)
+	for _, name := range fl.names {
+		f.members = append(f.members, r.memberFacts(ctx, &f, fl, name, read, prev[name], now))
+	}
+	if err == nil {
+		r.taints.retain(fl.registered)
+		r.stalls.retain(fl.registered)
+	}
+	f.keepCandidates(&frs.Spec.Placement, prev)
+	return f
+}
+
+// fleetView is every member a plan may consider: the registered ones, with
+// their labels and taints, and those engaged on this replica.
+type fleetView struct {
+	// names are the registered members, sorted.
+	names      []string
+	registered map[string]bool
+	labels     map[string]map[string]string
+	taints     map[string][]v1alpha1.ClusterTaint
+	// taintErrors say why a member's taints could not be read.
+	taintErrors map[string]string
+	engaged     map[string]*registry.Member
+}
+
+// fleet lists the members a plan may consider. On an error the
+// registrations are unknown and the view holds the engaged members only.
+func (r *Reconciler) fleet(ctx context.Context) (fleetView, error) {
+	fl := fleetView{registered: map[string]bool{}, labels: map[string]map[string]string{},
+		taints: map[string][]v1alpha1.ClusterTaint{}, taintErrors: map[string]string{}, engaged: map[string]*registry.Member{}}
 	var err error
 	if r.Registered != nil {
 		var regs []registry.Registration
 		regs, err = r.Registered(ctx)
-		if err != nil {
-			// Without the list, only what is engaged here is known to exist.
-			f.missing["*"] = "registered members unknown: " + err.Error()
-		}
 		for _, reg := range regs {
-			registered[reg.Name] = true
-			labels[reg.Name] = reg.Labels
-			taints[reg.Name] = reg.Taints
+			fl.registered[reg.Name] = true
+			fl.labels[reg.Name] = reg.Labels
+			fl.taints[reg.Name] = reg.Taints
 			if reg.TaintsError != "" {
-				f.taintErrors[reg.Name] = reg.TaintsError
+				fl.taintErrors[reg.Name] = reg.TaintsError
 			}
 		}
 	}
-	engaged := map[string]*registry.Member{}
 	for _, m := range r.Registry.Members() {
-		engaged[m.Name] = m
-		registered[m.Name] = true
+		fl.engaged[m.Name] = m
+		fl.registered[m.Name] = true
 		// The registration's current labels win over those read when the
 		// member was engaged, so relabelling a Secret moves replicas
 		// without a restart.
-		if _, ok := labels[m.Name]; !ok {
-			labels[m.Name] = m.Labels
+		if _, ok := fl.labels[m.Name]; !ok {
+			fl.labels[m.Name] = m.Labels
 		}
 	}
-	names := make([]string, 0, len(registered))
-	for name := range registered {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	// What each member runs and has room for, read from its cache at once
-	// for every member and bounded: a member that does not answer in time
-	// is unknown for this pass, never a reason to wait.
+	fl.names = slices.Sorted(maps.Keys(fl.registered))
+	return fl, err
+}
+
+// readMembers reads what each engaged member runs of frs and has room for,
+// from its cache, at once for every member and bounded: a member that does
+// not answer in time is unknown for this pass, never a reason to wait, and
+// is left unread for a while (stalls).
+func (r *Reconciler) readMembers(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, fl fleetView, termStart, now time.Time) map[*registry.Member]memberRead {
 	var toRead []*registry.Member
-	for _, name := range names {
-		if m, ok := engaged[name]; ok && !r.stalls.stalled(m, now) {
+	for _, name := range fl.names {
+		if m, ok := fl.engaged[name]; ok && !r.stalls.stalled(m, now) {
 			toRead = append(toRead, m)
 		}
 	}
 	// A read the pass gives up on may still run when the caller writes frs:
 	// the reads get their own copy.
 	snap := frs.DeepCopy()
-	read := boundedRead(ctx, &r.stalls, toRead, r.memberTimeout(), now, func(ctx context.Context, m *registry.Member) memberRead {
+	return boundedRead(ctx, &r.stalls, toRead, r.memberTimeout(), now, func(ctx context.Context, m *registry.Member) memberRead {
 		return r.readMember(ctx, m, snap, termStart)
 	})
-	for _, name := range names {
-		var recorded []v1alpha1.ClusterTaint
-		if r.RecordedTaints != nil && len(taints[name]) > 0 {
-			recorded = r.RecordedTaints(ctx, name)
-		}
-		pm := planner.Member{Name: name, Labels: labels[name], Taints: r.taints.convert(name, taints[name], recorded, now)}
-		st, known := r.Health.State(name)
-		if known {
-			switch st.Health {
-			case v1alpha1.ClusterHealthy:
-				pm.Health = planner.Healthy
-			case v1alpha1.ClusterUnreachable:
-				pm.Health = planner.Unhealthy
-				pm.UnhealthySince = st.Since
-			}
-		}
-		m, isEngaged := engaged[name]
-		got, answered := read[m]
-		if isEngaged && !answered && pm.Health != planner.Unhealthy {
-			// Unknown for this pass: held at its committed target.
-			pm.Health = planner.HealthUnknown
-			f.stalled[name] = true
-		}
-		switch {
-		case pm.Health == planner.Unhealthy:
-			// Known unreachable: the grace period decides, facts or not.
-		case !isEngaged:
-			f.missing[name] = "not connected on this replica yet"
-			f.unconnected[name] = true
-		case f.stalled[name]:
-			f.missing[name] = fmt.Sprintf("did not answer within %s", r.memberTimeout())
-		case pm.Health == planner.HealthUnknown:
-			f.missing[name] = "health unknown"
-		}
-		if answered {
-			if got.haveReport {
-				f.reports[name] = got.report
-				pm.Current, pm.Ready = got.report.Replicas, got.report.ReadyReplicas
-				pm.Unschedulable, pm.UnschedulableSince = got.report.Unschedulable, got.report.UnschedulableSince
-			} else if prev[name] > 0 && pm.Health == planner.Healthy {
-				f.missing[name] = "no report of its pods yet"
-			}
-			if pm.Health == planner.Healthy && got.haveFree {
-				free := roomBeyondReport(got.free, got.own, pm.Current)
-				pm.FreeCapacity = &free
-			}
-		}
-		f.members = append(f.members, pm)
+}
+
+// memberFacts is member name as the planner sees it, from the fleet view,
+// its health and what was read of it (read); prev is its committed target.
+// It records in f what is missing of it and its report.
+func (r *Reconciler) memberFacts(ctx context.Context, f *facts, fl fleetView, name string, read map[*registry.Member]memberRead, prev int32, now time.Time) planner.Member {
+	var recorded []v1alpha1.ClusterTaint
+	if r.RecordedTaints != nil && len(fl.taints[name]) > 0 {
+		recorded = r.RecordedTaints(ctx, name)
 	}
-	if err == nil {
-		r.taints.retain(registered)
-		r.stalls.retain(registered)
+	pm := planner.Member{Name: name, Labels: fl.labels[name], Taints: r.taints.convert(name, fl.taints[name], recorded, now)}
+	pm.Health, pm.UnhealthySince = r.plannerHealth(name)
+	m, isEngaged := fl.engaged[name]
+	got, answered := read[m]
+	if isEngaged && !answered && pm.Health != planner.Unhealthy {
+		// Unknown for this pass: held at its committed target.
+		pm.Health = planner.HealthUnknown
+		f.stalled[name] = true
 	}
-	// Only what this plan can use matters: a member the placement does not
-	// select and that holds no target cannot change it.
+	switch {
+	case pm.Health == planner.Unhealthy:
+		// Known unreachable: the grace period decides, facts or not.
+	case !isEngaged:
+		f.missing[name] = "not connected on this replica yet"
+		f.unconnected[name] = true
+	case f.stalled[name]:
+		f.missing[name] = fmt.Sprintf("did not answer within %s", r.memberTimeout())
+	case pm.Health == planner.HealthUnknown:
+		f.missing[name] = "health unknown"
+	}
+	if !answered {
+		return pm
+	}
+	if got.haveReport {
+		f.reports[name] = got.report
+		pm.Current, pm.Ready = got.report.Replicas, got.report.ReadyReplicas
+		pm.Unschedulable, pm.UnschedulableSince = got.report.Unschedulable, got.report.UnschedulableSince
+	} else if prev > 0 && pm.Health == planner.Healthy {
+		f.missing[name] = "no report of its pods yet"
+	}
+	if pm.Health == planner.Healthy && got.haveFree {
+		free := roomBeyondReport(got.free, got.own, pm.Current)
+		pm.FreeCapacity = &free
+	}
+	return pm
+}
+
+// plannerHealth is the member's health as the planner takes it: unknown
+// until a verdict exists.
+func (r *Reconciler) plannerHealth(name string) (planner.Health, time.Time) {
+	st, known := r.Health.State(name)
+	switch {
+	case !known:
+		return planner.HealthUnknown, time.Time{}
+	case st.Health == v1alpha1.ClusterHealthy:
+		return planner.Healthy, time.Time{}
+	case st.Health == v1alpha1.ClusterUnreachable:
+		return planner.Unhealthy, st.Since
+	}
+	return planner.HealthUnknown, time.Time{}
+}
+
+// keepCandidates drops from f.missing the members that cannot change the
+// plan: those the placement does not select and that hold no target.
+func (f *facts) keepCandidates(placement *v1alpha1.Placement, prev map[string]int32) {
 	candidates := map[string]bool{}
-	for _, c := range planner.Select(&frs.Spec.Placement, f.members).Candidates {
+	for _, c := range planner.Select(placement, f.members).Candidates {
 		candidates[c.Member.Name] = true
 	}
 	for name := range f.missing {
@@ -230,7 +333,6 @@ func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaS
 			delete(f.missing, name)
 		}
 	}
-	return f
 }
 
 // memberReport is what a member runs for frs: this term's report of the

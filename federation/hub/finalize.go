@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,136 +43,207 @@ const ConditionDeleting = "Deleting"
 //
 // A member that is registered but unreachable keeps the finalizer, with a
 // condition naming it: nothing is decided for a member replicafed cannot see.
+//
+// A pass records the propagation, picks the members to call, takes one
+// deletion step in each, and then either reports what it waits for or
+// releases the finalizer.
 func (r *Reconciler) finalize(ctx context.Context, frs *v1alpha1.FederatedReplicaSet) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(frs, v1alpha1.FinalizerCascade) {
 		return ctrl.Result{}, nil
 	}
-	log := ctrl.LoggerFrom(ctx).WithValues("frs", klog.KObj(frs))
 	if r.Intents != nil {
 		r.Intents.Observe(frs)
 	}
-	orphan := deletionOrphans(frs, r.Intents != nil && r.Intents.Orphan(frs.UID))
-	policy := metav1.DeletePropagationForeground
-	if orphan {
-		policy = metav1.DeletePropagationOrphan
+	d := r.newDeletion(frs)
+	if err := r.recordPropagation(ctx, d); err != nil {
+		return ctrl.Result{}, err
 	}
-	if frs.Annotations[AnnotationPropagation] != string(policy) {
-		// Written before any member is touched, so a new leader continues the
-		// same way even if this replica forgets.
-		patch := client.MergeFrom(frs.DeepCopy())
-		if frs.Annotations == nil {
-			frs.Annotations = map[string]string{}
-		}
-		frs.Annotations[AnnotationPropagation] = string(policy)
-		if err := r.Hub.Patch(ctx, frs, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("recording deletion propagation on %s: %w", klog.KObj(frs), err)
-		}
+	r.pickDeletionMembers(d)
+	if err := r.deleteInMembers(ctx, d); err != nil {
+		return ctrl.Result{}, err
 	}
+	if len(d.waiting) > 0 || len(d.unreachable) > 0 {
+		if err := r.reportDeletionWait(ctx, d); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{RequeueAfter: requeueWhileDeleting}, nil
+	}
+	return ctrl.Result{}, r.releaseFinalizer(ctx, d)
+}
 
-	names := map[string]bool{}
-	if prev, _, ok := r.Targets.Targets(refOf(frs)); ok {
+// requeueWhileDeleting is how often a blocked deletion is retried.
+const requeueWhileDeleting = 5 * time.Second
+
+// deletion is one pass of the deletion protocol over frs.
+type deletion struct {
+	frs *v1alpha1.FederatedReplicaSet
+	// orphan: the pods stay (deletionOrphans); policy is the propagation
+	// the MemberReplicaSets are deleted with.
+	orphan bool
+	policy metav1.DeletionPropagation
+	now    time.Time
+	// names are the members that may hold something of frs: those with a
+	// committed target and every engaged one.
+	names map[string]bool
+	// members are those of names the pass calls.
+	members []*registry.Member
+	// waiting are the members where deletion is under way; unreachable
+	// those that cannot be called or did not answer.
+	waiting, unreachable []string
+}
+
+// newDeletion starts a deletion pass over frs.
+func (r *Reconciler) newDeletion(frs *v1alpha1.FederatedReplicaSet) *deletion {
+	d := &deletion{frs: frs, now: r.Clock.Now(), policy: metav1.DeletePropagationForeground}
+	d.orphan = deletionOrphans(frs, r.Intents != nil && r.Intents.Orphan(frs.UID))
+	if d.orphan {
+		d.policy = metav1.DeletePropagationOrphan
+	}
+	return d
+}
+
+// recordPropagation writes the deletion's propagation on the hub object
+// before any member is touched, so a new leader continues the same way even
+// if this replica forgets.
+func (r *Reconciler) recordPropagation(ctx context.Context, d *deletion) error {
+	if d.frs.Annotations[AnnotationPropagation] == string(d.policy) {
+		return nil
+	}
+	patch := client.MergeFrom(d.frs.DeepCopy())
+	if d.frs.Annotations == nil {
+		d.frs.Annotations = map[string]string{}
+	}
+	d.frs.Annotations[AnnotationPropagation] = string(d.policy)
+	if err := r.Hub.Patch(ctx, d.frs, patch); err != nil {
+		return fmt.Errorf("recording deletion propagation on %s: %w", klog.KObj(d.frs), err)
+	}
+	return nil
+}
+
+// pickDeletionMembers lists the members that may hold something of the
+// object and sorts them into those to call and those to wait for.
+func (r *Reconciler) pickDeletionMembers(d *deletion) {
+	d.names = map[string]bool{}
+	if prev, _, ok := r.Targets.Targets(refOf(d.frs)); ok {
 		for n := range prev {
-			names[n] = true
+			d.names[n] = true
 		}
 	}
 	for _, m := range r.Registry.Members() {
-		names[m.Name] = true
+		d.names[m.Name] = true
 	}
-	var waiting, unreachable []string
-	var members []*registry.Member
-	now := r.Clock.Now()
-	for name := range names {
+	for name := range d.names {
 		m, ok := r.Registry.Get(name)
 		switch {
 		case !ok:
 			// Not registered any more: there is no member to clean.
-		case r.isUnreachable(name) || r.stalls.stalled(m, now):
+		case r.isUnreachable(name) || r.stalls.stalled(m, d.now):
 			// Unreachable, or it did not answer lately: waiting on it
 			// again would hold every other object's reconcile too.
-			unreachable = append(unreachable, name)
+			d.unreachable = append(d.unreachable, name)
 		default:
-			members = append(members, m)
+			d.members = append(d.members, m)
 		}
 	}
-	// Every member call is bounded (a member that does not answer in time
-	// is waited for like an unreachable one) and runs beside the others'.
-	// First read each member's MemberReplicaSet...
-	// (Calls the pass gives up on may outlive it: they get their own copy.)
-	snap := frs.DeepCopy()
-	found := boundedRead(ctx, &r.stalls, members, r.finalizeTimeout(), now, func(ctx context.Context, m *registry.Member) ownedMRS {
+}
+
+// deleteInMembers takes one deletion step in each member of d.members:
+// it reads each one's MemberReplicaSet, records their UIDs on the hub
+// object (one write, before any delete), then deletes (finalizeMember).
+// Every member call is bounded (a member that does not answer in time is
+// waited for like an unreachable one) and runs beside the others'.
+func (r *Reconciler) deleteInMembers(ctx context.Context, d *deletion) error {
+	log := ctrl.LoggerFrom(ctx).WithValues("frs", klog.KObj(d.frs))
+	// Calls the pass gives up on may outlive it: they get their own copy.
+	snap := d.frs.DeepCopy()
+	found := boundedRead(ctx, &r.stalls, d.members, r.finalizeTimeout(), d.now, func(ctx context.Context, m *registry.Member) ownedMRS {
 		return r.memberReplicaSet(ctx, snap, m)
 	})
-	// ...record the UIDs of those about to be deleted (one hub write, before
-	// any delete)...
-	owners := map[string]types.UID{}
-	for m, got := range found {
-		if got.err == nil && got.mrs != nil && got.mrs.DeletionTimestamp == nil {
-			owners[m.Name] = got.mrs.UID
-		}
+	if err := r.recordOwners(ctx, d.frs, ownersToRecord(found)); err != nil {
+		return err
 	}
-	if err := r.recordOwners(ctx, frs, owners); err != nil {
-		return ctrl.Result{}, err
-	}
-	// ...then take one deletion step in each.
 	var act []*registry.Member
-	for _, m := range members {
+	for _, m := range d.members {
 		got, ok := found[m]
 		switch {
 		case !ok:
-			unreachable = append(unreachable, m.Name)
+			d.unreachable = append(d.unreachable, m.Name)
 		case got.err != nil:
-			unreachable = append(unreachable, m.Name)
+			d.unreachable = append(d.unreachable, m.Name)
 			log.V(1).Info("Cannot read MemberReplicaSet while deleting", "cluster", m.Name, "reason", got.err.Error())
 		default:
 			act = append(act, m)
 		}
 	}
-	owned := recordedOwners(frs)
-	steps := boundedRead(ctx, &r.stalls, act, r.finalizeTimeout(), now, func(ctx context.Context, m *registry.Member) stepResult {
-		state, err := r.finalizeMember(ctx, snap, m, found[m].mrs, owned[m.Name], policy, orphan)
+	owned := recordedOwners(d.frs)
+	steps := boundedRead(ctx, &r.stalls, act, r.finalizeTimeout(), d.now, func(ctx context.Context, m *registry.Member) stepResult {
+		state, err := r.finalizeMember(ctx, snap, m, found[m].mrs, owned[m.Name], d.policy, d.orphan)
 		return stepResult{state, err}
 	})
 	for _, m := range act {
 		got, ok := steps[m]
 		switch {
 		case !ok:
-			unreachable = append(unreachable, m.Name)
+			d.unreachable = append(d.unreachable, m.Name)
 		case got.err != nil:
-			unreachable = append(unreachable, m.Name)
+			d.unreachable = append(d.unreachable, m.Name)
 			log.V(1).Info("Cannot finish deleting in member", "cluster", m.Name, "reason", got.err.Error())
 		case got.state == memberWaiting:
-			waiting = append(waiting, m.Name)
+			d.waiting = append(d.waiting, m.Name)
 		}
 	}
-	if len(waiting) > 0 || len(unreachable) > 0 {
-		sort.Strings(waiting)
-		sort.Strings(unreachable)
-		msg := ""
-		if len(unreachable) > 0 {
-			msg = "waiting for unreachable members: " + strings.Join(unreachable, ", ")
-		}
-		if len(waiting) > 0 {
-			if msg != "" {
-				msg += "; "
-			}
-			msg += "waiting for deletion in: " + strings.Join(waiting, ", ")
-		}
-		patch := client.MergeFrom(frs.DeepCopy())
-		if meta.SetStatusCondition(&frs.Status.Conditions, metav1.Condition{
-			Type: ConditionDeleting, Status: metav1.ConditionTrue, Reason: "WaitingForMembers", Message: msg,
-			ObservedGeneration: frs.Generation,
-		}) {
-			if err := r.Hub.Status().Patch(ctx, frs, patch); err != nil && !apierrors.IsNotFound(err) {
-				return ctrl.Result{}, fmt.Errorf("writing deletion condition: %w", err)
-			}
-		}
-		return ctrl.Result{RequeueAfter: requeueWhileDeleting}, nil
-	}
+	return nil
+}
 
-	if err := r.Targets.DeleteTargets(ctx, refOf(frs)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("forgetting targets of %s: %w", klog.KObj(frs), err)
+// ownersToRecord are the UIDs of the MemberReplicaSets about to be
+// deleted, by member: those found and not yet being deleted.
+func ownersToRecord(found map[*registry.Member]ownedMRS) map[string]types.UID {
+	owners := map[string]types.UID{}
+	for m, got := range found {
+		if got.err == nil && got.mrs != nil && got.mrs.DeletionTimestamp == nil {
+			owners[m.Name] = got.mrs.UID
+		}
 	}
-	for name := range names {
+	return owners
+}
+
+// reportDeletionWait sets the Deleting condition naming the members the
+// deletion waits for (written only when it changes).
+func (r *Reconciler) reportDeletionWait(ctx context.Context, d *deletion) error {
+	patch := client.MergeFrom(d.frs.DeepCopy())
+	if meta.SetStatusCondition(&d.frs.Status.Conditions, metav1.Condition{
+		Type: ConditionDeleting, Status: metav1.ConditionTrue, Reason: "WaitingForMembers",
+		Message: deletionWaitMessage(d.waiting, d.unreachable), ObservedGeneration: d.frs.Generation,
+	}) {
+		if err := r.Hub.Status().Patch(ctx, d.frs, patch); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("writing deletion condition: %w", err)
+		}
+	}
+	return nil
+}
+
+// deletionWaitMessage says which members a deletion waits for, in name
+// order so that the condition does not change with map order.
+func deletionWaitMessage(waiting, unreachable []string) string {
+	var parts []string
+	if len(unreachable) > 0 {
+		parts = append(parts, "waiting for unreachable members: "+strings.Join(slices.Sorted(slices.Values(unreachable)), ", "))
+	}
+	if len(waiting) > 0 {
+		parts = append(parts, "waiting for deletion in: "+strings.Join(slices.Sorted(slices.Values(waiting)), ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// releaseFinalizer ends the deletion once nothing of the object is left in
+// any member: its targets, expectations and everything kept for it are
+// forgotten, then the finalizer goes.
+func (r *Reconciler) releaseFinalizer(ctx context.Context, d *deletion) error {
+	frs := d.frs
+	if err := r.Targets.DeleteTargets(ctx, refOf(frs)); err != nil {
+		return fmt.Errorf("forgetting targets of %s: %w", klog.KObj(frs), err)
+	}
+	for name := range d.names {
 		r.Expectations.Delete(fedref.MemberObject{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
 	}
 	r.forget(frs.Namespace, frs.Name)
@@ -182,10 +253,10 @@ func (r *Reconciler) finalize(ctx context.Context, frs *v1alpha1.FederatedReplic
 	patch := client.MergeFrom(frs.DeepCopy())
 	controllerutil.RemoveFinalizer(frs, v1alpha1.FinalizerCascade)
 	if err := r.Hub.Patch(ctx, frs, patch); err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, fmt.Errorf("removing finalizer from %s: %w", klog.KObj(frs), err)
+		return fmt.Errorf("removing finalizer from %s: %w", klog.KObj(frs), err)
 	}
-	log.V(1).Info("Deletion finished in every member", "orphan", orphan)
-	return ctrl.Result{}, nil
+	ctrl.LoggerFrom(ctx).V(1).Info("Deletion finished in every member", "frs", klog.KObj(frs), "orphan", d.orphan)
+	return nil
 }
 
 // finalizeTimeout bounds each round of member calls of one deletion pass

@@ -2,6 +2,8 @@ package hub
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/internal/fedref"
 )
 
@@ -182,5 +185,41 @@ func TestForgedPodDoesNotHoldDeletion(t *testing.T) {
 				t.Fatalf("pod %s being deleted = %v, want %v", pod.Name, deleting, !tc.release)
 			}
 		})
+	}
+}
+
+func TestDeletionWaitMessage(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		waiting, unreachable []string
+		want                 string
+	}{
+		{name: "nothing", want: ""},
+		{name: "waiting, in name order", waiting: []string{"c", "a"}, want: "waiting for deletion in: a, c"},
+		{name: "unreachable, in name order", unreachable: []string{"b", "a"}, want: "waiting for unreachable members: a, b"},
+		{name: "both, unreachable first", waiting: []string{"c"}, unreachable: []string{"b"},
+			want: "waiting for unreachable members: b; waiting for deletion in: c"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := deletionWaitMessage(tc.waiting, tc.unreachable); got != tc.want {
+				t.Errorf("deletionWaitMessage = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestOwnersToRecord(t *testing.T) {
+	a, b, c, d := &registry.Member{Name: "a"}, &registry.Member{Name: "b"}, &registry.Member{Name: "c"}, &registry.Member{Name: "d"}
+	gone := mrs("uid-c")
+	gone.DeletionTimestamp = &metav1.Time{Time: now}
+	found := map[*registry.Member]ownedMRS{
+		a: {mrs: mrs("uid-a")},
+		b: {err: errors.New("unreadable")},
+		c: {mrs: gone},
+		d: {},
+	}
+	want := map[string]types.UID{"a": mrs("uid-a").UID}
+	if got := ownersToRecord(found); !maps.Equal(got, want) {
+		t.Errorf("ownersToRecord = %v, want %v (only MemberReplicaSets found and not yet being deleted)", got, want)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -27,9 +26,10 @@ import (
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/federation/health"
 	"github.com/replicafed/replicafed/federation/registry"
-	"github.com/replicafed/replicafed/internal/fakecluster"
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
+	"github.com/replicafed/replicafed/internal/test/builder"
+	"github.com/replicafed/replicafed/internal/test/fakecluster"
 )
 
 var now = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
@@ -117,19 +117,14 @@ type forgotten struct{ keys []fedref.MemberObject }
 
 func (f *forgotten) Delete(k fedref.MemberObject) { f.keys = append(f.keys, k) }
 
+// frs is the test's FederatedReplicaSet default/web (UID uid-1, generation
+// 3) of replicas replicas, changed by mods.
 func frs(replicas int32, mods ...func(*v1alpha1.FederatedReplicaSet)) *v1alpha1.FederatedReplicaSet {
-	f := &v1alpha1.FederatedReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-1", Generation: 3},
-		Spec: v1alpha1.FederatedReplicaSetSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}},
-		},
-	}
+	b := builder.FRS("default", "web").Replicas(replicas).UID("uid-1").Generation(3)
 	for _, m := range mods {
-		m(f)
+		b.Edit(m)
 	}
-	return f
+	return b.Obj()
 }
 
 func node(name string) *corev1.Node {

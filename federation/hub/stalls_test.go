@@ -19,7 +19,7 @@ import (
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/internal/fedref"
-	"github.com/replicafed/replicafed/internal/testnet"
+	"github.com/replicafed/replicafed/internal/test/testnet"
 )
 
 // silentServer accepts connections and never answers on them: an API server

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -8,8 +9,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/federation/aggregate"
 	"github.com/replicafed/replicafed/federation/planner"
 )
 
@@ -41,8 +45,8 @@ const (
 // specProblems returns why frs cannot be interpreted, nil when it can: the
 // problems of workloadProblems, then every rule of the CRD schema the object
 // breaks (FederatedReplicaSet.Validate: it may have been stored under an
-// older schema), then what the planner cannot take (planner.Check), each
-// field reported once.
+// older schema; planner.Check holds the same rules for the fields Plan
+// reads), each field reported once.
 func specProblems(frs *v1alpha1.FederatedReplicaSet) []planner.Problem {
 	out := workloadProblems(frs)
 	seen := map[string]bool{}
@@ -55,32 +59,40 @@ func specProblems(frs *v1alpha1.FederatedReplicaSet) []planner.Problem {
 			out = append(out, planner.Problem{Field: e.Field, Reason: reasonFor(e.Field), Message: e.ErrorBody()})
 		}
 	}
-	for _, p := range planner.Check(&frs.Spec) {
-		if !seen[p.Field] {
-			seen[p.Field] = true
-			out = append(out, p)
-		}
-	}
 	return out
 }
 
-// reasonFor names the kind of problem at a schema field path.
+// rejectSpec is the first phase of a pass over a spec that cannot be
+// interpreted (s.problems): nothing is planned or committed for it, so the
+// members keep their last committed targets and nothing is deleted on its
+// account; the Invalid condition and a warning say why.
+func (r *Reconciler) rejectSpec(ctx context.Context, s *scope) (bool, error) {
+	cond := invalidCondition(s.problems, s.frs.Generation)
+	ctrl.LoggerFrom(ctx).V(1).Info("Spec cannot be interpreted; targets kept", "frs", klog.KObj(s.frs), "reason", cond.Reason, "problems", cond.Message)
+	// No plan waits for facts meanwhile.
+	r.awaiting.Delete(s.key)
+	s.outcome = &outcome{
+		planErr: &aggregate.PlanFailure{Reason: "InvalidSpec", Message: "the spec cannot be interpreted (condition Invalid says why)"},
+		invalid: &cond,
+	}
+	return true, nil
+}
+
+// reasonFor names the kind of problem at a schema field path: the
+// workload's own fields here, the fields Plan reads as the planner names
+// them (planner.ReasonFor), ReasonInvalidSpec for any other.
 func reasonFor(path string) string {
 	for _, r := range []struct{ prefix, reason string }{
 		{"metadata.name", ReasonInvalidName},
 		{"spec.selector", ReasonInvalidSelector},
 		{"spec.template", ReasonSelectorMismatch},
-		{"spec.replicas", planner.ReasonInvalidReplicas},
-		{"spec.placement.clusterSelector", planner.ReasonInvalidClusterSelector},
-		{"spec.placement.tolerations", planner.ReasonInvalidToleration},
-		{"spec.placement", planner.ReasonInvalidPlacement},
-		{"spec.failover.moveBack", planner.ReasonInvalidFailover},
-		{"spec.failover", planner.ReasonInvalidDuration},
-		{"spec.moveBudget", planner.ReasonInvalidMoveBudget},
 	} {
 		if strings.HasPrefix(path, r.prefix) {
 			return r.reason
 		}
+	}
+	if reason, ok := planner.ReasonFor(path); ok {
+		return reason
 	}
 	return ReasonInvalidSpec
 }

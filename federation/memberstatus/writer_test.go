@@ -18,8 +18,9 @@ import (
 	"github.com/replicafed/replicafed/federation/capacity"
 	"github.com/replicafed/replicafed/federation/health"
 	"github.com/replicafed/replicafed/federation/registry"
-	"github.com/replicafed/replicafed/internal/fakecluster"
 	"github.com/replicafed/replicafed/internal/kubescheme"
+	"github.com/replicafed/replicafed/internal/test/builder"
+	"github.com/replicafed/replicafed/internal/test/fakecluster"
 )
 
 var now = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
@@ -38,8 +39,7 @@ func TestSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	frs := func(name string, rows ...v1alpha1.ClusterStatus) *v1alpha1.FederatedReplicaSet {
-		return &v1alpha1.FederatedReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-			Status: v1alpha1.FederatedReplicaSetStatus{Clusters: rows}}
+		return builder.FRS("default", name).ClusterStatus(rows...).Obj()
 	}
 	managed := map[string]string{LabelManagedBy: managedBy}
 	updates := 0

@@ -44,12 +44,12 @@ func TestAwardMatchesOneByOne(t *testing.T) {
 		ids := make([]int32, 0, n)
 		var total int64
 		for i := range n {
-			s := slot{mi: int32(i)}
-			s.w = votePool[rng.Intn(len(votePool))]
-			s.ws = uint64(rng.Intn(3))
-			s.lo = int32(votePool[rng.Intn(len(votePool))] % 50)
-			if o != byFloors && s.w == 0 && rng.Intn(2) == 0 {
-				s.w = 1
+			s := slot{member: int32(i)}
+			s.growthVotes = votePool[rng.Intn(len(votePool))]
+			s.weight = uint64(rng.Intn(3))
+			s.floor = int32(votePool[rng.Intn(len(votePool))] % 50)
+			if o != byFloors && s.growthVotes == 0 && rng.Intn(2) == 0 {
+				s.growthVotes = 1
 			}
 			if rng.Intn(3) == 0 {
 				s.seats = int32(rng.Intn(20))

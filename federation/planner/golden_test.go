@@ -1,38 +1,92 @@
 package planner
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"flag"
 	"fmt"
-	"hash"
+	"io"
 	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	v1alpha1 "github.com/replicafed/replicafed/api/v1alpha1"
 )
 
-// goldenOutputsHash is the SHA-256 of every output of the plans that
-// TestPlanOutputsStable makes. It pins the seat sequence (tie-breaks
-// included) so that optimisations cannot change a plan by accident.
+// goldenPlansFile holds one short hash per plan TestPlanOutputsStable makes,
+// in the order it makes them. It pins the seat sequence (tie-breaks
+// included) so that optimisations cannot change a plan by accident, and it
+// says which plans changed when one does.
 //
-// When a change to the planner's results is intended, regenerate it with
+// When a change to the planner's results is intended, run
 //
-//	go test ./federation/planner/ -run TestPlanOutputsStable -v
+//	go test ./federation/planner/ -run TestPlanOutputsStable -update
 //
-// (the failure prints the new hash), check that only the intended plans
-// moved, and paste the new value here in the same commit as the change.
-const goldenOutputsHash = "9173b28a3f01abceddb7c10beb74add9a5f27731b9ba7a25c2fbac7682c96a7e"
+// read the changed plans the failure printed first, and commit the file with
+// the change.
+var goldenPlansFile = filepath.Join("testdata", "plans.golden")
+
+var updateGolden = flag.Bool("update", false, "rewrite testdata/plans.golden from the current planner")
+
+// goldenPlan is one planned input and its output in text form.
+type goldenPlan struct {
+	in  Input
+	out string
+}
 
 // Plans thousands of seeded random inputs (the property-test generator with
 // several shapes, plus the benchmark fleet fresh, settled and rescaled) and
-// compares a hash of all their outputs with goldenOutputsHash.
+// compares each output with its hash in goldenPlansFile.
 func TestPlanOutputsStable(t *testing.T) {
-	h := sha256.New()
-	plans := 0
+	plans := goldenPlans()
+	got := make([]string, len(plans))
+	for i, p := range plans {
+		sum := sha256.Sum256([]byte(p.out))
+		got[i] = hex.EncodeToString(sum[:6])
+	}
+	if *updateGolden {
+		if err := os.WriteFile(goldenPlansFile, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
+			t.Fatalf("writing %s: %v", goldenPlansFile, err)
+		}
+		return
+	}
+	want, err := readLines(goldenPlansFile)
+	if err != nil {
+		t.Fatalf("reading %s: %v", goldenPlansFile, err)
+	}
+	if len(want) != len(got) {
+		t.Fatalf("%s holds %d plans, the test makes %d: regenerate it with -update", goldenPlansFile, len(want), len(got))
+	}
+	var changed []int
+	for i := range got {
+		if got[i] != want[i] {
+			changed = append(changed, i)
+		}
+	}
+	if len(changed) == 0 {
+		return
+	}
+	var b strings.Builder
+	for _, i := range changed[:min(len(changed), 3)] {
+		fmt.Fprintf(&b, "\nplan %d, input:\n%snow plans:\n%s", i, describe(plans[i].in), plans[i].out)
+	}
+	t.Fatalf("%d of %d plans changed (first: %v); the first ones as they are now:%s\n"+
+		"If the change is intended, regenerate %s with -update (see goldenPlansFile).",
+		len(changed), len(plans), changed[:min(len(changed), 10)], b.String(), goldenPlansFile)
+}
+
+// goldenPlans makes the plans of TestPlanOutputsStable, in a fixed order.
+func goldenPlans() []goldenPlan {
+	var out []goldenPlan
 	plan := func(in Input) Result {
 		r := Plan(in)
-		writeResult(h, r)
-		plans++
+		var b bytes.Buffer
+		writeResult(&b, r)
+		out = append(out, goldenPlan{in: in, out: b.String()})
 		return r
 	}
 	shapes := []genOpts{
@@ -65,30 +119,40 @@ func TestPlanOutputsStable(t *testing.T) {
 		next.Replicas = int32(1 + rng.Intn(300))
 		plan(next)
 	}
-	got := hex.EncodeToString(h.Sum(nil))
-	if got != goldenOutputsHash {
-		t.Fatalf("the outputs of %d plans changed: hash %s, want %s\n"+
-			"If the change is intended, set goldenOutputsHash to the new value (see its comment).", plans, got, goldenOutputsHash)
-	}
+	return out
 }
 
-// writeResult writes every field of r to h in a fixed textual form.
-func writeResult(h hash.Hash, r Result) {
-	fmt.Fprintf(h, "T%d", len(r.Targets))
+func readLines(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return lines, sc.Err()
+}
+
+// writeResult writes every field of r to w in a fixed textual form.
+func writeResult(w io.Writer, r Result) {
+	fmt.Fprintf(w, "T%d", len(r.Targets))
 	for _, t := range r.Targets {
-		fmt.Fprintf(h, "|%s,%d,%d,%d,%d", t.Cluster, t.Replicas, t.Previous, t.State, t.OverCapacity)
+		fmt.Fprintf(w, "|%s,%d,%d,%d,%d", t.Cluster, t.Replicas, t.Previous, t.State, t.OverCapacity)
 	}
-	fmt.Fprintf(h, "\nC%d", len(r.Changes))
+	fmt.Fprintf(w, "\nC%d", len(r.Changes))
 	for _, c := range r.Changes {
-		fmt.Fprintf(h, "|%s,%d,%d,%s", c.Cluster, c.From, c.To, c.Reason)
+		fmt.Fprintf(w, "|%s,%d,%d,%s", c.Cluster, c.From, c.To, c.Reason)
 	}
-	fmt.Fprintf(h, "\nS%d U%d G%d M%d X%t", r.Shortfall, r.Unplaced, r.Surge, r.MovesPending, r.MinimumsExceedReplicas)
-	fmt.Fprintf(h, "\nR%q", r.Unregistered)
+	fmt.Fprintf(w, "\nS%d U%d G%d M%d X%t", r.Shortfall, r.Unplaced, r.Surge, r.MovesPending, r.MinimumsExceedReplicas)
+	fmt.Fprintf(w, "\nR%q", r.Unregistered)
 	if r.SelectorError != nil {
-		fmt.Fprintf(h, "\nE%q", r.SelectorError.Error())
+		fmt.Fprintf(w, "\nE%q", r.SelectorError.Error())
 	}
 	for _, n := range r.MemberNotes {
-		fmt.Fprintf(h, "\nN%q %q", n.Cluster, n.Message)
+		fmt.Fprintf(w, "\nN%q %q", n.Cluster, n.Message)
 	}
-	fmt.Fprintf(h, "\nW%q\n", r.Notes)
+	fmt.Fprintf(w, "\nW%q\n", r.Notes)
 }

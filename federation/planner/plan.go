@@ -27,11 +27,10 @@ var (
 // may keep, and the seats it holds so far. (Fields are ordered to keep it
 // small: a plan allocates one per candidate.)
 type slot struct {
-	// mi, lo, w and ws keep the short names TestAwardMatchesOneByOne uses.
-	w  uint64 // votes of the growth bands: the static weight, or the capacity under AvailableCapacity
-	ws uint64 // static weight: votes of the overflow band, tie-break of the floors band
-	mi int32  // index of the member in planner.members
-	lo int32  // floor: minReplicas, 0 once failed over, at most a held target
+	growthVotes uint64 // votes of the growth bands: the static weight, or the capacity under AvailableCapacity
+	weight      uint64 // static weight: votes of the overflow band, tie-break of the floors band
+	member      int32  // index of the member in planner.members
+	floor       int32  // minReplicas, 0 once failed over, at most a held target
 
 	hash uint64 // tie-break, set by ensureHash on first use
 
@@ -128,7 +127,7 @@ func Plan(in Input) Result {
 	duplicated := in.Placement.Mode == v1alpha1.PlacementDuplicated
 	var floors int64
 	for i := range p.slots {
-		floors += int64(p.slots[i].lo)
+		floors += int64(p.slots[i].floor)
 	}
 	if floors > replicas && !duplicated {
 		res.MinimumsExceedReplicas = true
@@ -139,7 +138,7 @@ func Plan(in Input) Result {
 		res.Spread = p.spread(in.Placement.SpreadConstraints, replicas, duplicated)
 		floors = 0
 		for i := range p.slots {
-			floors += int64(p.slots[i].lo)
+			floors += int64(p.slots[i].floor)
 		}
 	}
 	for i := range p.slots {
@@ -181,7 +180,7 @@ func Plan(in Input) Result {
 func (s *slot) init(c Candidate, mi, previous int32, now time.Time, grace, threshold time.Duration) {
 	m := c.Member
 	*s = slot{
-		mi: mi, lo: c.MinReplicas, w: uint64(c.Weight), ws: uint64(c.Weight),
+		member: mi, floor: c.MinReplicas, growthVotes: uint64(c.Weight), weight: uint64(c.Weight),
 		previous: previous, ceiling: c.MaxReplicas, capacity: unbounded, deletionCost: c.DeletionCost,
 		maxReplicas: c.MaxReplicas,
 	}
@@ -195,16 +194,16 @@ func (s *slot) init(c Candidate, mi, previous int32, now time.Time, grace, thres
 	}
 	switch s.state {
 	case StateFailedOver:
-		s.lo, s.ceiling = 0, 0
+		s.floor, s.ceiling = 0, 0
 	case StateHeld:
 		// Nothing is known about its pods: keep the previous target as if
 		// ready, never grow it.
 		s.keepReady = min(previous, s.ceiling)
-		if s.ws == 0 {
-			s.keepReady = min(s.keepReady, s.lo)
+		if s.weight == 0 {
+			s.keepReady = min(s.keepReady, s.floor)
 		}
 		s.keepScheduled, s.keepAll = s.keepReady, s.keepReady
-		s.lo = min(s.lo, s.keepReady)
+		s.floor = min(s.floor, s.keepReady)
 		s.ceiling = s.keepReady
 	case StateActive:
 		current := max(m.Current, 0)
@@ -220,8 +219,8 @@ func (s *slot) init(c Candidate, mi, previous int32, now time.Time, grace, thres
 			unscheduled = 0 // no longer inside the capacity, so not kept either
 		}
 		limit := min(previous, s.ceiling, s.capacity)
-		if s.ws == 0 {
-			limit = min(limit, s.lo) // weight 0: replicas only for the minimum
+		if s.weight == 0 {
+			limit = min(limit, s.floor) // weight 0: replicas only for the minimum
 		}
 		ready := min(max(m.Ready, 0), current)
 		s.keepReady = min(ready, limit)
@@ -242,7 +241,7 @@ func (p *planner) deadline(now time.Time, grace, threshold time.Duration) time.T
 	}
 	for i := range p.slots {
 		s := &p.slots[i]
-		m := &p.members[s.mi]
+		m := &p.members[s.member]
 		switch {
 		case s.state == StateHeld && m.Health == Unhealthy && !m.UnhealthySince.IsZero():
 			consider(m.UnhealthySince.Add(grace))
@@ -262,7 +261,7 @@ func (p *planner) capacityWeights() {
 	var most int32
 	for i := range p.slots {
 		s := &p.slots[i]
-		if s.state == StateActive && s.capacityKnown && s.ws > 0 {
+		if s.state == StateActive && s.capacityKnown && s.weight > 0 {
 			known = true
 			most = max(most, s.capacity)
 		}
@@ -273,12 +272,12 @@ func (p *planner) capacityWeights() {
 	for i := range p.slots {
 		s := &p.slots[i]
 		switch {
-		case s.ws == 0:
-			s.w = 0
+		case s.weight == 0:
+			s.growthVotes = 0
 		case s.state == StateActive && s.capacityKnown:
-			s.w = uint64(s.capacity)
+			s.growthVotes = uint64(s.capacity)
 		default:
-			s.w = uint64(most)
+			s.growthVotes = uint64(most)
 		}
 	}
 }
@@ -288,7 +287,7 @@ type limit func(*slot) int32
 
 // The bands' limits; see the package documentation for their order.
 var (
-	floor                limit = func(s *slot) int32 { return s.lo }
+	floor                limit = func(s *slot) int32 { return s.floor }
 	keepReady            limit = func(s *slot) int32 { return s.keepReady }
 	keepScheduled        limit = func(s *slot) int32 { return s.keepScheduled }
 	keepAll              limit = func(s *slot) int32 { return s.keepAll }
@@ -428,7 +427,7 @@ func (p *planner) lowestLastSeatAboveIdeal() int32 {
 	victim := int32(-1)
 	for i := range p.slots {
 		s := &p.slots[i]
-		if s.state != StateActive || s.seats <= s.ideal || s.seats <= s.lo {
+		if s.state != StateActive || s.seats <= s.ideal || s.seats <= s.floor {
 			continue
 		}
 		if victim < 0 || p.lastSeatBelow(int32(i), victim) {
@@ -498,7 +497,7 @@ func (p *planner) result(res *Result, in *Input, replicas int64, previousFound i
 	var total, overCapacity int64
 	for i := range p.slots {
 		s := &p.slots[i]
-		name := p.members[s.mi].Name
+		name := p.members[s.member].Name
 		t := Target{Cluster: name, Replicas: s.seats, Previous: s.previous, State: s.state}
 		total += int64(s.seats)
 		if s.state == StateActive && s.capacityKnown && s.seats > s.capacity {
@@ -552,7 +551,7 @@ func reasonFor(s *slot) Reason {
 }
 
 func (p *planner) note(s *slot, t Target, now time.Time, grace, threshold time.Duration) string {
-	m := &p.members[s.mi]
+	m := &p.members[s.member]
 	var parts []string
 	switch {
 	case s.state == StateFailedOver:

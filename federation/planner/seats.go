@@ -29,11 +29,11 @@ const (
 func (s *slot) votes(o order) uint64 {
 	switch o {
 	case byFloors:
-		return uint64(s.lo)
+		return uint64(s.floor)
 	case byStaticWeight:
-		return s.ws
+		return s.weight
 	default:
-		return s.w
+		return s.growthVotes
 	}
 }
 
@@ -57,20 +57,20 @@ func (p *planner) before(a, b int32, o order) bool {
 	if pa, pb := sa.votes(o)*sb.divisor(), sb.votes(o)*sa.divisor(); pa != pb {
 		return pa > pb
 	}
-	if o == byFloors && sa.ws != sb.ws {
-		return sa.ws > sb.ws
+	if o == byFloors && sa.weight != sb.weight {
+		return sa.weight > sb.weight
 	}
 	if sa.hash != sb.hash {
 		return sa.hash < sb.hash
 	}
-	return p.members[sa.mi].Name < p.members[sb.mi].Name
+	return p.members[sa.member].Name < p.members[sb.member].Name
 }
 
 // ensureHash sets the tie-break hash of slot i unless it is set. Only bands that
 // are partly filled need it, so it is computed on first use.
 func (p *planner) ensureHash(i int32) {
 	if s := &p.slots[i]; !s.hashed {
-		s.hash, s.hashed = memberHash(p.seed, p.members[s.mi].Name), true
+		s.hash, s.hashed = memberHash(p.seed, p.members[s.member].Name), true
 	}
 }
 

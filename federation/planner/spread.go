@@ -31,7 +31,7 @@ func (s *slot) kept() int32 {
 
 // grows reports whether a slot can take new seats.
 func (s *slot) grows() bool {
-	return s.state == StateActive && s.ceiling > 0 && (s.ws > 0 || s.lo > 0)
+	return s.state == StateActive && s.ceiling > 0 && (s.weight > 0 || s.floor > 0)
 }
 
 // spread applies the spread constraints in order: each groups the members
@@ -87,7 +87,7 @@ func (p *planner) spread(constraints []v1alpha1.SpreadConstraint, replicas int64
 			if s.state == StateExcluded {
 				continue
 			}
-			if v, ok := p.members[s.mi].Labels[c.TopologyKey]; !ok || !in[v] {
+			if v, ok := p.members[s.member].Labels[c.TopologyKey]; !ok || !in[v] {
 				s.state = StateExcluded
 				s.clear()
 			}
@@ -106,7 +106,7 @@ func (p *planner) spread(constraints []v1alpha1.SpreadConstraint, replicas int64
 				if s.state == StateExcluded || (s.kept() == 0 && !s.grows()) {
 					continue
 				}
-				floors += int64(s.lo)
+				floors += int64(s.floor)
 				if anchor < 0 || p.betterAnchor(i, anchor) {
 					anchor = i
 				}
@@ -116,7 +116,7 @@ func (p *planner) spread(constraints []v1alpha1.SpreadConstraint, replicas int64
 			}
 			alive++
 			if floors == 0 {
-				p.slots[anchor].lo = 1
+				p.slots[anchor].floor = 1
 			}
 		}
 		o.Satisfied = true
@@ -142,7 +142,7 @@ func (p *planner) groupsBy(key string) []group {
 		if s.state == StateExcluded {
 			continue
 		}
-		v, ok := p.members[s.mi].Labels[key]
+		v, ok := p.members[s.member].Labels[key]
 		if !ok {
 			continue
 		}
@@ -156,7 +156,7 @@ func (p *planner) groupsBy(key string) []group {
 		g.slots = append(g.slots, int32(i))
 		g.kept += uint64(s.kept())
 		if s.grows() {
-			g.score += s.w
+			g.score += s.growthVotes
 			g.eligible = true
 		}
 		g.eligible = g.eligible || s.kept() > 0
@@ -175,8 +175,8 @@ func (p *planner) betterAnchor(a, b int32) bool {
 	if ga, gb := sa.grows(), sb.grows(); ga != gb {
 		return ga
 	}
-	if sa.w != sb.w {
-		return sa.w > sb.w
+	if sa.growthVotes != sb.growthVotes {
+		return sa.growthVotes > sb.growthVotes
 	}
-	return p.members[sa.mi].Name < p.members[sb.mi].Name
+	return p.members[sa.member].Name < p.members[sb.member].Name
 }

@@ -137,7 +137,7 @@ func (p *planner) applyTaints(tolerations []v1alpha1.ClusterToleration, now time
 	var next time.Time
 	for i := range p.slots {
 		s := &p.slots[i]
-		m := &p.members[s.mi]
+		m := &p.members[s.member]
 		if len(m.Taints) == 0 || s.state == StateFailedOver {
 			continue
 		}
@@ -150,7 +150,7 @@ func (p *planner) applyTaints(tolerations []v1alpha1.ClusterToleration, now time
 			// Keep what runs, within the previous target; add nothing.
 			s.state = StateCordoned
 			s.ceiling = s.keepAll
-			s.lo = min(s.lo, s.keepAll)
+			s.floor = min(s.floor, s.keepAll)
 			if heldLike {
 				// Under moveBack OnRecovery its pods are kept as a held
 				// member's are, all alike, so no move-back touches them.
@@ -166,7 +166,7 @@ func (p *planner) applyTaints(tolerations []v1alpha1.ClusterToleration, now time
 
 // clear leaves a slot with no floor, nothing kept and no room.
 func (s *slot) clear() {
-	s.lo, s.ceiling = 0, 0
+	s.floor, s.ceiling = 0, 0
 	s.keepReady, s.keepScheduled, s.keepAll = 0, 0, 0
 }
 

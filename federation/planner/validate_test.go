@@ -52,7 +52,7 @@ func TestCheck(t *testing.T) {
 			want: []fr{{"spec.placement.clusterSelector.matchExpressions[0].key", ReasonInvalidClusterSelector}, {"spec.placement.clusterSelector.matchExpressions[0].values[0]", ReasonInvalidClusterSelector}}},
 		{name: "bad matchLabels value", mod: func(s *v1alpha1.FederatedReplicaSetSpec) {
 			s.Placement.ClusterSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"region": "eu west"}}
-		}, want: []fr{{"spec.placement.clusterSelector.matchLabels[region]", ReasonInvalidClusterSelector}}},
+		}, want: []fr{{"spec.placement.clusterSelector.matchLabels", ReasonInvalidClusterSelector}}},
 		{name: "negative replicas", mod: func(s *v1alpha1.FederatedReplicaSetSpec) { s.Replicas = ptr[int32](-1) },
 			want: []fr{{"spec.replicas", ReasonInvalidReplicas}}},
 		{name: "preferences", mod: func(s *v1alpha1.FederatedReplicaSetSpec) {
@@ -142,6 +142,32 @@ func TestCheckQuotesShort(t *testing.T) {
 	} {
 		if got := short(tc.in); got != tc.want {
 			t.Errorf("short(%d bytes) = %q, want %q", len(tc.in), got, tc.want)
+		}
+	}
+}
+
+func TestReasonFor(t *testing.T) {
+	for _, tc := range []struct {
+		path   string
+		reason string
+		ok     bool
+	}{
+		{"spec.replicas", ReasonInvalidReplicas, true},
+		{"spec.placement.clusterSelector.matchExpressions[0].operator", ReasonInvalidClusterSelector, true},
+		{"spec.placement.tolerations[2].effect", ReasonInvalidToleration, true},
+		{"spec.placement.clusters[0]", ReasonInvalidPlacement, true},
+		{"spec.failover.moveBack", ReasonInvalidFailover, true},
+		{"spec.failover.unreachableGracePeriod", ReasonInvalidDuration, true},
+		{"spec.moveBudget.maxSurge", ReasonInvalidMoveBudget, true},
+		// Fields Plan does not read, and prefixes that only look alike.
+		{"spec.selector", "", false},
+		{"spec.minReadySeconds", "", false},
+		{"spec.replicasExtra", "", false},
+		{"metadata.name", "", false},
+	} {
+		reason, ok := ReasonFor(tc.path)
+		if reason != tc.reason || ok != tc.ok {
+			t.Errorf("ReasonFor(%q) = %q, %v; want %q, %v", tc.path, reason, ok, tc.reason, tc.ok)
 		}
 	}
 }

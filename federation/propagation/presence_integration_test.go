@@ -24,7 +24,7 @@ import (
 	"github.com/replicafed/replicafed/federation/propagation"
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
-	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
 
 type oneWorkload struct {

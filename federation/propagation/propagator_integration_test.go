@@ -31,7 +31,8 @@ import (
 	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
-	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/internal/test/builder"
+	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
 
 const (
@@ -204,14 +205,8 @@ func frs(name string, extraConfigMaps ...string) *v1alpha1.FederatedReplicaSet {
 		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: cm, VolumeSource: corev1.VolumeSource{
 			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}})
 	}
-	return &v1alpha1.FederatedReplicaSet{
-		ObjectMeta: objMeta(name),
-		Spec: v1alpha1.FederatedReplicaSetSpec{
-			Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: lbls},
-			Template:              corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbls}, Spec: spec},
-			PropagateDependencies: true,
-		},
-	}
+	return builder.FRS(ns, name).Replicas(2).Selector(&metav1.LabelSelector{MatchLabels: lbls}).TemplateLabels(lbls).
+		PodSpec(spec).PropagateDependencies().Obj()
 }
 
 // memberObj reads obj from the member; false when absent.

@@ -1,6 +1,6 @@
 // Command memberrbac writes the member ClusterRole manifests and the
 // replicafed-member chart's ClusterRole template and CRD from
-// internal/memberaccess and api/crds. `make generate` runs it from the
+// federation/memberaccess and api/crds. `make generate` runs it from the
 // repository root.
 package main
 
@@ -9,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/replicafed/replicafed/internal/memberaccess"
+	"github.com/replicafed/replicafed/federation/memberaccess"
 )
 
 func main() {

@@ -5,7 +5,7 @@
 # BIN_DIR overrides the output directory (default: bin/).
 # Tools: kube (kube-apiserver, kube-scheduler, kube-controller-manager), etcd,
 # kwok (binary plus its fast stage definitions), helm, controller-gen,
-# staticcheck and actionlint (for `make lint`; not built by default),
+# staticcheck, actionlint and funlen (for `make lint`; not built by default),
 # kind (the kind CLI) and kind-node (everything the kind node image holds,
 # into bin/kind-node/: hack/kind/node-image.sh; not built by default).
 set -euo pipefail
@@ -94,6 +94,17 @@ build_staticcheck() { build_one staticcheck honnef.co/go/tools honnef.co/go/tool
 
 build_kind() { build_one kind sigs.k8s.io/kind sigs.k8s.io/kind "-s -w"; }
 
+# funlen: the project's own main around github.com/ultraware/funlen, so its
+# stamp also names the main's content.
+build_funlen() {
+  local v; v=$(module_version funlen github.com/ultraware/funlen)
+  local want; want="github.com/ultraware/funlen@$v $gover $(cat "$root/hack/tools/funlen/main.go" | sha256sum | cut -c1-16)"
+  if up_to_date funlen "$want" funlen; then echo "funlen $v: up to date"; return; fi
+  echo "funlen $v: building"
+  (cd "$root/hack/tools/funlen" && go build -trimpath -o "$bin/funlen" .)
+  echo "$want" > "$bin/.funlen.stamp"
+}
+
 # kind_node_part <name> <tool dir> <module> <extra stamp> <outputs> <cmd...>:
 # runs cmd in hack/tools/<tool dir> unless bin/.kind-node-<name>.stamp names
 # the pinned version (and the extra stamp text) and every output exists.
@@ -166,6 +177,7 @@ for t in "${tools[@]}"; do
     actionlint) build_actionlint ;;
     staticcheck) build_staticcheck ;;
     kind) build_kind ;;
+    funlen) build_funlen ;;
     kind-node) build_kind_node ;;
     *) echo "unknown tool: $t" >&2; exit 2 ;;
   esac

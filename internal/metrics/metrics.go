@@ -35,6 +35,19 @@ var (
 		Help: "Whether a member cluster answers its health probe (1) or is unreachable (0).",
 	}, []string{"cluster"})
 
+	// MemberPodCachePods is the pods a member's bounded pod cache holds.
+	MemberPodCachePods = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "replicafed_member_pod_cache_pods",
+		Help: "Pods held in a member's pod cache, for members whose cache is bounded (controller.maxCachedPodsPerMember).",
+	}, []string{"cluster"})
+
+	// MemberPodCacheIncomplete is 1 while a member's bounded pod cache
+	// misses pods.
+	MemberPodCacheIncomplete = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "replicafed_member_pod_cache_incomplete",
+		Help: "1 while a member has more pods than its pod cache may hold (controller.maxCachedPodsPerMember): nothing is created or deleted there.",
+	}, []string{"cluster"})
+
 	// RaftLeader is 1 on the replica that holds raft leadership.
 	RaftLeader = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "replicafed_raft_leader",
@@ -77,5 +90,5 @@ func newBuildInfo(v version.Info) prometheus.Gauge {
 
 func init() {
 	BuildInfo.Set(1)
-	crmetrics.Registry.MustRegister(PodOperations, Plans, Shortfall, MemberHealthy, RaftLeader, RaftTerm, RaftApplyDuration, RaftCommandsPerEntry, BuildInfo)
+	crmetrics.Registry.MustRegister(PodOperations, Plans, Shortfall, MemberHealthy, MemberPodCachePods, MemberPodCacheIncomplete, RaftLeader, RaftTerm, RaftApplyDuration, RaftCommandsPerEntry, BuildInfo)
 }

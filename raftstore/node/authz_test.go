@@ -17,7 +17,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/replicafed/replicafed/internal/testpki"
+	"github.com/replicafed/replicafed/internal/test/testpki"
 	"github.com/replicafed/replicafed/raftstore/fsm"
 	tu "github.com/replicafed/replicafed/raftstore/internal/testutil"
 	"github.com/replicafed/replicafed/raftstore/node"

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Peer is one statically configured raft peer: its pod name and address.
@@ -66,6 +68,9 @@ type NodeConfig struct {
 	// JoinInterval is how often a node that is not in the configuration asks
 	// its peers for the leader. Default 2s.
 	JoinInterval time.Duration
+	// Clock stamps commands and paces the batch feature re-check; nil: the
+	// real clock. Tests inject a fake one.
+	Clock clock.PassiveClock
 	// DeadServerTimeout removes a voter the leader could not reach for this
 	// long, as long as MinVoters remain. Zero disables the cleanup.
 	DeadServerTimeout time.Duration
@@ -74,6 +79,9 @@ type NodeConfig struct {
 }
 
 func (c *NodeConfig) setDefaults() {
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v

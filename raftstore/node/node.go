@@ -57,16 +57,10 @@ type Node struct {
 	wg       sync.WaitGroup
 }
 
-// Option adjusts a Node at construction.
-type Option func(*Node)
-
-// WithClock injects the clock used for command timestamps.
-func WithClock(c clock.PassiveClock) Option { return func(n *Node) { n.clock = c } }
-
 // New opens (or creates) the data dir, starts raft and the listener, and
 // starts bootstrapping or joining in the background. The FSM is created here,
 // salted with the cluster ID; use FSM() to read it.
-func New(cfg NodeConfig, log logr.Logger, opts ...Option) (*Node, error) {
+func New(cfg NodeConfig, log logr.Logger) (*Node, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -81,13 +75,10 @@ func New(cfg NodeConfig, log logr.Logger, opts ...Option) (*Node, error) {
 	n := &Node{
 		cfg:      cfg,
 		log:      log.WithValues("raftID", cfg.ID),
-		clock:    clock.RealClock{},
+		clock:    cfg.Clock,
 		fsm:      fsm.New(cfg.ClusterID),
 		serverID: raft.ServerID(cfg.ID + "-" + id.UUID),
 		stopCh:   make(chan struct{}),
-	}
-	for _, o := range opts {
-		o(n)
 	}
 	if err := n.open(); err != nil {
 		n.closeTransport()

@@ -12,8 +12,8 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 
-	"github.com/replicafed/replicafed/internal/secretscan"
-	"github.com/replicafed/replicafed/internal/testpki"
+	"github.com/replicafed/replicafed/internal/test/secretscan"
+	"github.com/replicafed/replicafed/internal/test/testpki"
 	tu "github.com/replicafed/replicafed/raftstore/internal/testutil"
 	"github.com/replicafed/replicafed/raftstore/node"
 )

@@ -13,8 +13,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/hashicorp/raft"
 
-	"github.com/replicafed/replicafed/internal/testnet"
-	"github.com/replicafed/replicafed/internal/testpki"
+	"github.com/replicafed/replicafed/internal/test/testnet"
+	"github.com/replicafed/replicafed/internal/test/testpki"
 	"github.com/replicafed/replicafed/raftstore/transport"
 )
 

@@ -29,8 +29,8 @@ import (
 	"github.com/replicafed/replicafed/e2e/fleet"
 	"github.com/replicafed/replicafed/hack/bench/fleet/promtext"
 	"github.com/replicafed/replicafed/hack/bench/fleet/report"
-	"github.com/replicafed/replicafed/internal/loadavg"
-	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/internal/test/loadavg"
+	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
 
 // Scenarios and systems.

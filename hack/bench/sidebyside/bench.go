@@ -34,8 +34,8 @@ import (
 	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/internal/kubescheme"
-	"github.com/replicafed/replicafed/internal/loadavg"
-	"github.com/replicafed/replicafed/internal/testcluster"
+	"github.com/replicafed/replicafed/internal/test/loadavg"
+	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
 
 // benchNamespace holds every run's owner and pods.

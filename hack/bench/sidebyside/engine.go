@@ -31,9 +31,9 @@ import (
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/logging"
-	"github.com/replicafed/replicafed/internal/writefence"
 	raftexp "github.com/replicafed/replicafed/raftstore/expectations"
 	"github.com/replicafed/replicafed/raftstore/node"
+	"github.com/replicafed/replicafed/replica/writefence"
 )
 
 // memberName is the member the engine child serves.

@@ -1,6 +1,6 @@
 // Command sidebyside compares replicafed's member engine with
 // kube-controller-manager's ReplicaSet controller on one real control plane
-// (internal/testcluster: etcd, kube-apiserver, kube-scheduler and kwok fake
+// (internal/test/testcluster: etcd, kube-apiserver, kube-scheduler and kwok fake
 // nodes, so pods are scheduled and become Ready). Both create the same
 // number of pods from the same template, in alternating runs (kcm,
 // replicafed, kcm, ...), once per client setting (qps 20 / burst 30, and no

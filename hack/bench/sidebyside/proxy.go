@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
 
-	"github.com/replicafed/replicafed/internal/faultproxy"
+	"github.com/replicafed/replicafed/internal/test/faultproxy"
 )
 
 // requestKind names a request for counting: its verb (create, update, patch,

@@ -14,8 +14,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 
-	"github.com/replicafed/replicafed/internal/testnet"
-	"github.com/replicafed/replicafed/internal/testpki"
+	"github.com/replicafed/replicafed/internal/test/testnet"
+	"github.com/replicafed/replicafed/internal/test/testpki"
 	"github.com/replicafed/replicafed/raftstore/node"
 )
 
@@ -275,7 +275,7 @@ func Ctx(tb testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// CA is a test certificate authority (see internal/testpki).
+// CA is a test certificate authority (see internal/test/testpki).
 type CA struct {
 	*testpki.CA
 }

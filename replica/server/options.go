@@ -1,0 +1,142 @@
+package server
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/replicafed/replicafed/config"
+	"github.com/replicafed/replicafed/federation/health"
+	"github.com/replicafed/replicafed/federation/registry"
+	"github.com/replicafed/replicafed/federation/registry/credentials"
+	"github.com/replicafed/replicafed/raftstore/node"
+	"github.com/replicafed/replicafed/replica/writefence"
+)
+
+// hubConfig loads the hub client configuration (hub.kubeconfig, else the
+// in-cluster one) with the hub client's rate limit.
+func hubConfig(cfg *config.Config) (*rest.Config, error) {
+	var rc *rest.Config
+	var err error
+	if cfg.Hub.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Hub.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hub.kubeconfig: loading hub client configuration: %w", err)
+	}
+	rc.QPS, rc.Burst = cfg.Hub.QPS, cfg.Hub.Burst
+	rc.UserAgent = "replicafed"
+	return rc, nil
+}
+
+// metricsOptions serves metrics over HTTPS behind the hub API server's
+// TokenReview and SubjectAccessReview when metrics.secure, as kubebuilder
+// projects do: a scraper needs a token whose identity may get the /metrics
+// non-resource URL (the chart's metrics-reader ClusterRole), and replicafed
+// needs tokenreviews and subjectaccessreviews create (the chart binds
+// system:auth-delegator). The serving certificate is the raft one when its
+// files share a directory (reloaded by controller-runtime's certwatcher),
+// else a self-signed one.
+func metricsOptions(cfg *config.Config) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: cfg.Metrics.BindAddress}
+	if !cfg.Metrics.Secure {
+		return o
+	}
+	o.SecureServing = true
+	o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	if t := cfg.Raft.TLS; !t.Insecure && t.CertFile != "" && filepath.Dir(t.CertFile) == filepath.Dir(t.KeyFile) {
+		o.CertDir, o.CertName, o.KeyName = filepath.Dir(t.CertFile), filepath.Base(t.CertFile), filepath.Base(t.KeyFile)
+	}
+	return o
+}
+
+// registryOptions maps the configuration to the member registry's options.
+// Member writes are fenced by writeLease: a write leaves only while this
+// replica holds its raft write lease.
+func registryOptions(cfg *config.Config, scheme *runtime.Scheme, monitor *health.Monitor, writeLease func(time.Duration) bool) registry.Options {
+	timeout := cfg.Controller.MemberWriteTimeout
+	opts := registry.Options{
+		SecretNamespace: cfg.Clusters.SecretNamespace,
+		SecretSelector:  cfg.Clusters.SecretSelector,
+		SecretKey:       cfg.Clusters.SecretKey,
+		Scheme:          scheme,
+		RESTOptions:     []func(*rest.Config) error{memberLimits(cfg.Controller), writefence.Option(timeout, func() bool { return writeLease(timeout) })},
+		Health:          monitor,
+		Credentials:     credentialPolicy(cfg.Clusters.Credentials),
+		ExpiryWarning:   cfg.Clusters.Credentials.ExpiryWarning,
+		MaxCachedPods:   cfg.Controller.MaxCachedPodsPerMember,
+	}
+	for _, s := range cfg.Clusters.Static {
+		opts.Static = append(opts.Static, registry.Static{Name: s.Name, Kubeconfig: s.Kubeconfig, Labels: s.Labels, Taints: s.ClusterTaints()})
+	}
+	return opts
+}
+
+// healthOptions maps failover.healthProbe to the member health monitor's
+// options.
+func healthOptions(p config.HealthProbe) health.Options {
+	return health.Options{
+		Interval:   p.Interval,
+		Timeout:    p.Timeout,
+		Thresholds: health.Thresholds{Failure: p.FailureThreshold, Success: p.SuccessThreshold},
+	}
+}
+
+// memberLimits applies the member client rate limit, or removes it.
+func memberLimits(c config.Controller) func(*rest.Config) error {
+	return func(rc *rest.Config) error {
+		if c.MemberRateLimit {
+			rc.QPS, rc.Burst = c.MemberQPS, c.MemberBurst
+		} else {
+			rc.QPS, rc.Burst = -1, 0
+		}
+		rc.UserAgent = "replicafed"
+		return nil
+	}
+}
+
+// nodeConfig maps the raft section (and the expectations TTL) to the raft
+// node's configuration.
+func nodeConfig(cfg *config.Config) node.NodeConfig {
+	r := cfg.Raft
+	nc := node.NodeConfig{
+		ID:                       r.ID,
+		ClusterID:                r.ClusterID,
+		BindAddr:                 r.BindAddress,
+		AdvertiseAddr:            r.AdvertiseAddress,
+		DataDir:                  r.DataDir,
+		HeartbeatTimeout:         r.HeartbeatTimeout,
+		ElectionTimeout:          r.ElectionTimeout,
+		LeaderLeaseTimeout:       r.LeaderLeaseTimeout,
+		CommitTimeout:            r.CommitTimeout,
+		MaxAppendEntries:         r.MaxAppendEntries,
+		SnapshotInterval:         r.SnapshotInterval,
+		SnapshotThreshold:        uint64(r.SnapshotThreshold),
+		TrailingLogs:             uint64(r.TrailingLogs),
+		ApplyTimeout:             r.ApplyTimeout,
+		ObservationBatchSize:     r.ObservationBatchSize,
+		ObservationFlushInterval: r.ObservationFlushInterval,
+		ExpectationsTTL:          cfg.Controller.ExpectationsTTL,
+		AdminToken:               r.AdminToken,
+		DeadServerTimeout:        r.DeadServerTimeout,
+	}
+	nc.TLS = node.TLSFiles{CertFile: r.TLS.CertFile, KeyFile: r.TLS.KeyFile, CAFile: r.TLS.CAFile, Insecure: r.TLS.Insecure}
+	for _, p := range r.Peers {
+		nc.Peers = append(nc.Peers, node.Peer{ID: p.ID, Address: p.Address})
+	}
+	return nc
+}
+
+// credentialPolicy maps clusters.credentials to the registry's policy.
+func credentialPolicy(c config.Credentials) credentials.Policy {
+	return credentials.Policy{AllowExec: c.AllowExec, AllowFiles: c.AllowFiles, AllowAuthProvider: c.AllowAuthProvider,
+		AllowInsecureTLS: c.AllowInsecureTLS, AllowProxy: c.AllowProxy}
+}

@@ -1,0 +1,120 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"reflect"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/config"
+	"github.com/replicafed/replicafed/controller/engine"
+	"github.com/replicafed/replicafed/federation/health"
+	"github.com/replicafed/replicafed/federation/registry"
+)
+
+func TestHealthOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   config.HealthProbe
+		want health.Options
+	}{
+		{"zero", config.HealthProbe{}, health.Options{}},
+		{"every field", config.HealthProbe{Interval: 10 * time.Second, Timeout: 3 * time.Second, FailureThreshold: 4, SuccessThreshold: 2},
+			health.Options{Interval: 10 * time.Second, Timeout: 3 * time.Second, Thresholds: health.Thresholds{Failure: 4, Success: 2}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := healthOptions(tc.in); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("healthOptions(%+v) = %+v, want %+v", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+// roundTripFunc answers every request that reaches the transport.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestRegistryOptions(t *testing.T) {
+	monitor := health.NewMonitor(health.Options{})
+	taint := config.StaticCluster{Name: "b", Kubeconfig: "/b", Taints: []config.StaticTaint{{Key: "k", Value: "v", Effect: v1alpha1.TaintNoSchedule}}}
+	for _, tc := range []struct {
+		name       string
+		cfg        config.Config
+		wantStatic []registry.Static
+		wantQPS    float32
+	}{
+		{
+			name: "secrets only, no member rate limit",
+			cfg: config.Config{
+				Clusters: config.Clusters{SecretNamespace: "ns", SecretSelector: "member=true", SecretKey: "kubeconfig",
+					Credentials: config.Credentials{AllowExec: true, ExpiryWarning: time.Hour}},
+				Controller: config.Controller{MaxCachedPodsPerMember: 100, MemberWriteTimeout: 5 * time.Second},
+			},
+			wantQPS: -1,
+		},
+		{
+			name: "static members and a member rate limit",
+			cfg: config.Config{
+				Clusters:   config.Clusters{Static: []config.StaticCluster{{Name: "a", Kubeconfig: "/a", Labels: map[string]string{"zone": "x"}}, taint}},
+				Controller: config.Controller{MemberRateLimit: true, MemberQPS: 50, MemberBurst: 100, MemberWriteTimeout: 7 * time.Second},
+			},
+			wantStatic: []registry.Static{
+				{Name: "a", Kubeconfig: "/a", Labels: map[string]string{"zone": "x"}},
+				{Name: "b", Kubeconfig: "/b", Taints: taint.ClusterTaints()},
+			},
+			wantQPS: 50,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var askedFor []time.Duration
+			lease := func(d time.Duration) bool { askedFor = append(askedFor, d); return false }
+			got := registryOptions(&tc.cfg, nil, monitor, lease)
+
+			c := tc.cfg.Clusters
+			if got.SecretNamespace != c.SecretNamespace || got.SecretSelector != c.SecretSelector || got.SecretKey != c.SecretKey {
+				t.Errorf("secret options = %q %q %q, want %q %q %q", got.SecretNamespace, got.SecretSelector, got.SecretKey, c.SecretNamespace, c.SecretSelector, c.SecretKey)
+			}
+			if got.Health != monitor {
+				t.Error("health monitor not passed on")
+			}
+			if want := credentialPolicy(c.Credentials); got.Credentials != want || got.ExpiryWarning != c.Credentials.ExpiryWarning {
+				t.Errorf("credentials = %+v, %v; want %+v, %v", got.Credentials, got.ExpiryWarning, want, c.Credentials.ExpiryWarning)
+			}
+			if got.MaxCachedPods != tc.cfg.Controller.MaxCachedPodsPerMember {
+				t.Errorf("MaxCachedPods = %d, want %d", got.MaxCachedPods, tc.cfg.Controller.MaxCachedPodsPerMember)
+			}
+			if !reflect.DeepEqual(got.Static, tc.wantStatic) {
+				t.Errorf("static = %+v, want %+v", got.Static, tc.wantStatic)
+			}
+
+			// The REST options set the member rate limit and fence pod
+			// writes on the write lease, asked with the write timeout.
+			rc := &rest.Config{}
+			for _, o := range got.RESTOptions {
+				if err := o(rc); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if rc.QPS != tc.wantQPS || rc.UserAgent != "replicafed" {
+				t.Errorf("member client QPS %v, user agent %q; want %v, replicafed", rc.QPS, rc.UserAgent, tc.wantQPS)
+			}
+			if rc.WrapTransport == nil {
+				t.Fatal("no write fence on the member transport")
+			}
+			sent := false
+			rt := rc.WrapTransport(roundTripFunc(func(*http.Request) (*http.Response, error) { sent = true; return nil, errors.New("unreachable") }))
+			req, _ := http.NewRequest(http.MethodPost, "https://member/api/v1/namespaces/x/pods", nil)
+			if _, err := rt.RoundTrip(req); !errors.Is(err, engine.ErrNotSent) || sent {
+				t.Errorf("pod create without the write lease: err %v, sent %v; want engine.ErrNotSent, not sent", err, sent)
+			}
+			if want := []time.Duration{tc.cfg.Controller.MemberWriteTimeout}; !reflect.DeepEqual(askedFor, want) {
+				t.Errorf("write lease asked for %v, want %v", askedFor, want)
+			}
+		})
+	}
+}
