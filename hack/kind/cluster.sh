@@ -15,6 +15,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 BIN=${BIN:-$root/bin}
 
+# The project's own Docker network (not kind's default "kind").
+export KIND_EXPERIMENTAL_DOCKER_NETWORK=replicafed-kind
 kind_() { PATH="$here/bin:$PATH" "$BIN/kind" "$@"; }
 
 case "${1:-}" in

@@ -28,6 +28,8 @@ declare -A LABELS=([member-a]=region=eu,billing=reserved [member-b]=region=us,bi
 say() { echo "==> $*"; }
 t0=$(date +%s)
 took() { echo "    ($(( $(date +%s) - t0 ))s)"; }
+# The project's own Docker network (not kind's default "kind").
+export KIND_EXPERIMENTAL_DOCKER_NETWORK=replicafed-kind
 kind_() { PATH="$here/bin:$PATH" "$BIN/kind" "$@"; }
 kubectl_() { "$BIN/kubectl" "$@"; }
 
@@ -39,10 +41,13 @@ up() {
   say "creating kind clusters $HUB and ${MEMBERS[*]/#/rf-demo-} from $image"
   # Two at a time: four control planes starting at once on a loaded
   # 2-core machine outran kubeadm's timeouts.
-  local pids=() c failed= p
+  local pids=() c failed= p config
   for c in hub "${MEMBERS[@]}"; do
     if kind_ get clusters 2>/dev/null | grep -qx "rf-demo-$c"; then continue; fi
-    kind_ create cluster --name "rf-demo-$c" --image "$image" --config "$here/cluster.yaml" \
+    config=$here/cluster.yaml
+    # The hub gets a node per chart replica (hub.yaml).
+    [ "$c" = hub ] && config=$here/hub.yaml
+    kind_ create cluster --name "rf-demo-$c" --image "$image" --config "$config" \
       --kubeconfig "$DIR/$c.kubeconfig" --wait 5m > "$DIR/$c.create.log" 2>&1 &
     pids+=($!)
     if [ ${#pids[@]} = 2 ]; then
@@ -98,6 +103,8 @@ up() {
 down() {
   local c
   for c in hub "${MEMBERS[@]}"; do kind_ delete cluster --name "rf-demo-$c"; done
+  # Refused (and left) while another cluster still uses it.
+  docker network rm "$KIND_EXPERIMENTAL_DOCKER_NETWORK" >/dev/null 2>&1 || true
   rm -rf "$DIR"
 }
 

@@ -1,44 +1,61 @@
 #!/usr/bin/env bash
 # Builds the kind node image offline (`make kind-image`): the bookworm base
 # (base.sh), the node files (node/), the binaries hack/tools/build.sh
-# kind-node put in bin/kind-node/, and every image kubeadm and the tests
+# kind-node puts in bin/kind-node/, and every image kubeadm and the tests
 # need, assembled here (images/) and imported into the node's containerd at
-# build time, so a node pulls nothing.
+# build time, so a node pulls nothing. Also makes sure bin/kind (the pinned
+# kind CLI) is there.
 #
 # The image is replicafed/kind-node:<kubernetes version>-<key>, the key a
-# hash of every input (tool pins via their stamps, this directory); a
-# `docker save` of it is kept in bin/kind-image/ so a fresh Docker daemon
-# loads it instead of rebuilding. Prints the image reference on its last
-# line. Env: BIN (default <repo>/bin).
+# hash of every input: the tool modules' go.mod/go.sum (the pins) and their
+# build script, this directory's image sources, the Go version. The cache,
+# $REPLICAFED_KIND_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/replicafed/kind),
+# outlives a checkout: it keeps a `docker save` of the image, the base
+# rootfs tarball and the kind binary, so a fresh clone on the same machine
+# (empty bin/) or a fresh Docker daemon loads them instead of building; any
+# pin change makes a new key and a build. Prints the image reference on its
+# last line. Env: BIN (default <repo>/bin).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 BIN=${BIN:-$root/bin}
-CACHE=$BIN/kind-image
+CACHE=${REPLICAFED_KIND_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/replicafed/kind}
 NODEBIN=$BIN/kind-node
 # The test and demo workload (workload/), pre-imported like the rest.
 WORKLOAD_IMAGE=replicafed.local/workload:v1
+# The tool modules whose binaries go into the image.
+NODE_TOOLS=(kube-node containerd runc crictl cni-plugins coredns)
 # shellcheck source=nodeflags.sh
 . "$here/nodeflags.sh"
 
 log() { echo "node-image: $*" >&2; }
 t0=$(date +%s)
 step() { log "$1 ($(( $(date +%s) - t0 ))s)"; }
+mkdir -p "$CACHE" "$BIN"
 
-for f in kubelet kubeadm kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd \
-  containerd containerd-shim-runc-v2 ctr runc crictl coredns cni/bridge cni/host-local cni/loopback cni/portmap cni/ptp; do
-  [ -x "$NODEBIN/$f" ] || { log "missing $NODEBIN/$f: run hack/tools/build.sh kind-node"; exit 1; }
-done
+# bin/kind: restored from the cache with its build stamp (so build.sh sees
+# it current), or built and then cached.
+kind_key=$( { cd "$root/hack/tools/kind" && cat go.mod go.sum; go version; } | sha256sum | cut -c1-12)
+if [ ! -x "$BIN/kind" ] && [ -f "$CACHE/kind-$kind_key" ]; then
+  cp "$CACHE/kind-$kind_key" "$BIN/kind.tmp" && mv "$BIN/kind.tmp" "$BIN/kind"
+  cp "$CACHE/kind-$kind_key.stamp" "$BIN/.kind.stamp"
+  log "bin/kind from $CACHE"
+fi
+BIN_DIR=$BIN "$root/hack/tools/build.sh" kind >&2
+if [ ! -f "$CACHE/kind-$kind_key" ]; then
+  rm -f "$CACHE"/kind-*
+  cp "$BIN/kind" "$CACHE/kind-$kind_key" && cp "$BIN/.kind.stamp" "$CACHE/kind-$kind_key.stamp"
+fi
 
-mkdir -p "$CACHE"
-base=$(CACHE=$CACHE "$here/base.sh" | tail -1)
-kver=$("$NODEBIN/kubeadm" version -o short)
+kver=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$root/hack/tools/kube-node/go.mod")
+[ -n "$kver" ] || { log "no k8s.io/kubernetes requirement in hack/tools/kube-node/go.mod"; exit 1; }
 key=$( {
-  echo "$base"
-  cat "$BIN"/.kind-node-*.stamp
-  # What goes into the image; the cluster scripts and config do not.
-  cd "$root" && find hack/kind/node hack/kind/images hack/kind/pause hack/kind/workload hack/kind/node-image.sh \
+  cd "$root"
+  for t in "${NODE_TOOLS[@]}"; do sha256sum "hack/tools/$t/go.mod" "hack/tools/$t/go.sum"; done
+  sha256sum hack/tools/build.sh
+  # What goes into the image; the cluster scripts and configs do not.
+  find hack/kind/node hack/kind/images hack/kind/pause hack/kind/workload hack/kind/node-image.sh hack/kind/base.sh \
     -type f ! -name '*_test.go' | LC_ALL=C sort | xargs sha256sum
   go version
 } | sha256sum | cut -c1-12)
@@ -47,10 +64,20 @@ saved=$CACHE/node-$kver-$key.tar
 
 if docker image inspect "$ref" >/dev/null 2>&1; then log "$ref is current"; echo "$ref"; exit 0; fi
 if [ -f "$saved" ]; then
-  log "loading $saved"
+  step "loading $saved"
   docker load -i "$saved" >/dev/null
+  step "loaded $ref"
   echo "$ref"; exit 0
 fi
+
+step "building the node binaries (hack/tools/build.sh kind-node)"
+BIN_DIR=$BIN "$root/hack/tools/build.sh" kind-node >&2
+for f in kubelet kubeadm kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd \
+  containerd containerd-shim-runc-v2 ctr runc crictl coredns cni/bridge cni/host-local cni/loopback cni/portmap cni/ptp; do
+  [ -x "$NODEBIN/$f" ] || { log "missing $NODEBIN/$f after hack/tools/build.sh kind-node"; exit 1; }
+done
+[ "$("$NODEBIN/kubeadm" version -o short)" = "$kver" ] || { log "bin/kind-node/kubeadm is not $kver"; exit 1; }
+base=$(CACHE=$CACHE "$here/base.sh" | tail -1)
 
 work=$(mktemp -d /var/tmp/replicafed-kind-node.XXXXXX)
 builder=replicafed-kind-build-$key
@@ -121,7 +148,7 @@ RUN rm -f /lib/systemd/system/multi-user.target.wants/* /etc/systemd/system/*.wa
  && find /lib/systemd/system/sysinit.target.wants/ -name systemd-tmpfiles-setup.service -delete \\
  && echo ReadKMsg=no >> /etc/systemd/journald.conf \\
  && systemctl mask systemd-binfmt.service getty.target console-getty.service \\
- && systemctl enable containerd.service kubelet.service
+ && systemctl enable containerd.service kubelet.service kind-node-agent.service
 DOCKERFILE
 DOCKER_BUILDKIT=0 docker build -q -t "$ref-files" "$ctx" >/dev/null
 

@@ -5,13 +5,19 @@
 // Endpoints: /healthz (liveness), /readyz (readiness; 503 once SIGTERM has
 // been received, so endpoints drop the pod while it drains), / (pod name).
 // The listen address is $LISTEN_ADDR, ":8080" by default.
+//
+// As a client, for checks from inside a pod (the image has no shell):
+// `workload get URL` prints the body of a GET and fails on any other status
+// than 200; `workload lookup NAME` prints the addresses NAME resolves to.
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -21,6 +27,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 3 {
+		if err := client(os.Args[1], os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	addr := os.Getenv("LISTEN_ADDR")
 	if addr == "" {
 		addr = ":8080"
@@ -58,5 +71,43 @@ func main() {
 	log.Printf("Serving on %s", addr)
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Fatalf("Serving: %v", err)
+	}
+}
+
+// client runs one check: get URL or lookup NAME, each bounded by 10 s.
+func client(cmd, arg string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	switch cmd {
+	case "get":
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, arg, nil)
+		if err != nil {
+			return fmt.Errorf("building request for %s: %w", arg, err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return fmt.Errorf("getting %s: %w", arg, err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", arg, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("getting %s: %s", arg, resp.Status)
+		}
+		_, err = os.Stdout.Write(body)
+		return err
+	case "lookup":
+		addrs, err := net.DefaultResolver.LookupHost(ctx, arg)
+		if err != nil {
+			return fmt.Errorf("looking up %s: %w", arg, err)
+		}
+		for _, a := range addrs {
+			fmt.Println(a)
+		}
+		return nil
+	default:
+		return fmt.Errorf("unknown command %q: want get URL or lookup NAME", cmd)
 	}
 }

@@ -1,0 +1,297 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/replicafed/replicafed/internal/kubescheme"
+	"github.com/replicafed/replicafed/internal/test/testcluster"
+)
+
+// KindInstallOptions describe a KindInstallation.
+type KindInstallOptions struct {
+	// Members are the member names; default member-a, member-b.
+	Members []string
+	// MemberLabels are the labels each member joins with, by name.
+	MemberLabels map[string]map[string]string
+	// Provider starts the kind clusters.
+	Provider KindProvider
+	// Binary is the replicafed binary that runs join and unjoin; empty
+	// builds it from this checkout.
+	Binary string
+	// HelmSet are extra `helm --set` values for the chart.
+	HelmSet []string
+	// Log receives progress lines; nil discards them.
+	Log func(format string, args ...any)
+}
+
+// KindInstallation is replicafed installed as a user installs it, on kind
+// clusters: the chart `helm install`ed into a three-node hub with the image
+// `make image` built (loaded by KindProvider), and members joined with
+// `replicafed join` at their API servers' addresses on the kind Docker
+// network, which the hub's pods reach.
+type KindInstallation struct {
+	Hub     *KindCluster
+	Members []*KindCluster
+	// HubClient and MemberClients talk to the clusters from the host.
+	HubClient     client.Client
+	MemberClients map[string]client.Client
+	// Release is the chart's Helm release name, in Namespace.
+	Release string
+	// Image is the replicafed image the chart runs (repository:tag).
+	Image string
+
+	opts        KindInstallOptions
+	binary, dir string
+	helm        string
+	kubectl     string
+	chart       string
+}
+
+// ChartRelease is the Helm release name the installation uses.
+const ChartRelease = "replicafed"
+
+// NewKindInstallation creates the clusters (two at a time: more kind
+// control planes starting at once outrun kubeadm's timeouts on a loaded
+// 2-core machine), installs the chart and joins the members. It needs
+// $REPLICAFED_E2E_IMAGE_ARCHIVE and $REPLICAFED_E2E_IMAGE (`make e2e-kind`
+// sets both). Call Stop in every case after a successful return.
+func NewKindInstallation(ctx context.Context, o KindInstallOptions) (*KindInstallation, error) {
+	if len(o.Members) == 0 {
+		o.Members = []string{"member-a", "member-b"}
+	}
+	if o.Log == nil {
+		o.Log = func(string, ...any) {}
+	}
+	image := os.Getenv(ImageEnv)
+	if os.Getenv(ImageArchiveEnv) == "" || image == "" || !strings.Contains(image, ":") {
+		return nil, fmt.Errorf("%s and %s (repository:tag) must name the image `make image` built; `make e2e-kind` sets them", ImageArchiveEnv, ImageEnv)
+	}
+	bin, err := testcluster.FindBinDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "replicafed-kind-install-")
+	if err != nil {
+		return nil, fmt.Errorf("creating installation directory: %w", err)
+	}
+	k := &KindInstallation{
+		MemberClients: map[string]client.Client{}, Release: ChartRelease, Image: image, opts: o, dir: dir,
+		helm: filepath.Join(bin, "helm"), kubectl: filepath.Join(bin, "kubectl"), binary: o.Binary,
+	}
+	if err := k.start(ctx); err != nil {
+		k.Stop()
+		return nil, err
+	}
+	return k, nil
+}
+
+func (k *KindInstallation) start(ctx context.Context) error {
+	o := k.opts
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return err
+	}
+	k.chart = filepath.Join(root, "charts", "replicafed")
+	if k.binary == "" {
+		o.Log("building replicafed")
+		if k.binary, err = buildBinary(ctx, k.dir); err != nil {
+			return err
+		}
+	}
+	specs := []ClusterSpec{{Name: "hub"}}
+	for _, m := range o.Members {
+		specs = append(specs, ClusterSpec{Name: m, Member: true})
+	}
+	clusters := make([]*KindCluster, len(specs))
+	errs := make([]error, len(specs))
+	sem := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for i, s := range specs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			start := time.Now()
+			c, err := o.Provider.Start(ctx, s)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			clusters[i] = c.(*KindCluster)
+			o.Log("kind cluster %s (%s) up in %s", s.Name, clusters[i].KindName(), time.Since(start).Round(time.Second))
+		}()
+	}
+	wg.Wait()
+	k.Hub = clusters[0]
+	for _, c := range clusters[1:] {
+		if c != nil {
+			k.Members = append(k.Members, c)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	scheme, err := kubescheme.New()
+	if err != nil {
+		return err
+	}
+	if k.HubClient, err = client.New(k.Hub.Config(), client.Options{Scheme: scheme}); err != nil {
+		return fmt.Errorf("hub client: %w", err)
+	}
+	for _, m := range k.Members {
+		c, err := client.New(m.Config(), client.Options{Scheme: scheme})
+		if err != nil {
+			return fmt.Errorf("member %s client: %w", m.Name(), err)
+		}
+		k.MemberClients[m.Name()] = c
+	}
+	start := time.Now()
+	if out, err := k.HelmInstall(ctx, k.chart); err != nil {
+		return fmt.Errorf("helm install: %w\n%s\n%s", err, out, k.Describe(ctx))
+	}
+	o.Log("chart installed in %s", time.Since(start).Round(time.Second))
+	for _, m := range k.Members {
+		if err := k.Join(ctx, m.Name()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// HelmInstall installs or upgrades the release from chart (a directory or
+// archive) with the installation's image, waiting for every pod Ready.
+func (k *KindInstallation) HelmInstall(ctx context.Context, chart string, set ...string) ([]byte, error) {
+	repo, tag := k.Image[:strings.LastIndex(k.Image, ":")], k.Image[strings.LastIndex(k.Image, ":")+1:]
+	args := []string{"upgrade", "--install", k.Release, chart, "--kubeconfig", k.Hub.Kubeconfig(),
+		"--namespace", Namespace, "--create-namespace",
+		"--set", "image.repository=" + repo, "--set", "image.tag=" + tag,
+		"--wait", "--timeout", "10m",
+		// The chart's 2 s liveness timeout restarted a replica whose
+		// /healthz answered late on a 2-core machine at load 100+.
+		"--set", "livenessProbe.timeoutSeconds=10"}
+	for _, s := range append(append([]string{}, k.opts.HelmSet...), set...) {
+		args = append(args, "--set", s)
+	}
+	return exec.CommandContext(ctx, k.helm, args...).CombinedOutput()
+}
+
+// Join runs `replicafed join` for a member at its internal API server
+// address, with the labels of KindInstallOptions.MemberLabels. A member
+// already joined is left as it is.
+func (k *KindInstallation) Join(ctx context.Context, name string) error {
+	m := k.Member(name)
+	if m == nil {
+		return fmt.Errorf("no member %s", name)
+	}
+	err := k.HubClient.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: name}, &corev1.Secret{})
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading %s's hub Secret: %w", name, err)
+	}
+	server, err := m.InternalServer(ctx)
+	if err != nil {
+		return err
+	}
+	args := []string{"join", name, "--member-kubeconfig", m.Kubeconfig(), "--hub-kubeconfig", k.Hub.Kubeconfig(),
+		"--namespace", Namespace, "--member-server", server}
+	if l := k.opts.MemberLabels[name]; len(l) > 0 {
+		var kv []string
+		for key, v := range l {
+			kv = append(kv, key+"="+v)
+		}
+		sort.Strings(kv)
+		args = append(args, "--labels", strings.Join(kv, ","))
+	}
+	if out, err := k.Replicafed(ctx, args...); err != nil {
+		return fmt.Errorf("replicafed join %s: %w\n%s", name, err, out)
+	}
+	k.opts.Log("joined %s at %s", name, server)
+	return nil
+}
+
+// Replicafed runs the replicafed binary (join, unjoin, ...) and returns its
+// combined output.
+func (k *KindInstallation) Replicafed(ctx context.Context, args ...string) ([]byte, error) {
+	return exec.CommandContext(ctx, k.binary, args...).CombinedOutput()
+}
+
+// Kubectl runs kubectl against the hub and returns its combined output.
+func (k *KindInstallation) Kubectl(ctx context.Context, args ...string) ([]byte, error) {
+	return exec.CommandContext(ctx, k.kubectl, append([]string{"--kubeconfig", k.Hub.Kubeconfig()}, args...)...).CombinedOutput()
+}
+
+// Chart is the chart directory the installation installed.
+func (k *KindInstallation) Chart() string { return k.chart }
+
+// Member is the member cluster called name, or nil.
+func (k *KindInstallation) Member(name string) *KindCluster {
+	for _, m := range k.Members {
+		if m.Name() == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// Describe is the state of the chart's pods and recent events in the hub,
+// and the replicas' logs, for failure messages.
+func (k *KindInstallation) Describe(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var b strings.Builder
+	for _, args := range [][]string{
+		{"get", "nodes,pods,pvc,pv", "-A", "-o", "wide"},
+		{"get", "events", "-n", Namespace, "--sort-by", ".lastTimestamp"},
+		{"logs", "-n", Namespace, "-l", "app.kubernetes.io/name=replicafed", "--tail", "60", "--prefix", "--all-containers"},
+	} {
+		out, _ := k.Kubectl(ctx, args...)
+		fmt.Fprintf(&b, "$ kubectl %s\n%s\n", strings.Join(args, " "), out)
+	}
+	return b.String()
+}
+
+// Stop deletes every cluster (unless kept), then the project's Docker
+// network if no container is left on it, and the installation's files.
+func (k *KindInstallation) Stop() {
+	var wg sync.WaitGroup
+	kept := false
+	for _, c := range append([]*KindCluster{k.Hub}, k.Members...) {
+		if c == nil {
+			continue
+		}
+		kept = kept || c.keep
+		wg.Add(1)
+		go func() { defer wg.Done(); c.Stop() }()
+	}
+	wg.Wait()
+	if !kept {
+		// Refused while another cluster still uses it, which is right.
+		_ = exec.Command("docker", "network", "rm", KindNetwork).Run()
+	}
+	_ = os.RemoveAll(k.dir)
+}
+
+// moduleRoot is the root of the module the test runs in.
+func moduleRoot(ctx context.Context) (string, error) {
+	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("finding the module root: %w", err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(gomod))), nil
+}
