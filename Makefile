@@ -145,18 +145,21 @@ chaos: tools ## Long chaos suite on the e2e fleet (>= 50 leader disruptions); ta
 .PHONY: e2e-kind
 # One platform: the image only has to run on this machine's kind nodes.
 e2e-kind: IMAGE_PLATFORMS = linux/$(shell $(GO) env GOARCH)
-e2e-kind: tools image kind-image ## The kind suite (e2e/kind): the chart helm-installed in a kind hub with the image loaded, kind members joined (needs Docker; started when CI=true).
+e2e-kind: tools image kind-image ## The kind suite (e2e/kind): the chart helm-installed in a kind hub with the image loaded, kind members joined (installs and starts Docker when it does not answer).
 	REPLICAFED_KIND_NODE_IMAGE=$$(BIN=$(BIN) hack/kind/node-image.sh | tail -1) REPLICAFED_E2E_PROVIDER=kind REPLICAFED_E2E_IMAGE_ARCHIVE=$(IMAGE_OUT)/replicafed.oci.tar REPLICAFED_E2E_IMAGE=$(IMAGE_REPO):$(VERSION) \
 	  $(GO) test $(GOTESTFLAGS) -count=1 -v -timeout $(TEST_TIMEOUT) ./e2e/kind/
 
-# `make test`'s kind step: the kind suite when Docker answers, or on CI
-# (kind-image starts Docker there, hack/kind/docker.sh); one line otherwise.
+# `make test`'s kind step: the kind suite when Docker answers (or
+# REPLICAFED_KIND=on: e2e-kind installs and starts Docker itself); one line
+# otherwise, and with REPLICAFED_KIND=off.
 .PHONY: test-kind
 test-kind:
-	@if [ "$${CI:-}" = true ] || docker info >/dev/null 2>&1; then \
+	@if [ "$${REPLICAFED_KIND:-auto}" = off ]; then \
+	  echo "kind suite SKIPPED: REPLICAFED_KIND=off (run make e2e-kind for it)"; \
+	elif [ "$${REPLICAFED_KIND:-auto}" = on ] || docker info >/dev/null 2>&1; then \
 	  $(MAKE) --no-print-directory e2e-kind; \
 	else \
-	  echo "kind suite SKIPPED: docker info does not answer (start Docker, or run with CI=true to have it installed and started; then make e2e-kind)"; \
+	  echo "kind suite SKIPPED: docker info does not answer (hack/kind/docker.sh up starts it; REPLICAFED_KIND=on makes make test do so)"; \
 	fi
 
 # kind clusters built offline (hack/kind): Docker is started when it does
