@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	tu "github.com/replicafed/replicafed/internal/test/rafttest"
 	"github.com/replicafed/replicafed/raftstore/fsm"
-	tu "github.com/replicafed/replicafed/raftstore/internal/testutil"
 )
 
 // lateTransport lets allow pod creates through; once they are used up it

@@ -20,10 +20,10 @@ import (
 	"github.com/replicafed/replicafed/controller/worker"
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
+	tu "github.com/replicafed/replicafed/internal/test/rafttest"
 	"github.com/replicafed/replicafed/internal/test/testcluster"
 	"github.com/replicafed/replicafed/internal/test/testworkload"
 	"github.com/replicafed/replicafed/raftstore/expectations"
-	tu "github.com/replicafed/replicafed/raftstore/internal/testutil"
 	"github.com/replicafed/replicafed/raftstore/node"
 )
 

@@ -16,9 +16,9 @@ import (
 
 	ctrlexp "github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/internal/fedref"
+	tu "github.com/replicafed/replicafed/internal/test/rafttest"
 	"github.com/replicafed/replicafed/raftstore/expectations"
 	"github.com/replicafed/replicafed/raftstore/fsm"
-	tu "github.com/replicafed/replicafed/raftstore/internal/testutil"
 	"github.com/replicafed/replicafed/raftstore/node"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	tu "github.com/replicafed/replicafed/internal/test/rafttest"
 	"github.com/replicafed/replicafed/raftstore/fsm"
-	tu "github.com/replicafed/replicafed/raftstore/internal/testutil"
 )
 
 // TestGroupCommit: commands that reach the leader while an entry is in

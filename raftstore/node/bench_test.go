@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	tu "github.com/replicafed/replicafed/internal/test/rafttest"
 	"github.com/replicafed/replicafed/raftstore/fsm"
-	tu "github.com/replicafed/replicafed/raftstore/internal/testutil"
 	"github.com/replicafed/replicafed/raftstore/node"
 )
 

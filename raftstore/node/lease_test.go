@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	tu "github.com/replicafed/replicafed/raftstore/internal/testutil"
+	tu "github.com/replicafed/replicafed/internal/test/rafttest"
 )
 
 // TestWriteLease: only the leader holds the write lease; an isolated leader

@@ -12,9 +12,9 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 
+	tu "github.com/replicafed/replicafed/internal/test/rafttest"
 	"github.com/replicafed/replicafed/internal/test/secretscan"
 	"github.com/replicafed/replicafed/internal/test/testpki"
-	tu "github.com/replicafed/replicafed/raftstore/internal/testutil"
 	"github.com/replicafed/replicafed/raftstore/node"
 )
 

@@ -1,6 +1,6 @@
-// Package testutil starts in-process raft clusters on loopback for the
+// Package rafttest starts in-process raft clusters on loopback for the
 // raftstore tests and benchmarks, and issues test certificates.
-package testutil
+package rafttest
 
 import (
 	"context"
