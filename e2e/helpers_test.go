@@ -21,6 +21,7 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/e2e/fleet"
+	"github.com/replicafed/replicafed/internal/test/builder"
 	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
 
@@ -142,35 +143,24 @@ func selector(name string) labels.Selector {
 // (waiting until it is gone) when the test ends.
 func (e *env) create(s frsSpec) *v1alpha1.FederatedReplicaSet {
 	e.t.Helper()
-	lbl := map[string]string{"e2e-app": s.name}
 	placement := s.placement
 	placement.Clusters = s.clusters
 	cpu := s.cpu
 	if cpu == "" {
 		cpu = "100m"
 	}
-	frs := &v1alpha1.FederatedReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: s.name},
-		Spec: v1alpha1.FederatedReplicaSetSpec{
-			Replicas: ptr.To(s.replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: lbl},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: lbl},
-				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{
-						Name: "app", Image: "registry.k8s.io/pause:3.10",
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-							corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("64Mi"),
-						}},
-					}},
-					Tolerations: []corev1.Toleration{testcluster.KwokToleration},
-				},
-			},
-			Placement:  placement,
-			Failover:   s.failover,
-			MoveBudget: s.budget,
-		},
-	}
+	frs := builder.FRS(e.ns, s.name).Replicas(s.replicas).Label("e2e-app", s.name).
+		PodSpec(corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name: "app", Image: builder.DefaultImage,
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("64Mi"),
+				}},
+			}},
+			Tolerations: []corev1.Toleration{testcluster.KwokToleration},
+		}).
+		Placement(placement).Failover(s.failover).
+		Edit(func(f *v1alpha1.FederatedReplicaSet) { f.Spec.MoveBudget = s.budget }).Obj()
 	ctx := context.Background()
 	if err := e.f.HubClient.Create(ctx, frs); err != nil {
 		e.t.Fatalf("creating FederatedReplicaSet %s/%s: %v", e.ns, s.name, err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/e2e/fleet"
+	"github.com/replicafed/replicafed/internal/test/builder"
 )
 
 // waitTimeout bounds every wait for the installation to converge: real
@@ -99,18 +100,9 @@ func workloadPod() corev1.PodSpec {
 // it (waiting until it is gone) when the test ends.
 func (e *env) create(s frsSpec) *v1alpha1.FederatedReplicaSet {
 	e.t.Helper()
-	lbl := map[string]string{"e2e-app": s.name}
-	frs := &v1alpha1.FederatedReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: s.name},
-		Spec: v1alpha1.FederatedReplicaSetSpec{
-			Replicas:   ptr.To(s.replicas),
-			Selector:   &metav1.LabelSelector{MatchLabels: lbl},
-			Template:   corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbl}, Spec: workloadPod()},
-			Placement:  s.placement,
-			Failover:   s.failover,
-			MoveBudget: s.budget,
-		},
-	}
+	frs := builder.FRS(e.ns, s.name).Replicas(s.replicas).Label("e2e-app", s.name).PodSpec(workloadPod()).
+		Placement(s.placement).Failover(s.failover).
+		Edit(func(f *v1alpha1.FederatedReplicaSet) { f.Spec.MoveBudget = s.budget }).Obj()
 	if err := e.k.HubClient.Create(context.Background(), frs); err != nil {
 		e.t.Fatalf("creating FederatedReplicaSet %s/%s: %v", e.ns, s.name, err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/replicafed/replicafed/e2e/fleet"
 	"github.com/replicafed/replicafed/hack/bench/fleet/promtext"
 	"github.com/replicafed/replicafed/hack/bench/fleet/report"
+	"github.com/replicafed/replicafed/internal/test/builder"
 	"github.com/replicafed/replicafed/internal/test/loadavg"
 	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
@@ -226,14 +227,7 @@ func template(app string) corev1.PodTemplateSpec {
 }
 
 func newFRS(ns, name string, replicas int) *v1alpha1.FederatedReplicaSet {
-	return &v1alpha1.FederatedReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.FederatedReplicaSetSpec{
-			Replicas: ptr.To(int32(replicas)),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{labelKey: name}},
-			Template: template(name),
-		},
-	}
+	return builder.FRS(ns, name).Replicas(int32(replicas)).Label(labelKey, name).Template(template(name)).Obj()
 }
 
 func newRS(ns, name string, replicas int) *appsv1.ReplicaSet {

@@ -62,6 +62,17 @@ func (b *FRSBuilder) Annotation(k, v string) *FRSBuilder {
 	return b
 }
 
+// Label makes key=value the one label the selector matches and the pod
+// template carries, in place of app=name.
+func (b *FRSBuilder) Label(key, value string) *FRSBuilder {
+	b.f.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{key: value}}
+	b.f.Spec.Template.Labels = map[string]string{key: value}
+	return b
+}
+
+// Placement replaces spec.placement.
+func (b *FRSBuilder) Placement(p v1alpha1.Placement) *FRSBuilder { b.f.Spec.Placement = p; return b }
+
 // Selector replaces spec.selector (the template's labels are not changed).
 func (b *FRSBuilder) Selector(s *metav1.LabelSelector) *FRSBuilder { b.f.Spec.Selector = s; return b }
 
