@@ -15,12 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/dependencies"
 	"github.com/replicafed/replicafed/federation/memberaccess"
+	"github.com/replicafed/replicafed/internal/test/builder"
 	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
 
@@ -75,37 +75,26 @@ func TestDependencies(t *testing.T) {
 		}
 	}
 
-	lbl := map[string]string{"e2e-app": name}
-	frs := &v1alpha1.FederatedReplicaSet{
-		ObjectMeta: objMeta(name),
-		Spec: v1alpha1.FederatedReplicaSetSpec{
-			Replicas:              ptr.To[int32](3),
-			Selector:              &metav1.LabelSelector{MatchLabels: lbl},
-			PropagateDependencies: true,
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: lbl},
-				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{
-						Name: "app", Image: "registry.k8s.io/pause:3.10",
-						Env: []corev1.EnvVar{{Name: "MODE", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
-							LocalObjectReference: corev1.LocalObjectReference{Name: "app-config"}, Key: "mode"}}}},
-						EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
-							LocalObjectReference: corev1.LocalObjectReference{Name: "app-secret"}}}},
-						VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/app"}, {Name: "secret", MountPath: "/var/secret"}},
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-							corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
-						}},
-					}},
-					Volumes: []corev1.Volume{
-						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-							LocalObjectReference: corev1.LocalObjectReference{Name: "app-config"}}}},
-						{Name: "secret", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "app-secret"}}},
-					},
-					Tolerations: []corev1.Toleration{testcluster.KwokToleration},
-				},
+	frs := builder.FRS(e.ns, name).Replicas(3).Label("e2e-app", name).PropagateDependencies().
+		PodSpec(corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name: "app", Image: "registry.k8s.io/pause:3.10",
+				Env: []corev1.EnvVar{{Name: "MODE", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "app-config"}, Key: "mode"}}}},
+				EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "app-secret"}}}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/app"}, {Name: "secret", MountPath: "/var/secret"}},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
+				}},
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "app-config"}}}},
+				{Name: "secret", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "app-secret"}}},
 			},
-		},
-	}
+			Tolerations: []corev1.Toleration{testcluster.KwokToleration},
+		}).Obj()
 	if err := e.f.HubClient.Create(ctx, frs); err != nil {
 		t.Fatalf("creating FederatedReplicaSet: %v", err)
 	}
