@@ -19,6 +19,7 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/dependencies"
+	"github.com/replicafed/replicafed/controller/podstate"
 	"github.com/replicafed/replicafed/federation/memberaccess"
 	"github.com/replicafed/replicafed/internal/test/builder"
 	"github.com/replicafed/replicafed/internal/test/testcluster"
@@ -112,7 +113,7 @@ func TestDependencies(t *testing.T) {
 				return false, nil
 			}
 			for i := range ps {
-				if ps[i].Status.Phase != corev1.PodRunning || !ready(&ps[i]) {
+				if ps[i].Status.Phase != corev1.PodRunning || !podstate.IsReady(&ps[i]) {
 					return false, nil
 				}
 			}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/podstate"
 	"github.com/replicafed/replicafed/e2e/fleet"
 	"github.com/replicafed/replicafed/internal/test/builder"
 	"github.com/replicafed/replicafed/internal/test/testcluster"
@@ -209,20 +210,6 @@ func (e *env) pods(ctx context.Context, member, name string) ([]corev1.Pod, erro
 	return l.Items, nil
 }
 
-// active reports whether a pod counts towards replicas: not terminating, not finished.
-func active(p *corev1.Pod) bool {
-	return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
-}
-
-func ready(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // counts are one member's pods of a FederatedReplicaSet.
 type counts struct{ active, ready, terminating int }
 
@@ -245,9 +232,9 @@ func (e *env) countIn(ctx context.Context, c client.Client, name string) (counts
 		switch p := &l.Items[i]; {
 		case p.DeletionTimestamp != nil:
 			n.terminating++
-		case active(p):
+		case podstate.IsActive(p):
 			n.active++
-			if ready(p) {
+			if podstate.IsReady(p) {
 				n.ready++
 			}
 		}
@@ -407,7 +394,7 @@ func (e *env) dump() {
 				owner = ref.Kind + "/" + ref.Name
 			}
 			lines = append(lines, fmt.Sprintf("  %s phase=%s ready=%v deleting=%v owner=%s node=%s created=%s",
-				p.Name, p.Status.Phase, ready(&p), p.DeletionTimestamp != nil, owner, p.Spec.NodeName, p.CreationTimestamp.Format(time.RFC3339)))
+				p.Name, p.Status.Phase, podstate.IsReady(&p), p.DeletionTimestamp != nil, owner, p.Spec.NodeName, p.CreationTimestamp.Format(time.RFC3339)))
 		}
 		sort.Strings(lines)
 		e.t.Logf("--- %s pods in %s (%d) ---\n%s", m, e.ns, len(lines), strings.Join(lines, "\n"))

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/podstate"
 )
 
 // TestLifecycle covers one FederatedReplicaSet's life on a healthy fleet. The
@@ -232,7 +233,7 @@ func testReplaceDeletedPods(t *testing.T) {
 			if gone[string(ps[i].UID)] {
 				return false, nil // wait until the deleted pods are really gone
 			}
-			if active(&ps[i]) && ready(&ps[i]) {
+			if podstate.IsActive(&ps[i]) && podstate.IsReady(&ps[i]) {
 				n++
 			}
 		}
@@ -348,7 +349,7 @@ func testDeleteOrphan(t *testing.T) {
 		}
 		for i := range pods {
 			p := &pods[i]
-			if !before[m][string(p.UID)] || !active(p) {
+			if !before[m][string(p.UID)] || !podstate.IsActive(p) {
 				t.Errorf("%s: pod %s (uid %s) is new or terminating after orphan deletion", m, p.Name, p.UID)
 			}
 			if len(p.OwnerReferences) != 0 {

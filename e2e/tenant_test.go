@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/podstate"
 )
 
 // Environment variables of TestTenantIsolation.
@@ -229,7 +230,7 @@ func (e *env) victimPods() map[string]bool {
 			e.t.Fatalf("listing victim pods in %s: %v", m, err)
 		}
 		for i := range pods {
-			if active(&pods[i]) {
+			if podstate.IsActive(&pods[i]) {
 				out[m+"/"+pods[i].Name+"/"+string(pods[i].UID)] = true
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/podstate"
 	"github.com/replicafed/replicafed/e2e/fleet"
 )
 
@@ -319,7 +320,7 @@ func (e *env) memberPods(ctx context.Context) map[string]podState {
 			e.t.Fatal(err)
 		}
 		for _, p := range l.Items {
-			if !active(&p) {
+			if !podstate.IsActive(&p) {
 				continue
 			}
 			var r int32

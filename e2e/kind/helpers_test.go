@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/podstate"
 	"github.com/replicafed/replicafed/e2e/fleet"
 	"github.com/replicafed/replicafed/internal/test/builder"
 )
@@ -149,19 +150,6 @@ func (e *env) pods(ctx context.Context, member, name string) ([]corev1.Pod, erro
 	return l.Items, nil
 }
 
-func active(p *corev1.Pod) bool {
-	return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
-}
-
-func ready(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // counts are one member's pods of a FederatedReplicaSet.
 type counts struct{ active, ready int }
 
@@ -176,9 +164,9 @@ func (e *env) count(ctx context.Context, member, name string) (counts, error) {
 	}
 	var n counts
 	for i := range pods {
-		if active(&pods[i]) {
+		if podstate.IsActive(&pods[i]) {
 			n.active++
-			if ready(&pods[i]) {
+			if podstate.IsReady(&pods[i]) {
 				n.ready++
 			}
 		}

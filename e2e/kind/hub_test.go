@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/replicafed/replicafed/controller/podstate"
 	"github.com/replicafed/replicafed/e2e/fleet"
 )
 
@@ -41,7 +42,7 @@ func TestHubPodNetwork(t *testing.T) {
 	e.poll("a Ready pod on every hub node", func(ctx context.Context) (bool, error) {
 		for i := range nodes {
 			p := &corev1.Pod{}
-			if err := e.k.HubClient.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: fmt.Sprintf("net-%d", i)}, p); err != nil || !ready(p) {
+			if err := e.k.HubClient.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: fmt.Sprintf("net-%d", i)}, p); err != nil || !podstate.IsReady(p) {
 				return false, nil
 			}
 			ips[p.Name] = p.Status.PodIP

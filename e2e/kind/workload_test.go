@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/podstate"
 )
 
 // both places on the two members with equal weights.
@@ -111,7 +112,7 @@ func TestDeletion(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, p := range pods {
-			if !before[string(p.UID)] || !active(&p) || !ready(&p) {
+			if !before[string(p.UID)] || !podstate.IsActive(&p) || !podstate.IsReady(&p) {
 				t.Errorf("%s: pod %s (%s) after orphan deletion; want only the pods from before, running", m, p.Name, p.UID)
 				continue
 			}
