@@ -8,6 +8,7 @@ package engine
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -73,6 +74,14 @@ type Options struct {
 	// DependencyRecheck is how soon a key waiting for dependencies is
 	// synced again without an event; 0 means DefaultDependencyRecheck.
 	DependencyRecheck time.Duration
+	// PodsByController returns the cached pods of namespace whose
+	// PodControllerIndex value is controller, as the informer store holds
+	// them (shared: never modified), and ok false when it cannot (the
+	// informer is not started yet); optional. Without it pods are listed
+	// through Client, which copies every pod of the list on every sync:
+	// with thousands of pods per MemberReplicaSet that copy was most of
+	// the engine's CPU.
+	PodsByController func(namespace, controller string) (pods []*corev1.Pod, ok bool)
 	// ViewIncomplete says why the pod cache does not hold every pod of the
 	// member (a bounded cache that is full), nil when it does; optional.
 	// While it returns an error a sync writes nothing to the member: no

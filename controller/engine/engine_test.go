@@ -101,6 +101,8 @@ type hopts struct {
 	deps    DependencyChecker
 	// incomplete is Options.ViewIncomplete.
 	incomplete func() error
+	// podsByController is Options.PodsByController.
+	podsByController func(namespace, controller string) ([]*corev1.Pod, bool)
 }
 
 func newHarness(t *testing.T, w *Workload, o hopts) *harness {
@@ -171,7 +173,7 @@ func newHarness(t *testing.T, w *Workload, o hopts) *harness {
 			h.mu.Unlock()
 		}),
 		Gate: o.gate, Recorder: h.rec, BurstReplicas: o.burst, Clock: h.clock,
-		Dependencies: o.deps, ViewIncomplete: o.incomplete,
+		Dependencies: o.deps, ViewIncomplete: o.incomplete, PodsByController: o.podsByController,
 	})
 	return h
 }

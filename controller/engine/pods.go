@@ -66,6 +66,15 @@ func copyMap(m map[string]string) map[string]string {
 // listPods returns the pods controlled by mrs plus the orphans in its
 // namespace, straight from the cache: they must not be modified.
 func (e *Engine) listPods(ctx context.Context, mrs *v1alpha1.MemberReplicaSet) ([]*corev1.Pod, error) {
+	if byController := e.o.PodsByController; byController != nil {
+		owned, ok := byController(mrs.Namespace, string(mrs.UID))
+		if orphans, ok2 := byController(mrs.Namespace, OrphanIndexValue); ok && ok2 {
+			if len(orphans) == 0 {
+				return owned, nil
+			}
+			return append(append(make([]*corev1.Pod, 0, len(owned)+len(orphans)), owned...), orphans...), nil
+		}
+	}
 	var out []*corev1.Pod
 	for _, v := range []string{string(mrs.UID), OrphanIndexValue} {
 		var l corev1.PodList

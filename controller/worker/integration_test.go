@@ -76,11 +76,13 @@ type env struct {
 	c *testcluster.Cluster
 	// ns is the namespace the test's objects live in: its own on the
 	// package's shared cluster, "default" on a cluster of its own.
-	ns     string
-	cl     client.Client // direct, for the test's own reads and writes
-	src    *testworkload.Source
-	store  *countingStore
-	mgr    *worker.Manager
+	ns    string
+	cl    client.Client // direct, for the test's own reads and writes
+	src   *testworkload.Source
+	store *countingStore
+	mgr   *worker.Manager
+	// member is the member cluster the worker runs on (its cache).
+	member cluster.Cluster
 	writes *atomic.Int64
 	// podCreates counts POSTs to pods.
 	podCreates *atomic.Int64
@@ -168,6 +170,7 @@ func startEnv(t testing.TB, o envOpts) *env {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { _ = mc.Start(ctx) }()
+	e.member = mc
 	var src engine.WorkloadSource = e.src
 	if o.source != nil {
 		src = o.source

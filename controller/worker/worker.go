@@ -115,7 +115,7 @@ func New(name string, cl cluster.Cluster, o Options) (*Worker, error) {
 		Cluster: name, Client: cl.GetClient(), APIReader: cl.GetAPIReader(), Store: o.Store,
 		Source: o.Source, Sink: o.Sink, Gate: o.Gate, Recorder: cl.GetEventRecorder(Component),
 		BurstReplicas: o.BurstReplicas, Clock: o.Clock, CreateNamespaces: o.CreateNamespaces,
-		PodStoreRV: w.podStoreRV, UnsatisfiedRequeue: o.UnsatisfiedRequeue,
+		PodStoreRV: w.podStoreRV, PodsByController: w.podsByController, UnsatisfiedRequeue: o.UnsatisfiedRequeue,
 		// Node cost tiers read node labels from the cache's node informer
 		// (shared with the hub's capacity estimate), never live.
 		Nodes: cl.GetCache(),
@@ -144,6 +144,33 @@ func (w *Worker) podStoreRV() string {
 		}
 	}
 	return ""
+}
+
+// podsByController returns the pods the pod informer's store holds under
+// the engine's controller index for namespace and value, without copying
+// them (ok false before Start). It reads the index controller-runtime's
+// field indexer registers: named "field:<name>", keyed "<namespace>/<value>".
+func (w *Worker) podsByController(namespace, value string) ([]*corev1.Pod, bool) {
+	w.mu.Lock()
+	inf := w.podInf
+	w.mu.Unlock()
+	i, ok := inf.(interface{ GetIndexer() toolscache.Indexer })
+	if !ok {
+		return nil, false
+	}
+	objs, err := i.GetIndexer().ByIndex("field:"+engine.PodControllerIndex, namespace+"/"+value)
+	if err != nil {
+		return nil, false
+	}
+	pods := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		p, ok := o.(*corev1.Pod)
+		if !ok {
+			return nil, false
+		}
+		pods = append(pods, p)
+	}
+	return pods, true
 }
 
 // Name returns the member's name.
