@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -16,11 +18,17 @@ import (
 	"github.com/replicafed/replicafed/controller/engine"
 )
 
+// DefaultMaxInFlight is how many mutating requests Option lets be in
+// flight to one member at a time.
+const DefaultMaxInFlight = 64
+
 // Option gives every mutating request to a member (POST, PUT,
-// PATCH, DELETE) a deadline of d, counted from when the request leaves the
-// client, after client-side rate limiting. config refuses d >= the raft
-// leader lease, so a write the leader permitted ends before another leader
-// can be elected after this one loses its quorum. Reads and watches are
+// PATCH, DELETE) a deadline of d for its answer, counted from when the
+// request leaves the client, after client-side rate limiting. config
+// refuses d >= the raft leader lease, so a write the leader permitted ends
+// before another leader can be elected after this one loses its quorum.
+// Once the answer's status line is in, the write has happened and the body
+// is read under the caller's context only. Reads and watches are
 // untouched. d <= 0 disables the deadline.
 //
 // permitted, when set, is asked again right before a pod write leaves: a
@@ -28,13 +36,34 @@ import (
 // send, or while it waited in the client's rate limiter, resumes with a
 // lease that has run out by its monotonic clock, and its stale creates and
 // deletes are dropped here instead of landing after a newer leader acted.
+//
+// At most DefaultMaxInFlight mutating requests are in flight at once; see
+// Bounded.
 func Option(d time.Duration, permitted func() bool) func(*rest.Config) error {
+	return Bounded(d, permitted, DefaultMaxInFlight)
+}
+
+// Bounded is Option with at most maxInFlight mutating requests in flight
+// at once (<= 0: no bound). A request waits for a slot before permitted is
+// asked and before its deadline starts, so the fence is the same: the
+// lease is checked right before the request leaves and the request is
+// bounded by d from then on. Without the bound, a slow-start batch of
+// hundreds of creates sent at once queues in the API server (and for
+// HTTP/2 streams), the deadline ends creates that were only waiting there,
+// and each such timeout leaves an unknown outcome: the sync's batch ends,
+// the name is held and the create is sent again later. A request still
+// waiting for a slot when its context ends was never sent (ErrNotSent).
+func Bounded(d time.Duration, permitted func() bool, maxInFlight int) func(*rest.Config) error {
 	return func(rc *rest.Config) error {
-		if d <= 0 && permitted == nil {
+		if d <= 0 && permitted == nil && maxInFlight <= 0 {
 			return nil
 		}
 		rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-			return &deadlineRT{next: rt, d: d, permitted: permitted}
+			t := &deadlineRT{next: rt, d: d, permitted: permitted}
+			if maxInFlight > 0 {
+				t.slots = make(chan struct{}, maxInFlight)
+			}
+			return t
 		})
 		return nil
 	}
@@ -48,6 +77,8 @@ type deadlineRT struct {
 	next      http.RoundTripper
 	d         time.Duration
 	permitted func() bool
+	// slots holds one token per mutating request in flight; nil: no bound.
+	slots chan struct{}
 }
 
 func (t *deadlineRT) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -56,21 +87,58 @@ func (t *deadlineRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	default:
 		return t.next.RoundTrip(req)
 	}
+	release, err := t.acquire(req)
+	if err != nil {
+		return nil, err
+	}
 	if t.permitted != nil && isPodPath(req.URL.Path) && !t.permitted() {
+		release()
 		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, ErrNotPermitted)
 	}
 	if t.d <= 0 {
-		return t.next.RoundTrip(req)
+		resp, err := t.next.RoundTrip(req)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: release}
+		return resp, nil
 	}
-	ctx, cancel := context.WithTimeout(req.Context(), t.d)
+	// The deadline runs until the answer's status line: once it is in, the
+	// member has made the write (kube-apiserver answers after storage), so
+	// the body is read under the caller's context alone. Cutting the body
+	// off at the deadline fenced nothing and turned a known outcome into an
+	// unknown one (under load, most of the deadline errors seen).
+	ctx, cancel := context.WithCancel(req.Context())
+	var expired atomic.Bool
+	timer := time.AfterFunc(t.d, func() { expired.Store(true); cancel() })
+	done := func() { timer.Stop(); cancel(); release() }
 	resp, err := t.next.RoundTrip(req.WithContext(ctx))
 	if err != nil {
-		cancel()
+		done()
+		if expired.Load() {
+			err = fmt.Errorf("%s %s: no answer within the member write deadline of %v: %w (%w)", req.Method, req.URL.Path, t.d, context.DeadlineExceeded, err)
+		}
 		return nil, err
 	}
-	// The deadline covers reading the body too; release it when done.
-	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	timer.Stop()
+	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: done}
 	return resp, nil
+}
+
+// acquire waits for a slot for req and returns its release (idempotent).
+// A request whose context ends first was never sent.
+func (t *deadlineRT) acquire(req *http.Request) (release func(), err error) {
+	if t.slots == nil {
+		return func() {}, nil
+	}
+	select {
+	case t.slots <- struct{}{}:
+		return sync.OnceFunc(func() { <-t.slots }), nil
+	case <-req.Context().Done():
+		return nil, fmt.Errorf("%s %s: waiting for one of %d member write slots: %w (%w)",
+			req.Method, req.URL.Path, cap(t.slots), engine.ErrNotSent, context.Cause(req.Context()))
+	}
 }
 
 // isPodPath reports whether path names the pods of a namespace or one pod

@@ -3,6 +3,7 @@ package writefence
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -150,5 +151,156 @@ func TestFencedCreateIsKnownNotSent(t *testing.T) {
 	_, err = cs.CoreV1().Pods("ns").Create(context.Background(), pod, metav1.CreateOptions{})
 	if !errors.Is(err, engine.ErrNotSent) {
 		t.Fatalf("create: got %v, want an error wrapping engine.ErrNotSent", err)
+	}
+}
+
+// TestWritesInFlightBounded: at most maxInFlight mutating requests are in
+// flight; one more waits before it is sent (a request whose context ends
+// while it waits was never sent: engine.ErrNotSent), reads do not wait, and
+// a slot is free again once a request is done.
+func TestWritesInFlightBounded(t *testing.T) {
+	const maxInFlight = 3
+	release := make(chan struct{})
+	arrived := make(chan string, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- r.Method + " " + r.URL.Path
+		if r.URL.Query().Get("hold") != "" {
+			<-release
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	rc := &rest.Config{Host: srv.URL}
+	if err := Bounded(time.Minute, func() bool { return true }, maxInFlight)(rc); err != nil {
+		t.Fatal(err)
+	}
+	hc, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(ctx context.Context, method, query string) error {
+		req, _ := http.NewRequestWithContext(ctx, method, srv.URL+"/api/v1/namespaces/ns/pods"+query, nil)
+		resp, err := hc.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	held := make(chan error, maxInFlight)
+	for range maxInFlight {
+		go func() { held <- do(context.Background(), http.MethodPost, "?hold=1") }()
+	}
+	for range maxInFlight {
+		<-arrived
+	}
+	// Every slot is taken: a create whose context has ended waits for none
+	// and is refused as never sent.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := do(ctx, http.MethodPost, ""); !errors.Is(err, engine.ErrNotSent) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("create with every slot taken and its context ended: got %v, want engine.ErrNotSent and context.Canceled", err)
+	}
+	// Reads are not bounded.
+	if err := do(context.Background(), http.MethodGet, ""); err != nil {
+		t.Fatalf("GET with every write slot taken: %v", err)
+	}
+	if got := <-arrived; got != "GET /api/v1/namespaces/ns/pods" {
+		t.Fatalf("server saw %q, want only the GET", got)
+	}
+	// One more create waits until a held one is done, then is sent.
+	waiting := make(chan error, 1)
+	go func() { waiting <- do(context.Background(), http.MethodPost, "") }()
+	close(release)
+	for range maxInFlight {
+		if err := <-held; err != nil {
+			t.Fatalf("held create: %v", err)
+		}
+	}
+	if err := <-waiting; err != nil {
+		t.Fatalf("create that waited for a slot: %v", err)
+	}
+	if got := <-arrived; got != "POST /api/v1/namespaces/ns/pods" {
+		t.Fatalf("server saw %q, want the create that waited", got)
+	}
+	select {
+	case got := <-arrived:
+		t.Fatalf("server saw an extra request %q", got)
+	default:
+	}
+}
+
+// TestSlotFreedAtDeadline: a request that outlives its deadline frees its
+// slot, so with one slot the next write is sent.
+func TestSlotFreedAtDeadline(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("slow") != "" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	defer close(release)
+	rc := &rest.Config{Host: srv.URL}
+	if err := Bounded(50*time.Millisecond, nil, 1)(rc); err != nil {
+		t.Fatal(err)
+	}
+	hc, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, query := range []string{"?slow=1", "?slow=1", ""} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/api/v1/namespaces/ns/pods"+query, nil)
+		resp, err := hc.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		cancel()
+		switch {
+		case query != "" && !errors.Is(err, context.DeadlineExceeded):
+			t.Fatalf("request %d past its deadline: got %v, want a deadline error", i, err)
+		case query == "" && err != nil:
+			t.Fatalf("request %d after the slot was freed: %v", i, err)
+		}
+	}
+}
+
+// TestBodyNotCutOffAfterAnswer: the deadline ends with the answer's status
+// line. The member has made the write by then, so a body that arrives
+// after the deadline is still read: the outcome stays known.
+func TestBodyNotCutOffAfterAnswer(t *testing.T) {
+	const deadline = 20 * time.Millisecond
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		w.(http.Flusher).Flush()
+		<-release
+		_, _ = w.Write([]byte(`{"kind":"Pod"}`))
+	}))
+	defer srv.Close()
+	rc := &rest.Config{Host: srv.URL}
+	if err := Option(deadline, func() bool { return true })(rc); err != nil {
+		t.Fatal(err)
+	}
+	hc, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/namespaces/ns/pods", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("create answered at once: %v", err)
+	}
+	defer resp.Body.Close()
+	// Well past the deadline (a slower machine only makes it more so).
+	time.Sleep(5 * deadline)
+	close(release)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || string(body) != `{"kind":"Pod"}` {
+		t.Fatalf("body after the deadline: %q, %v; want it read in full", body, err)
 	}
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/test/loadavg"
 	"github.com/replicafed/replicafed/internal/test/testcluster"
+	"github.com/replicafed/replicafed/replica/writefence"
 )
 
 // benchNamespace holds every run's owner and pods.
@@ -74,6 +75,7 @@ type benchOptions struct {
 	runTimeout    time.Duration
 	profile       bool
 	writeTimeout  time.Duration
+	maxInFlight   int
 }
 
 func envInt(name string, def int) int {
@@ -108,6 +110,7 @@ func parseOptions(args []string) (benchOptions, error) {
 	fs.StringVar(&o.binDir, "bin-dir", os.Getenv("REPLICAFED_BIN_DIR"), "control-plane binaries (default: testcluster.FindBinDir)")
 	fs.DurationVar(&o.runTimeout, "run-timeout", 15*time.Minute, "longest a single run may take")
 	fs.DurationVar(&o.writeTimeout, "write-timeout", envDuration("SIDEBYSIDE_WRITE_TIMEOUT", -1), "replicafed controller.memberWriteTimeout; negative keeps the default, 0 turns the deadline off (env SIDEBYSIDE_WRITE_TIMEOUT)")
+	fs.IntVar(&o.maxInFlight, "max-inflight", envInt("SIDEBYSIDE_MAX_INFLIGHT", writefence.DefaultMaxInFlight), "replicafed member writes in flight at once (writefence.Bounded) (env SIDEBYSIDE_MAX_INFLIGHT)")
 	fs.BoolVar(&o.profile, "profile", os.Getenv("SIDEBYSIDE_PROFILE") != "", "write each replicafed run's CPU profile (scale-up to exit) next to its log (env SIDEBYSIDE_PROFILE)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -206,7 +209,11 @@ func runBench(args []string) error {
 	if o.writeTimeout >= 0 {
 		wt = o.writeTimeout.String()
 	}
-	rep := report{Pods: o.pods, Pairs: o.pairs, Nodes: nodes, BurstReplicas: o.burstReplicas, WriteTimeout: wt, Settings: o.settings, Results: results,
+	inFlight := strconv.Itoa(o.maxInFlight)
+	if o.maxInFlight <= 0 {
+		inFlight = "unbounded"
+	}
+	rep := report{MaxInFlight: inFlight, Pods: o.pods, Pairs: o.pairs, Nodes: nodes, BurstReplicas: o.burstReplicas, WriteTimeout: wt, Settings: o.settings, Results: results,
 		Machine: machine(), LoadBefore: loadBefore, LoadAfter: loadavg.Read(), Started: started, Took: time.Since(started)}
 	md := rep.markdown()
 	fmt.Println()
@@ -346,7 +353,7 @@ func (b *bench) startEngine(st setting, run, name, logPath string) (*child, erro
 		"-kubeconfig=" + b.kubeconfig, "-namespace=" + benchNamespace, "-name=" + name, "-run=" + run,
 		"-qps=" + strconv.FormatFloat(float64(st.QPS), 'f', -1, 32), "-burst=" + strconv.Itoa(st.Burst),
 		"-burst-replicas=" + strconv.Itoa(b.o.burstReplicas), "-raft-dir=" + dir,
-		"-write-timeout=" + b.o.writeTimeout.String(),
+		"-write-timeout=" + b.o.writeTimeout.String(), "-max-inflight=" + strconv.Itoa(b.o.maxInFlight),
 	}
 	if b.o.profile {
 		args = append(args, "-cpuprofile="+strings.TrimSuffix(logPath, ".log")+".cpu.pprof")

@@ -68,6 +68,7 @@ func runEngine(args []string) error {
 	dataDir := fs.String("raft-dir", "", "raft data directory")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile from the first SCALE until exit to this file")
 	writeTimeout := fs.Duration("write-timeout", -1, "controller.memberWriteTimeout; negative keeps the product default, 0 turns the deadline off")
+	maxInFlight := fs.Int("max-inflight", writefence.DefaultMaxInFlight, "member writes in flight at once (writefence.Bounded); <= 0: no bound")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -113,12 +114,12 @@ func runEngine(args []string) error {
 	if err != nil {
 		return fmt.Errorf("loading member kubeconfig: %w", err)
 	}
-	if err := memberClient(rc, cfg.Controller, n); err != nil {
+	if err := memberClient(rc, cfg.Controller, n, *maxInFlight); err != nil {
 		return fmt.Errorf("configuring the member client: %w", err)
 	}
 	cl, err := cluster.New(rc, func(o *cluster.Options) {
 		o.Scheme = kubescheme.Must()
-		worker.CacheOptions(o)
+		worker.CacheOptionsFor(cfg.Controller.MaxCachedPodsPerMember)(o)
 	})
 	if err != nil {
 		return fmt.Errorf("creating member cluster: %w", err)
@@ -136,7 +137,7 @@ func runEngine(args []string) error {
 	}}
 	mgr := worker.NewManager(worker.Options{
 		Workers: cfg.Controller.Workers, BurstReplicas: cfg.Controller.BurstReplicas, CreateNamespaces: cfg.Controller.CreateNamespaces,
-		Store: store, Source: src, Gate: n,
+		Store: store, Source: src, Gate: n, MaxCachedPods: cfg.Controller.MaxCachedPodsPerMember,
 		UnsatisfiedRequeue: min(cfg.Controller.ExpectationsTTL/10, engine.DefaultUnsatisfiedRequeue),
 	})
 	if err := mgr.Engage(ctx, memberName, cl); err != nil {
@@ -296,8 +297,8 @@ func waitGate(ctx context.Context, n *node.Node, timeout time.Duration) error {
 // memberClient sets up the member client as a replica does: the member
 // rate limit (or none), the user agent, and every write bounded by
 // controller.memberWriteTimeout with pod writes sent only under the raft
-// write lease.
-func memberClient(rc *rest.Config, c config.Controller, n *node.Node) error {
+// write lease, at most maxInFlight at once.
+func memberClient(rc *rest.Config, c config.Controller, n *node.Node, maxInFlight int) error {
 	if c.MemberRateLimit {
 		rc.QPS, rc.Burst = c.MemberQPS, c.MemberBurst
 	} else {
@@ -305,7 +306,7 @@ func memberClient(rc *rest.Config, c config.Controller, n *node.Node) error {
 	}
 	rc.UserAgent = "replicafed"
 	d := c.MemberWriteTimeout
-	return writefence.Option(d, func() bool { return n.WriteLease(d) })(rc)
+	return writefence.Bounded(d, func() bool { return n.WriteLease(d) }, maxInFlight)(rc)
 }
 
 // resync re-enqueues every MemberReplicaSet every 10 s, as the leader does.

@@ -76,11 +76,13 @@ func median(xs []float64) float64 {
 type report struct {
 	Pods, Pairs, Nodes, BurstReplicas int
 	WriteTimeout                      string
-	Settings                          []setting
-	Results                           []result
-	Machine, LoadBefore, LoadAfter    string
-	Started                           time.Time
-	Took                              time.Duration
+	// MaxInFlight is replicafed's bound on member writes in flight.
+	MaxInFlight                    string
+	Settings                       []setting
+	Results                        []result
+	Machine, LoadBefore, LoadAfter string
+	Started                        time.Time
+	Took                           time.Duration
 }
 
 // metric is one column of the summary.
@@ -126,10 +128,10 @@ func (rep report) markdown() string {
 	fmt.Fprintf(&b, "### Side by side: kube-controller-manager ReplicaSet controller vs replicafed member engine\n\n")
 	fmt.Fprintf(&b, "%d pods per run from the same template, %d kcm/replicafed pairs per setting in ABA order, medians. "+
 		"One kube-apiserver + etcd + kube-scheduler, %d kwok nodes. kcm: `--controllers=replicaset`, BurstReplicas 500 (constant), slow start from 1. "+
-		"replicafed: worker.Manager + single-node raft expectations store (product defaults), controller.burstReplicas %d, slow start from 1, member write deadline %s. "+
+		"replicafed: worker.Manager + single-node raft expectations store (product defaults), controller.burstReplicas %d, slow start from 1, member write deadline %s, at most %s member writes in flight. "+
 		"Each controller is a fresh child process per run; API writes counted by a proxy only it talks through; CPU (from the scale-up until quiet) and RSS from /proc. "+
 		"Client limits: kcm's ReplicaSet controller shares one token bucket between pods, events and status; replicafed's controller-runtime client has one per resource type (pods, MemberReplicaSets, events), so at equal QPS only the pod creates are equally limited.\n\n",
-		rep.Pods, rep.Pairs, rep.Nodes, rep.BurstReplicas, rep.WriteTimeout)
+		rep.Pods, rep.Pairs, rep.Nodes, rep.BurstReplicas, rep.WriteTimeout, rep.MaxInFlight)
 	fmt.Fprintf(&b, "Machine: %s. Load average before: %s, after: %s. Started %s, took %v.\n\n",
 		rep.Machine, rep.LoadBefore, rep.LoadAfter, rep.Started.UTC().Format(time.RFC3339), rep.Took.Round(time.Second))
 	b.WriteString("| setting | controller |")
