@@ -33,6 +33,7 @@ import (
 
 	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/hack/bench/enginerig"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/test/loadavg"
 	"github.com/replicafed/replicafed/internal/test/testcluster"
@@ -201,7 +202,7 @@ func runBench(args []string) error {
 			}
 		}
 	}
-	def, err := productConfig(os.TempDir())
+	def, err := enginerig.ProductConfig(os.TempDir())
 	if err != nil {
 		return err
 	}
@@ -255,20 +256,11 @@ type bench struct {
 }
 
 // podLabels are the labels of one run's pods; run keeps runs apart.
-func podLabels(run string) map[string]string {
-	return map[string]string{"app": "sidebyside", "run": run}
-}
+func podLabels(run string) map[string]string { return enginerig.PodLabels(run) }
 
 // podTemplate is the template both controllers create pods from.
 func podTemplate(run string) corev1.PodTemplateSpec {
-	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: podLabels(run)},
-		Spec: corev1.PodSpec{
-			Containers:                    []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}},
-			Tolerations:                   []corev1.Toleration{testcluster.KwokToleration},
-			TerminationGracePeriodSeconds: ptr.To[int64](0),
-		},
-	}
+	return enginerig.PodTemplate(run, testcluster.KwokToleration)
 }
 
 // child is a controller process of one run.
