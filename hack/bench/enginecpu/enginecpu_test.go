@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -134,7 +135,19 @@ func BenchmarkEngineCPUPerPod(b *testing.B) {
 		writeBaseline(b, got)
 		return
 	}
-	checkBaseline(b, got)
+	checkBaseline(b, got, !busy(load))
+}
+
+// busy reports whether the 1-minute load average before the runs was
+// above twice the CPUs: other work then inflates this process's CPU time
+// by more than the tolerance (up to +45 % seen at load 13 on 2 cores).
+func busy(load string) bool {
+	f := strings.Fields(load)
+	if len(f) == 0 {
+		return false
+	}
+	l, err := strconv.ParseFloat(f[0], 64)
+	return err == nil && l > 2*float64(runtime.NumCPU())
 }
 
 // measureRun creates podsPerRun pods for a fresh MemberReplicaSet and
@@ -228,8 +241,9 @@ func writeBaseline(b *testing.B, got baseline) {
 
 // checkBaseline fails when a median exceeds the committed figure by more
 // than the tolerance. CPU time is compared only on the machine class it
-// was measured on; allocations do not depend on the machine.
-func checkBaseline(b *testing.B, got baseline) {
+// was measured on and when the machine was not busy (cpu); allocations
+// depend on neither.
+func checkBaseline(b *testing.B, got baseline, cpu bool) {
 	data, err := os.ReadFile(baselinePath)
 	if err != nil {
 		b.Fatalf("reading the committed figures (write them with -update): %v", err)
@@ -238,17 +252,20 @@ func checkBaseline(b *testing.B, got baseline) {
 	if err := json.Unmarshal(data, &want); err != nil {
 		b.Fatalf("parsing %s: %v", baselinePath, err)
 	}
-	for _, p := range problems(got, want) {
+	for _, p := range problems(got, want, cpu) {
 		b.Error(p)
 	}
-	if got.Machine != want.Machine {
+	switch {
+	case got.Machine != want.Machine:
 		b.Logf("CPU not compared: measured on %q, committed figure from %q (%.0f ns/pod)", got.Machine, want.Machine, want.CPUNanosPerPod)
+	case !cpu:
+		b.Logf("CPU not compared: the machine was busy (load %s on %d CPUs); committed %.0f ns/pod", got.Load, runtime.NumCPU(), want.CPUNanosPerPod)
 	}
 }
 
 // problems lists the figures of got that exceed want's by more than the
-// tolerance (CPU only on want's machine class).
-func problems(got, want baseline) []string {
+// tolerance (CPU only when cpu is set, and on want's machine class).
+func problems(got, want baseline, cpu bool) []string {
 	var out []string
 	check := func(what string, g, w float64) {
 		if w > 0 && g > w*(1+tolerance) {
@@ -256,7 +273,7 @@ func problems(got, want baseline) []string {
 				what, (g/w-1)*100, tolerance*100, g, w, want.Measured, want.Machine, want.Load))
 		}
 	}
-	if got.Machine == want.Machine {
+	if cpu && got.Machine == want.Machine {
 		check("engine CPU ns per pod", got.CPUNanosPerPod, want.CPUNanosPerPod)
 	}
 	check("heap allocations per pod", got.AllocsPerPod, want.AllocsPerPod)
