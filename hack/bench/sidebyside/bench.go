@@ -625,11 +625,20 @@ func (b *bench) waitQuiet(ctx context.Context) {
 }
 
 // cleanup deletes the run's pods and owner (the controller is stopped) and
-// waits until they are gone.
+// waits until they are gone. A collection delete of thousands of pods can
+// outlast the API server's request timeout on a loaded machine while it
+// goes on deleting; it is sent again while pods remain.
 func (b *bench) cleanup(ctx context.Context, run string, owner client.Object) error {
 	sel := client.MatchingLabels(podLabels(run))
-	if err := b.cl.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(benchNamespace), sel, client.GracePeriodSeconds(0)); err != nil {
-		return fmt.Errorf("deleting the pods of %s: %w", run, err)
+	deletePods := func() error {
+		err := b.cl.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(benchNamespace), sel, client.GracePeriodSeconds(0))
+		if err != nil && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) {
+			return fmt.Errorf("deleting the pods of %s: %w", run, err)
+		}
+		return nil
+	}
+	if err := deletePods(); err != nil {
+		return err
 	}
 	if err := b.cl.Delete(ctx, owner); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting the owner of %s: %w", run, err)
@@ -640,7 +649,7 @@ func (b *bench) cleanup(ctx context.Context, run string, owner client.Object) er
 			return false, nil //nolint:nilerr // polled again
 		}
 		if len(l.Items) > 0 {
-			return false, nil
+			return false, deletePods()
 		}
 		err := b.cl.Get(ctx, client.ObjectKeyFromObject(owner), owner)
 		return apierrors.IsNotFound(err), nil
