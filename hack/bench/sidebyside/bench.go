@@ -627,7 +627,8 @@ func (b *bench) waitQuiet(ctx context.Context) {
 // cleanup deletes the run's pods and owner (the controller is stopped) and
 // waits until they are gone. A collection delete of thousands of pods can
 // outlast the API server's request timeout on a loaded machine while it
-// goes on deleting; it is sent again while pods remain.
+// goes on deleting; it is sent again when pods remain and their number
+// stopped falling.
 func (b *bench) cleanup(ctx context.Context, run string, owner client.Object) error {
 	sel := client.MatchingLabels(podLabels(run))
 	deletePods := func() error {
@@ -643,13 +644,19 @@ func (b *bench) cleanup(ctx context.Context, run string, owner client.Object) er
 	if err := b.cl.Delete(ctx, owner); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting the owner of %s: %w", run, err)
 	}
-	return wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	left := -1
+	return wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
 		var l corev1.PodList
 		if err := b.cl.List(ctx, &l, client.InNamespace(benchNamespace), sel); err != nil {
 			return false, nil //nolint:nilerr // polled again
 		}
-		if len(l.Items) > 0 {
-			return false, deletePods()
+		if n := len(l.Items); n > 0 {
+			stalled := n == left
+			left = n
+			if stalled {
+				return false, deletePods()
+			}
+			return false, nil
 		}
 		err := b.cl.Get(ctx, client.ObjectKeyFromObject(owner), owner)
 		return apierrors.IsNotFound(err), nil
