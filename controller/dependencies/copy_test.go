@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,8 +71,8 @@ func TestCopy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(got, c.want) {
-				t.Errorf("Copy =\n %+v\nwant\n %+v", got, c.want)
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("Copy (-want +got):\n%s", diff)
 			}
 			if k, ok := KindOf(got); !ok || NewObject(k) == nil || reflect.TypeOf(NewObject(k)) != reflect.TypeOf(got) {
 				t.Errorf("KindOf/NewObject disagree for %T", got)
@@ -187,8 +188,8 @@ func TestMerge(t *testing.T) {
 			if change != c.change {
 				t.Errorf("change = %v, want %v", change, c.change)
 			}
-			if !reflect.DeepEqual(before, c.member) {
-				t.Error("Merge modified its input")
+			if diff := cmp.Diff(before, c.member); diff != "" {
+				t.Errorf("Merge modified its input (-before +after):\n%s", diff)
 			}
 			if c.check != nil {
 				c.check(t, out)
