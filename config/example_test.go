@@ -36,7 +36,7 @@ func TestExampleConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	var missing []string
-	for _, key := range Keys() {
+	for _, key := range settingKeys() {
 		if _, ok := lookupRaw(raw, key); !ok {
 			missing = append(missing, key)
 		}
