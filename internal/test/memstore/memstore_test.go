@@ -1,4 +1,4 @@
-package expectations
+package memstore
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/internal/fedref"
 )
 
@@ -14,12 +15,12 @@ func TestMemoryCounters(t *testing.T) {
 	ctx := context.Background()
 	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "a"}
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	m := NewMemory(0, clk)
+	m := New(0, clk)
 
 	if !m.Satisfied(k) {
 		t.Fatal("no entry must be satisfied")
 	}
-	names, err := m.ExpectCreations(ctx, k, CreateIntent{Count: 3, Prefix: "a-"})
+	names, err := m.ExpectCreations(ctx, k, expectations.CreateIntent{Count: 3, Prefix: "a-"})
 	if err != nil || len(names) != 3 {
 		t.Fatalf("ExpectCreations = %v, %v", names, err)
 	}
@@ -51,8 +52,8 @@ func TestMemoryExpiry(t *testing.T) {
 	ctx := context.Background()
 	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "a"}
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	m := NewMemory(0, clk)
-	if _, err := m.ExpectCreations(ctx, k, CreateIntent{Count: 1}); err != nil {
+	m := New(0, clk)
+	if _, err := m.ExpectCreations(ctx, k, expectations.CreateIntent{Count: 1}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Step(DefaultTTL)
@@ -64,7 +65,7 @@ func TestMemoryExpiry(t *testing.T) {
 		t.Fatal("older than TTL must be satisfied")
 	}
 	// Lowering does not refresh the timestamp; a new Expect does.
-	if _, err := m.ExpectCreations(ctx, k, CreateIntent{Count: 1}); err != nil {
+	if _, err := m.ExpectCreations(ctx, k, expectations.CreateIntent{Count: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if m.Satisfied(k) {
@@ -75,8 +76,8 @@ func TestMemoryExpiry(t *testing.T) {
 func TestMemoryDeletionsCountedOnce(t *testing.T) {
 	ctx := context.Background()
 	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "a"}
-	m := NewMemory(time.Minute, clocktesting.NewFakeClock(time.Unix(0, 0)))
-	if err := m.ExpectDeletions(ctx, k, []PodRef{{Name: "p1"}, {Name: "p2"}, {Name: "p2"}}); err != nil {
+	m := New(time.Minute, clocktesting.NewFakeClock(time.Unix(0, 0)))
+	if err := m.ExpectDeletions(ctx, k, []expectations.PodRef{{Name: "p1"}, {Name: "p2"}, {Name: "p2"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, del, _ := m.Counts(k); del != 2 {
@@ -99,14 +100,14 @@ func TestMemoryDeletionsCountedOnce(t *testing.T) {
 
 func TestMemoryDeleteAndDeleteCluster(t *testing.T) {
 	ctx := context.Background()
-	m := NewMemory(0, nil)
+	m := New(0, nil)
 	keys := []fedref.MemberObject{
 		{Cluster: "m1", Namespace: "ns", Name: "a"},
 		{Cluster: "m1", Namespace: "ns", Name: "b"},
 		{Cluster: "m2", Namespace: "ns", Name: "a"},
 	}
 	for _, k := range keys {
-		if _, err := m.ExpectCreations(ctx, k, CreateIntent{Count: 1}); err != nil {
+		if _, err := m.ExpectCreations(ctx, k, expectations.CreateIntent{Count: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
