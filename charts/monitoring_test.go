@@ -12,7 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/replicafed/replicafed/config"
-	"github.com/replicafed/replicafed/internal/metrics"
+	"github.com/replicafed/replicafed/internal/test/serieslist"
 )
 
 // seriesListPath lists the metric families the rules and the dashboard may
@@ -21,7 +21,7 @@ const seriesListPath = "testdata/series.txt"
 
 func readSeriesList(t *testing.T) []string {
 	t.Helper()
-	names, err := metrics.ReadSeriesList(seriesListPath)
+	names, err := serieslist.Read(seriesListPath)
 	if err != nil {
 		t.Fatal(err)
 	}
