@@ -9,6 +9,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/federation/memberaccess"
 )
 
@@ -96,8 +97,12 @@ func TestMemberChart(t *testing.T) {
 		t.Errorf("token Secret %+v", m.secrets)
 	}
 	// The CRD ships with the chart: the ClusterRole cannot create it.
+	crd, err := crds.Load(crds.MemberReplicaSetFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	out, err := runHelm(t, "show", "crds", memberChartDir)
-	if err != nil || !strings.Contains(out, "name: "+memberaccess.MemberCRDName()) {
+	if err != nil || !strings.Contains(out, "name: "+crd.Name) {
 		t.Errorf("member chart CRDs: %v\n%s", err, out)
 	}
 }
