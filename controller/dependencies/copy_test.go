@@ -36,6 +36,22 @@ func wantMeta(name string, owners string) metav1.ObjectMeta {
 	}
 }
 
+// kindOf returns the kind of obj, the inverse of NewObject; false for
+// anything but the four kinds.
+func kindOf(obj Object) (Kind, bool) {
+	switch obj.(type) {
+	case *corev1.ConfigMap:
+		return ConfigMap, true
+	case *corev1.Secret:
+		return Secret, true
+	case *corev1.ServiceAccount:
+		return ServiceAccount, true
+	case *corev1.PersistentVolumeClaim:
+		return PersistentVolumeClaim, true
+	}
+	return "", false
+}
+
 func TestCopy(t *testing.T) {
 	cases := []struct {
 		name string
@@ -74,8 +90,8 @@ func TestCopy(t *testing.T) {
 			if diff := cmp.Diff(c.want, got); diff != "" {
 				t.Errorf("Copy (-want +got):\n%s", diff)
 			}
-			if k, ok := KindOf(got); !ok || NewObject(k) == nil || reflect.TypeOf(NewObject(k)) != reflect.TypeOf(got) {
-				t.Errorf("KindOf/NewObject disagree for %T", got)
+			if k, ok := kindOf(got); !ok || NewObject(k) == nil || reflect.TypeOf(NewObject(k)) != reflect.TypeOf(got) {
+				t.Errorf("kindOf/NewObject disagree for %T", got)
 			}
 			if !IsCopy(got) || !slices.Equal(Owners(got), []string{"a", "b"}) {
 				t.Errorf("copy mark or owners wrong: %v %v", got.GetLabels(), Owners(got))

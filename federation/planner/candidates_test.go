@@ -89,7 +89,7 @@ func TestSelectDuplicateMembers(t *testing.T) {
 	}
 }
 
-// matchSelector agrees with the upstream LabelSelectorAsSelector.
+// A compiled selector agrees with the upstream LabelSelectorAsSelector.
 func TestMatchSelectorAgreesWithUpstream(t *testing.T) {
 	sels := []*metav1.LabelSelector{
 		{},
@@ -105,7 +105,7 @@ func TestMatchSelectorAgreesWithUpstream(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range fleetWithLabels() {
-			if got, want := matchSelector(s, m.Labels), up.Matches(labels.Set(m.Labels)); got != want {
+			if got, want := compileSelector(s).matches(m.Labels), up.Matches(labels.Set(m.Labels)); got != want {
 				t.Errorf("selector %d on %s: got %v want %v", i, m.Name, got, want)
 			}
 		}

@@ -238,7 +238,7 @@ func checkOrderFree(t testing.TB, in Input, r, shuffled Result, withSpread bool,
 }
 
 // equateErrorText lets cmp compare a Result's SelectorError: errors of the
-// same type with the same text are equal, as reflect.DeepEqual had them (their
+// same type with the same text are equal, as DeepEqual had them (their
 // unexported fields would make cmp panic).
 var equateErrorText = cmp.Comparer(func(x, y error) bool {
 	if x == nil || y == nil {
