@@ -29,12 +29,12 @@ import (
 	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/engine"
+	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/worker"
 	"github.com/replicafed/replicafed/federation/memberaccess"
 	"github.com/replicafed/replicafed/federation/membersetup"
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
-	"github.com/replicafed/replicafed/internal/test/memstore"
 	"github.com/replicafed/replicafed/internal/test/testcluster"
 	"github.com/replicafed/replicafed/internal/test/testworkload"
 )
@@ -97,16 +97,16 @@ func roleSuffices(t *testing.T, member *testcluster.Cluster) {
 	ctx := ctxFor(t)
 	// As the e2e fleet does: a kubeconfig file per member.
 	path := filepath.Join(t.TempDir(), "member.kubeconfig")
-	acc, err := memberaccess.Grant(ctx, member.Config, memberaccess.GrantOptions{Role: memberaccess.RoleOptions{CreateNamespaces: true}})
+	acc, err := memberaccess.GrantFile(ctx, member.Config, path, memberaccess.GrantOptions{Role: memberaccess.RoleOptions{CreateNamespaces: true}})
 	if err != nil {
 		t.Fatalf("granting access: %v", err)
-	}
-	if err := os.WriteFile(path, acc.Kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
 	}
 	fromFile, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil || fromFile.BearerToken != acc.Config.BearerToken {
 		t.Fatalf("kubeconfig file: %v", err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("kubeconfig file mode: %v %v", st.Mode(), err)
 	}
 	if !acc.ExpiresAt.After(time.Now().Add(time.Hour)) {
 		t.Fatalf("token expires at %v; want a long-lived token", acc.ExpiresAt)
@@ -145,7 +145,7 @@ func roleSuffices(t *testing.T, member *testcluster.Cluster) {
 	runCtx, stop := context.WithCancel(context.Background())
 	go func() { _ = mc.Start(runCtx) }()
 	src := testworkload.NewSource()
-	mgr := worker.NewManager(worker.Options{CreateNamespaces: true, Store: memstore.New(0, nil), Source: src})
+	mgr := worker.NewManager(worker.Options{CreateNamespaces: true, Store: expectations.NewMemory(0, nil), Source: src})
 	if err := mgr.Engage(runCtx, "member", mc); err != nil {
 		t.Fatal(err)
 	}

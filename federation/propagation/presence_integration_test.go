@@ -18,12 +18,12 @@ import (
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/dependencies"
 	"github.com/replicafed/replicafed/controller/engine"
+	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/replicastatus"
 	"github.com/replicafed/replicafed/controller/worker"
 	"github.com/replicafed/replicafed/federation/propagation"
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
-	"github.com/replicafed/replicafed/internal/test/memstore"
 	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
 
@@ -84,7 +84,7 @@ func TestEngineWaitsForDependencies(t *testing.T) {
 		Hub:          v1alpha1.HubReference{Namespace: "default", Name: "web", UID: "hub-web"},
 		Dependencies: dependencies.Required(dependencies.Of(&tmpl.Spec)),
 	}}
-	mgr := worker.NewManager(worker.Options{Store: memstore.New(0, nil), Source: src,
+	mgr := worker.NewManager(worker.Options{Store: expectations.NewMemory(0, nil), Source: src,
 		Dependencies: func(cl cluster.Cluster) engine.DependencyChecker {
 			return propagation.Presence{Reader: cl.GetAPIReader()}
 		}})

@@ -1,4 +1,4 @@
-package memstore
+package expectations
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/internal/fedref"
 )
 
@@ -15,12 +14,12 @@ func TestMemoryCounters(t *testing.T) {
 	ctx := context.Background()
 	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "a"}
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	m := New(0, clk)
+	m := NewMemory(0, clk)
 
 	if !m.Satisfied(k) {
 		t.Fatal("no entry must be satisfied")
 	}
-	names, err := m.ExpectCreations(ctx, k, expectations.CreateIntent{Count: 3, Prefix: "a-"})
+	names, err := m.ExpectCreations(ctx, k, CreateIntent{Count: 3, Prefix: "a-"})
 	if err != nil || len(names) != 3 {
 		t.Fatalf("ExpectCreations = %v, %v", names, err)
 	}
@@ -52,8 +51,8 @@ func TestMemoryExpiry(t *testing.T) {
 	ctx := context.Background()
 	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "a"}
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	m := New(0, clk)
-	if _, err := m.ExpectCreations(ctx, k, expectations.CreateIntent{Count: 1}); err != nil {
+	m := NewMemory(0, clk)
+	if _, err := m.ExpectCreations(ctx, k, CreateIntent{Count: 1}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Step(DefaultTTL)
@@ -65,7 +64,7 @@ func TestMemoryExpiry(t *testing.T) {
 		t.Fatal("older than TTL must be satisfied")
 	}
 	// Lowering does not refresh the timestamp; a new Expect does.
-	if _, err := m.ExpectCreations(ctx, k, expectations.CreateIntent{Count: 1}); err != nil {
+	if _, err := m.ExpectCreations(ctx, k, CreateIntent{Count: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if m.Satisfied(k) {
@@ -76,8 +75,8 @@ func TestMemoryExpiry(t *testing.T) {
 func TestMemoryDeletionsCountedOnce(t *testing.T) {
 	ctx := context.Background()
 	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "a"}
-	m := New(time.Minute, clocktesting.NewFakeClock(time.Unix(0, 0)))
-	if err := m.ExpectDeletions(ctx, k, []expectations.PodRef{{Name: "p1"}, {Name: "p2"}, {Name: "p2"}}); err != nil {
+	m := NewMemory(time.Minute, clocktesting.NewFakeClock(time.Unix(0, 0)))
+	if err := m.ExpectDeletions(ctx, k, []PodRef{{Name: "p1"}, {Name: "p2"}, {Name: "p2"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, del, _ := m.Counts(k); del != 2 {
@@ -100,14 +99,14 @@ func TestMemoryDeletionsCountedOnce(t *testing.T) {
 
 func TestMemoryDeleteAndDeleteCluster(t *testing.T) {
 	ctx := context.Background()
-	m := New(0, nil)
+	m := NewMemory(0, nil)
 	keys := []fedref.MemberObject{
 		{Cluster: "m1", Namespace: "ns", Name: "a"},
 		{Cluster: "m1", Namespace: "ns", Name: "b"},
 		{Cluster: "m2", Namespace: "ns", Name: "a"},
 	}
 	for _, k := range keys {
-		if _, err := m.ExpectCreations(ctx, k, expectations.CreateIntent{Count: 1}); err != nil {
+		if _, err := m.ExpectCreations(ctx, k, CreateIntent{Count: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}

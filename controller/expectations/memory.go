@@ -1,6 +1,4 @@
-// Package memstore holds an in-process expectations.Store for tests that run
-// the member engine without raft.
-package memstore
+package expectations
 
 import (
 	"context"
@@ -9,7 +7,6 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/internal/fedref"
 )
 
@@ -17,11 +14,11 @@ import (
 // treated as lost, as upstream's ExpectationsTimeout.
 const DefaultTTL = 5 * time.Minute
 
-// Store is an in-process expectations.Store with the semantics of upstream's
+// Memory is an in-process Store with the semantics of upstream's
 // UIDTrackingControllerExpectations: per key an add and a del counter plus the
 // set of pod names expected to go away. It grants empty names, so pods are
 // created with generateName.
-type Store struct {
+type Memory struct {
 	ttl   time.Duration
 	clock clock.PassiveClock
 
@@ -38,23 +35,23 @@ type entry struct {
 	deleting map[string]struct{}
 }
 
-var _ expectations.Store = (*Store)(nil)
+var _ Store = (*Memory)(nil)
 
-// New returns an empty store. ttl <= 0 means DefaultTTL and a nil clk means
-// the real clock.
-func New(ttl time.Duration, clk clock.PassiveClock) *Store {
+// NewMemory returns an empty in-memory store. ttl <= 0 means DefaultTTL and a
+// nil clk means the real clock.
+func NewMemory(ttl time.Duration, clk clock.PassiveClock) *Memory {
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Store{ttl: ttl, clock: clk, entries: map[fedref.MemberObject]*entry{}}
+	return &Memory{ttl: ttl, clock: clk, entries: map[fedref.MemberObject]*entry{}}
 }
 
 // Satisfied is true when key has no entry, its counters are both at or below
 // zero, or the entry is older than the TTL.
-func (m *Store) Satisfied(key fedref.MemberObject) bool {
+func (m *Memory) Satisfied(key fedref.MemberObject) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.entries[key]
@@ -70,7 +67,7 @@ func (m *Store) Satisfied(key fedref.MemberObject) bool {
 // ExpectCreations replaces the counters of key with (intent.Count, 0) and grants
 // intent.Count empty names. Like upstream, it keeps any set of expected
 // deletions, whose late observations then drive del below zero harmlessly.
-func (m *Store) ExpectCreations(_ context.Context, key fedref.MemberObject, intent expectations.CreateIntent) ([]string, error) {
+func (m *Memory) ExpectCreations(_ context.Context, key fedref.MemberObject, intent CreateIntent) ([]string, error) {
 	if intent.Count <= 0 {
 		return nil, nil
 	}
@@ -86,16 +83,16 @@ func (m *Store) ExpectCreations(_ context.Context, key fedref.MemberObject, inte
 }
 
 // CreationObserved lowers the creation counter of key by one, if key has an entry.
-func (m *Store) CreationObserved(key fedref.MemberObject, _ string) { m.lower(key, 1, 0) }
+func (m *Memory) CreationObserved(key fedref.MemberObject, _ string) { m.lower(key, 1, 0) }
 
 // CreationFailed lowers the creation counter of key by one, if key has an entry.
-func (m *Store) CreationFailed(key fedref.MemberObject, _ string) { m.lower(key, 1, 0) }
+func (m *Memory) CreationFailed(key fedref.MemberObject, _ string) { m.lower(key, 1, 0) }
 
 // CreationUnknown is CreationFailed, as upstream: a counting store has no
 // name to keep, so the informer's view decides.
-func (m *Store) CreationUnknown(key fedref.MemberObject, name string) { m.CreationFailed(key, name) }
+func (m *Memory) CreationUnknown(key fedref.MemberObject, name string) { m.CreationFailed(key, name) }
 
-func (m *Store) lower(key fedref.MemberObject, add, del int64) {
+func (m *Memory) lower(key fedref.MemberObject, add, del int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e, ok := m.entries[key]; ok {
@@ -105,7 +102,7 @@ func (m *Store) lower(key fedref.MemberObject, add, del int64) {
 }
 
 // ExpectDeletions replaces the entry of key with (0, number of distinct names).
-func (m *Store) ExpectDeletions(_ context.Context, key fedref.MemberObject, pods []expectations.PodRef) error {
+func (m *Memory) ExpectDeletions(_ context.Context, key fedref.MemberObject, pods []PodRef) error {
 	set := make(map[string]struct{}, len(pods))
 	for _, p := range pods {
 		set[p.Name] = struct{}{}
@@ -117,7 +114,7 @@ func (m *Store) ExpectDeletions(_ context.Context, key fedref.MemberObject, pods
 }
 
 // DeletionObserved settles podName's expected deletion once; unknown names are ignored.
-func (m *Store) DeletionObserved(key fedref.MemberObject, podName string) {
+func (m *Memory) DeletionObserved(key fedref.MemberObject, podName string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.entries[key]
@@ -132,14 +129,14 @@ func (m *Store) DeletionObserved(key fedref.MemberObject, podName string) {
 }
 
 // Delete forgets key.
-func (m *Store) Delete(key fedref.MemberObject) {
+func (m *Memory) Delete(key fedref.MemberObject) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.entries, key)
 }
 
 // DeleteCluster forgets every key of cluster.
-func (m *Store) DeleteCluster(cluster string) {
+func (m *Memory) DeleteCluster(cluster string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for k := range m.entries {
@@ -151,7 +148,7 @@ func (m *Store) DeleteCluster(cluster string) {
 
 // Counts returns the outstanding creations and deletions of key and whether it
 // has an entry; for tests and debugging.
-func (m *Store) Counts(key fedref.MemberObject) (add, del int64, ok bool) {
+func (m *Memory) Counts(key fedref.MemberObject) (add, del int64, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.entries[key]
