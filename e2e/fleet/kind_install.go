@@ -179,10 +179,7 @@ func (k *KindInstallation) HelmInstall(ctx context.Context, chart string, set ..
 	args := []string{"upgrade", "--install", k.Release, chart, "--kubeconfig", k.Hub.Kubeconfig(),
 		"--namespace", Namespace, "--create-namespace",
 		"--set", "image.repository=" + repo, "--set", "image.tag=" + tag,
-		"--wait", "--timeout", "10m",
-		// The chart's 2 s liveness timeout restarted a replica whose
-		// /healthz answered late on a 2-core machine at load 100+.
-		"--set", "livenessProbe.timeoutSeconds=10"}
+		"--wait", "--timeout", "10m"}
 	for _, s := range append(append([]string{}, k.opts.HelmSet...), set...) {
 		args = append(args, "--set", s)
 	}

@@ -166,13 +166,15 @@ func TestChaosRolloutRestart(t *testing.T) {
 	s.finish(t)
 }
 
-// TestChaosHubPartition cuts the node of the raft leader (or, if the
-// leader runs on the control-plane node, of a follower) off from the other
-// hub nodes' pods: iptables in that node container drops forwarded traffic
-// between its pod range and theirs, so its replica still reaches the hub's
-// API server and the members but not its peers. The fleet must keep
-// converging with the other two, and no sample may run more than asked
-// for plus maxSurge; after healing, all three replicas are Ready again.
+// TestChaosHubPartition cuts the raft leader's pod off from its peers'
+// pods: iptables in its node container drops forwarded traffic between
+// the leader's pod IP and the other replicas' pod IPs, so the cut replica
+// still reaches the hub's API server (host network), cluster DNS and the
+// members, but not its peers. Cutting pod addresses rather than the whole
+// node's pod range works on any node, the control-plane node (which also
+// runs CoreDNS) included. The fleet must keep converging under a new
+// leader, and no sample may run more than asked for plus maxSurge; after
+// healing, all three replicas are Ready again.
 func TestChaosHubPartition(t *testing.T) {
 	e := newEnv(t, "kind-chaos-partition")
 	ctx := context.Background()
@@ -185,42 +187,26 @@ func TestChaosHubPartition(t *testing.T) {
 		client.MatchingLabels{"app.kubernetes.io/instance": e.k.Release, "app.kubernetes.io/name": "replicafed"}); err != nil {
 		t.Fatal(err)
 	}
-	leader, err := e.leaderPod(ctx)
+	victim, err := e.leaderPod(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodeOf := map[string]string{}
+	var node, victimIP string
+	var peerIPs []string
 	for _, p := range pods.Items {
-		nodeOf[p.Name] = p.Spec.NodeName
-	}
-	victim := leader
-	if strings.HasSuffix(nodeOf[leader], "-control-plane") {
-		// The control-plane node also serves the hub's API server: cut
-		// a follower on a worker instead, so the cut replica still
-		// reaches the API server like the others.
-		for p, n := range nodeOf {
-			if !strings.HasSuffix(n, "-control-plane") {
-				victim = p
-				break
-			}
+		if p.Name == victim {
+			node, victimIP = p.Spec.NodeName, p.Status.PodIP
+		} else if p.Status.PodIP != "" {
+			peerIPs = append(peerIPs, p.Status.PodIP)
 		}
 	}
-	node := nodeOf[victim]
-	cidrs := map[string]string{}
-	nodes := &corev1.NodeList{}
-	if err := e.k.HubClient.List(ctx, nodes); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range nodes.Items {
-		cidrs[n.Name] = n.Spec.PodCIDR
+	if node == "" || victimIP == "" || len(peerIPs) == 0 {
+		t.Fatalf("leader %s: node %q, pod IP %q, peers %v", victim, node, victimIP, peerIPs)
 	}
 	var rules [][]string
-	for n, c := range cidrs {
-		if n == node {
-			continue
-		}
-		rules = append(rules, []string{"FORWARD", "-s", cidrs[node], "-d", c, "-j", "DROP"},
-			[]string{"FORWARD", "-s", c, "-d", cidrs[node], "-j", "DROP"})
+	for _, ip := range peerIPs {
+		rules = append(rules, []string{"FORWARD", "-s", victimIP, "-d", ip, "-j", "DROP"},
+			[]string{"FORWARD", "-s", ip, "-d", victimIP, "-j", "DROP"})
 	}
 	iptables := func(op string, r []string) error {
 		args := append([]string{"exec", node, "iptables", op}, r...)
@@ -249,16 +235,14 @@ func TestChaosHubPartition(t *testing.T) {
 			heal()
 		}
 	})
-	logf(t, "cut %s (leader %s) on %s off from its peers' pod ranges", victim, leader, node)
+	logf(t, "cut the leader %s (%s on %s) off from its peers %v", victim, victimIP, node, peerIPs)
 
 	e.scale(name, 10)
 	e.waitSplit(name, split{memberA: 5, memberB: 5})
-	if victim == leader {
-		e.poll("a leader other than the cut "+victim, func(ctx context.Context) (bool, error) {
-			l, err := e.leaderPod(ctx)
-			return err == nil && l != victim, nil
-		})
-	}
+	e.poll("a leader other than the cut "+victim, func(ctx context.Context) (bool, error) {
+		l, err := e.leaderPod(ctx)
+		return err == nil && l != victim, nil
+	})
 	heal()
 	logf(t, "healed the partition")
 	e.scale(name, 4)
