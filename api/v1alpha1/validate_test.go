@@ -250,8 +250,12 @@ func TestValidateUpdateStrategy(t *testing.T) {
 		}, "spec.updateStrategy.stages[2].canary", "needs clusters or clusterSelector"},
 		{"canary zero", func(f *FederatedReplicaSet) { f.Spec.UpdateStrategy.Stages[0].Canary = ptr.To(intstr.FromInt32(0)) }, "spec.updateStrategy.stages[0].canary", "between 1 and 1000000"},
 		{"canary 0%", func(f *FederatedReplicaSet) { f.Spec.UpdateStrategy.Stages[1].Canary = ptr.To(intstr.FromString("0%")) }, "spec.updateStrategy.stages[1].canary", "percentage from 1% to 100%"},
-		{"canary 101%", func(f *FederatedReplicaSet) { f.Spec.UpdateStrategy.Stages[1].Canary = ptr.To(intstr.FromString("101%")) }, "spec.updateStrategy.stages[1].canary", "percentage from 1% to 100%"},
-		{"canary text", func(f *FederatedReplicaSet) { f.Spec.UpdateStrategy.Stages[1].Canary = ptr.To(intstr.FromString("half")) }, "spec.updateStrategy.stages[1].canary", "percentage"},
+		{"canary 101%", func(f *FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages[1].Canary = ptr.To(intstr.FromString("101%"))
+		}, "spec.updateStrategy.stages[1].canary", "percentage from 1% to 100%"},
+		{"canary text", func(f *FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages[1].Canary = ptr.To(intstr.FromString("half"))
+		}, "spec.updateStrategy.stages[1].canary", "percentage"},
 		{"bake time", func(f *FederatedReplicaSet) { f.Spec.UpdateStrategy.Stages[0].BakeTime = ptrTo(Duration("1d")) }, "spec.updateStrategy.stages[0].bakeTime", "no unit for days"},
 		{"promotion", func(f *FederatedReplicaSet) { f.Spec.UpdateStrategy.Stages[0].Promotion = "manual" }, "spec.updateStrategy.stages[0].promotion", "Unsupported value"},
 		{"memberless stage before the last", func(f *FederatedReplicaSet) {
