@@ -170,20 +170,16 @@ type RolloutStage struct {
 	Clusters []string `json:"clusters,omitempty"`
 
 	// ClusterSelector selects the stage's members by their labels, in
-	// addition to clusters.
-	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || size(self.matchExpressions) <= 32",message="matchExpressions must have at most 32 items"
-	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || size(self.matchLabels) <= 64",message="matchLabels must have at most 64 entries"
-	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions operator must be In, NotIn, Exists or DoesNotExist (case matters)"
-	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['In', 'NotIn']) || (has(e.values) && size(e.values) > 0))",message="matchExpressions with operator In or NotIn need values"
-	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['Exists', 'DoesNotExist']) || !has(e.values) || size(e.values) == 0)",message="matchExpressions with operator Exists or DoesNotExist take no values"
+	// addition to clusters; it is written as a label selector is.
 	// +optional
-	ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
+	ClusterSelector *ClusterLabelSelector `json:"clusterSelector,omitempty"`
 
 	// Canary limits the stage to part of its members' replicas: a number of
 	// pods, or a percentage of the members' targets (rounded up), split
 	// among the members in proportion to their targets. Unset updates the
 	// members in full.
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 && self <= 1000000 : self.matches('^([1-9]|[1-9][0-9]|100)%$')",message="must be a number of pods from 1 to 1000000 or a percentage from 1% to 100%"
 	// +optional
 	Canary *intstr.IntOrString `json:"canary,omitempty"`
@@ -198,6 +194,55 @@ type RolloutStage struct {
 	// +kubebuilder:default=Auto
 	// +optional
 	Promotion PromotionPolicy `json:"promotion,omitempty"`
+}
+
+// ClusterLabelSelector selects member clusters by label. It is written as a
+// metav1.LabelSelector is (LabelSelector converts it); its own type carries
+// the bounds that let the API server check a list of them within its CEL
+// cost budget.
+type ClusterLabelSelector struct {
+	// MatchLabels are key=value pairs a member's labels must all have.
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	MatchLabels map[string]string `json:"matchLabels,omitempty"`
+	// MatchExpressions are requirements a member's labels must all meet.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	MatchExpressions []ClusterSelectorRequirement `json:"matchExpressions,omitempty"`
+}
+
+// ClusterSelectorRequirement is one requirement of a ClusterLabelSelector,
+// as metav1.LabelSelectorRequirement.
+// +kubebuilder:validation:XValidation:rule="self.operator in ['In', 'NotIn'] ? (has(self.values) && size(self.values) > 0) : (!has(self.values) || size(self.values) == 0)",message="operators In and NotIn need values; Exists and DoesNotExist take none"
+type ClusterSelectorRequirement struct {
+	// Key is the label key.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	Key string `json:"key"`
+	// Operator is In, NotIn, Exists or DoesNotExist.
+	// +kubebuilder:validation:Enum=In;NotIn;Exists;DoesNotExist
+	Operator metav1.LabelSelectorOperator `json:"operator"`
+	// Values for In and NotIn.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+	// +optional
+	Values []string `json:"values,omitempty"`
+}
+
+// LabelSelector returns the selector as a metav1.LabelSelector.
+func (s *ClusterLabelSelector) LabelSelector() *metav1.LabelSelector {
+	if s == nil {
+		return nil
+	}
+	out := &metav1.LabelSelector{MatchLabels: s.MatchLabels}
+	for _, e := range s.MatchExpressions {
+		out.MatchExpressions = append(out.MatchExpressions, metav1.LabelSelectorRequirement{Key: e.Key, Operator: e.Operator, Values: e.Values})
+	}
+	return out
 }
 
 // RolloutPhase is where a rolling update stands.

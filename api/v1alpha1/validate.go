@@ -367,7 +367,7 @@ func (st *RolloutStage) validate(p *field.Path) field.ErrorList {
 		errs = append(errs, unique(seen, p.Child("clusters").Index(j), c)...)
 	}
 	if st.ClusterSelector != nil {
-		errs = append(errs, validateSelector(st.ClusterSelector, p.Child("clusterSelector"))...)
+		errs = append(errs, validateSelector(st.ClusterSelector.LabelSelector(), p.Child("clusterSelector"))...)
 	}
 	if c := st.Canary; c != nil {
 		if len(st.Clusters) == 0 && st.ClusterSelector == nil {

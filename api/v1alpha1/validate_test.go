@@ -190,7 +190,7 @@ func rollingFRS() *FederatedReplicaSet {
 		RevisionHistoryLimit:    ptr.To[int32](10),
 		Stages: []RolloutStage{
 			{Name: "canary", Clusters: []string{"member-c"}, Canary: ptr.To(intstr.FromInt32(1)), BakeTime: ptrTo(Duration("10m")), Promotion: PromotionManual},
-			{Name: "eu", ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"region": "eu"}}, Canary: ptr.To(intstr.FromString("50%"))},
+			{Name: "eu", ClusterSelector: &ClusterLabelSelector{MatchLabels: map[string]string{"region": "eu"}}, Canary: ptr.To(intstr.FromString("50%"))},
 			{Name: "rest"},
 		},
 	}
@@ -243,7 +243,7 @@ func TestValidateUpdateStrategy(t *testing.T) {
 			f.Spec.UpdateStrategy.Stages[0].Clusters = []string{"a", "a"}
 		}, "spec.updateStrategy.stages[0].clusters[1]", "Duplicate"},
 		{"stage selector", func(f *FederatedReplicaSet) {
-			f.Spec.UpdateStrategy.Stages[1].ClusterSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "region", Operator: "in", Values: []string{"eu"}}}
+			f.Spec.UpdateStrategy.Stages[1].ClusterSelector.MatchExpressions = []ClusterSelectorRequirement{{Key: "region", Operator: "in", Values: []string{"eu"}}}
 		}, "spec.updateStrategy.stages[1].clusterSelector.matchExpressions[0].operator", "not a valid selector operator"},
 		{"canary without members", func(f *FederatedReplicaSet) {
 			f.Spec.UpdateStrategy.Stages[2].Canary = ptr.To(intstr.FromInt32(2))
