@@ -75,7 +75,8 @@ type MemberTargets struct {
 	// Name of the member.
 	Name string
 	// Targets has one entry per revision the member has pods or a target of,
-	// plus the update revision; oldest first as in Input.Order.
+	// plus the update revision, oldest first as in Input.Order; a held
+	// member's are its input revisions as they were.
 	Targets []RevisionTarget
 	// Held is true for an unreachable member, whose targets were kept.
 	Held bool
@@ -347,10 +348,8 @@ func (st *stepper) output() Output {
 		if ms.m.Reachable {
 			mt.Targets = append(distribute(&ms.old), distribute(&ms.new)...)
 		} else {
-			for _, b := range []*bucket{&ms.old, &ms.new} {
-				for _, p := range b.revs {
-					mt.Targets = append(mt.Targets, RevisionTarget{Revision: p.Revision, Replicas: max(p.Target, 0)})
-				}
+			for _, p := range ms.m.Revisions {
+				mt.Targets = append(mt.Targets, RevisionTarget{Revision: p.Revision, Replicas: max(p.Target, 0)})
 			}
 		}
 		if ms.counted {
