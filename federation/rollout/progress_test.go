@@ -24,16 +24,19 @@ func state(phase v1alpha1.RolloutPhase) *sb {
 	return &sb{s: State{Phase: phase, UpdateRevision: "r2", StableRevision: "r1", StageStart: t0, LastProgress: t0}}
 }
 
-func (b *sb) stage(i int) *sb                     { b.s.Stage = i; return b }
-func (b *sb) bake(at time.Time) *sb               { b.s.BakeStart = at; return b }
-func (b *sb) progress(at time.Time) *sb           { b.s.LastProgress = at; return b }
-func (b *sb) started(at time.Time) *sb            { b.s.StageStart = at; return b }
-func (b *sb) updated(n int32) *sb                 { b.s.UpdatedAvailable = n; return b }
-func (b *sb) resume(p v1alpha1.RolloutPhase) *sb  { b.s.Resume = p; return b }
-func (b *sb) revisions(update, stable string) *sb { b.s.UpdateRevision, b.s.StableRevision = update, stable; return b }
-func (b *sb) failed(rev string) *sb               { b.s.FailedRevision = rev; return b }
-func (b *sb) why(reason string) *sb               { b.s.Reason = reason; return b }
-func (b *sb) obj() State                          { return b.s }
+func (b *sb) stage(i int) *sb                    { b.s.Stage = i; return b }
+func (b *sb) bake(at time.Time) *sb              { b.s.BakeStart = at; return b }
+func (b *sb) progress(at time.Time) *sb          { b.s.LastProgress = at; return b }
+func (b *sb) started(at time.Time) *sb           { b.s.StageStart = at; return b }
+func (b *sb) updated(n int32) *sb                { b.s.UpdatedAvailable = n; return b }
+func (b *sb) resume(p v1alpha1.RolloutPhase) *sb { b.s.Resume = p; return b }
+func (b *sb) revisions(update, stable string) *sb {
+	b.s.UpdateRevision, b.s.StableRevision = update, stable
+	return b
+}
+func (b *sb) failed(rev string) *sb { b.s.FailedRevision = rev; return b }
+func (b *sb) why(reason string) *sb { b.s.Reason = reason; return b }
+func (b *sb) obj() State            { return b.s }
 
 func testPolicy(onFailure v1alpha1.FailurePolicy) Policy {
 	st, err := Resolve(&v1alpha1.UpdateStrategy{Stages: []v1alpha1.RolloutStage{
