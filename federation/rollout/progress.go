@@ -123,10 +123,9 @@ func Start(s State, rev string, now time.Time) (State, []Transition) {
 	return n, []Transition{{From: s.Phase, To: n.Phase, Reason: n.Reason, Message: n.Message}}
 }
 
-// Covering reports whether every member takes the update revision in full
-// (after completion and during a rollback, which ignores the stages), and
-// Frozen whether the split must stay as it is (paused, or stopped on a
-// failure): the caller then asks Step for the members' current shares.
+// Covering reports whether every member takes the update revision in full:
+// after completion, and during and after a rollback, which ignores the
+// stages. The caller then gives Step each member's whole target as share.
 func (s *State) Covering() bool {
 	switch s.Phase {
 	case v1alpha1.PhaseComplete, v1alpha1.PhaseRollingBack, v1alpha1.PhaseRolledBack, "":
@@ -135,7 +134,8 @@ func (s *State) Covering() bool {
 	return false
 }
 
-// Frozen reports whether the split between revisions must not move.
+// Frozen reports whether the split between revisions must not move (paused,
+// or stopped on a failure): the caller then gives Step CurrentShares.
 func (s *State) Frozen() bool {
 	return s.Phase == v1alpha1.PhasePaused || s.Phase == v1alpha1.PhaseFailed
 }
