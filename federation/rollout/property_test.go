@@ -70,6 +70,34 @@ type fleet struct {
 	policy                   Policy
 	bad                      bool // the new revision's pods never become Available
 	shortfall                int32
+	prefs                    []v1alpha1.ClusterPreference
+	uid                      string
+}
+
+// replan scales the fleet to replicas and divides it again with the
+// planner, from the targets and pods the members have: a scale during the
+// rollout. Unreachable members are held by the planner.
+func (f *fleet) replan(replicas int32) {
+	f.replicas = replicas
+	prev := map[string]int32{}
+	var pm []planner.Member
+	for _, m := range f.members {
+		prev[m.name] = m.target
+		// Pending pods are left out, so the planner sees the capacity as it is.
+		p := planner.Member{Name: m.name, Labels: m.labels, Health: planner.Healthy, Current: m.running(), Ready: m.available()}
+		if !m.reachable {
+			p.Health = planner.Unhealthy // just now: held, never failed over
+		}
+		if m.capacity != nil {
+			p.FreeCapacity = ptr.To(max(0, *m.capacity-m.running()))
+		}
+		pm = append(pm, p)
+	}
+	plan := planner.Plan(planner.Input{UID: f.uid, Replicas: replicas, Placement: v1alpha1.Placement{Clusters: f.prefs}, Previous: prev, Members: pm})
+	f.shortfall = plan.Shortfall
+	for _, m := range f.members {
+		m.target = plan.Target(m.name)
+	}
 }
 
 const oldRev, newRev = "frs-old", "frs-new"
@@ -102,7 +130,8 @@ func newFleet(seed uint64) *fleet {
 		pm = append(pm, planner.Member{Name: m.name, Labels: m.labels, Health: planner.Healthy, FreeCapacity: m.capacity})
 		f.members = append(f.members, m)
 	}
-	plan := planner.Plan(planner.Input{UID: fmt.Sprint(seed), Replicas: f.replicas, Placement: v1alpha1.Placement{Clusters: prefs}, Members: pm})
+	f.prefs, f.uid = prefs, fmt.Sprint(seed)
+	plan := planner.Plan(planner.Input{UID: f.uid, Replicas: f.replicas, Placement: v1alpha1.Placement{Clusters: prefs}, Members: pm})
 	f.shortfall = plan.Shortfall
 	for _, m := range f.members {
 		m.target = plan.Target(m.name)
@@ -272,12 +301,14 @@ func findTargets(o Output, name string) *MemberTargets {
 
 // TestStepProperty rolls random fleets (members with minReplicas,
 // maxReplicas and capacity, divided by the planner; random availability;
-// members unreachable for a while; canary, selector and plain stages; one
-// fleet in four with a template whose pods never become Available and
-// onFailure Rollback) step by step and checks at every step:
+// members unreachable for a while; scaling, re-divided by the planner,
+// during the rollout; canary, selector and plain stages; one fleet in four
+// with a template whose pods never become Available and onFailure
+// Rollback) step by step and checks at every step:
 //
 //   - the fleet's pods never exceed replicas + maxSurge, neither the bound
-//     Step reports nor the pods the members run;
+//     Step reports nor the pods the members run, and no member's exceed
+//     its target + maxSurge;
 //   - the step's deletions never take the Available pods below
 //     replicas - maxUnavailable (nor lower them when already below);
 //   - Available pods removed ahead of replacements, summed over members,
@@ -313,10 +344,14 @@ func (f *fleet) run(t *testing.T) {
 			m := f.members[f.rng.IntN(len(f.members))]
 			m.reachable = !m.reachable
 		}
+		if step < chaos && f.rng.IntN(20) == 0 {
+			f.replan(max(1, f.replicas+int32(f.rng.IntN(11))-5))
+		}
 		if step == chaos {
 			for _, m := range f.members {
 				m.reachable = true
 			}
+			f.replan(f.replicas) // as the planner would once every member answers
 		}
 		in := f.input(&s)
 		out := Step(in)
@@ -337,7 +372,16 @@ func (f *fleet) run(t *testing.T) {
 
 func (f *fleet) check(t *testing.T, step int, in Input, out Output) {
 	t.Helper()
-	podsBefore, availBefore := f.counted()
+	// Pods as Step counts them (committed targets may still create pods):
+	// after a scale-down they may be above the new bound, and then the step
+	// must not raise them.
+	_, availBefore := f.counted()
+	var podsBefore int32
+	for _, m := range f.members {
+		if m.reachable || m.target > 0 {
+			podsBefore += memberLevels(m, nil)
+		}
+	}
 	bound := f.replicas + f.surge
 	if out.Pods > max(bound, podsBefore) {
 		t.Fatalf("step %d: pods bound %d above replicas+surge %d (before %d); fleet %s", step, out.Pods, bound, podsBefore, f)
@@ -345,6 +389,10 @@ func (f *fleet) check(t *testing.T, step int, in Input, out Output) {
 	perMember := map[string]int32{}
 	for _, m := range f.members {
 		perMember[m.name] = m.available()
+		before, after := memberLevels(m, nil), memberLevels(m, findTargets(out, m.name))
+		if m.reachable && after > max(m.target+f.surge, before) {
+			t.Fatalf("step %d: member %s: pods bound %d above its target+surge %d (before %d); fleet %s", step, m.name, after, m.target+f.surge, before, f)
+		}
 		mt := findTargets(out, m.name)
 		if m.reachable && mt.Target(newRev) > max(in.memberShare(m.name), levelOf(m.revs[newRev])) && in.UpdateRevision == newRev {
 			t.Fatalf("step %d: member %s: new revision target %d above its share %d", step, m.name, mt.Target(newRev), in.memberShare(m.name))
@@ -367,6 +415,21 @@ func (f *fleet) check(t *testing.T, step int, in Input, out Output) {
 		t.Fatalf("step %d: %d Available pods removed ahead of their replacements, maxUnavailable %d; fleet %s", step, ahead, f.unavail, f)
 	}
 	f.ripen()
+}
+
+// memberLevels is a member's pods counted as Step counts them: per
+// revision the larger of pods and committed target, and of the new
+// targets when mt is given.
+func memberLevels(m *simMember, mt *MemberTargets) int32 {
+	var n int32
+	for name, r := range m.revs {
+		l := max(r.replicas(), r.target)
+		if mt != nil {
+			l = max(l, mt.Target(name))
+		}
+		n += l
+	}
+	return n
 }
 
 func levelOf(r *simRev) int32 {

@@ -120,8 +120,8 @@ type Output struct {
 // With R = Replicas, S = MaxSurge and U = MaxUnavailable:
 //
 //   - Surge: new targets never take the fleet's pods (counted as in
-//     Output.Pods) above R + S; when the fleet is already above, the step
-//     creates nothing.
+//     Output.Pods) above R + S, nor a member's above its Target + S; when
+//     either is already above, the step creates nothing there.
 //   - Availability: the step's deletions never take the Available pods in
 //     reachable members below R - U; when the fleet is already below, it
 //     deletes no Available pod.
@@ -169,6 +169,7 @@ type memberStep struct {
 type stepper struct {
 	in      Input
 	members []memberStep
+	surge   int64 // S, resolved
 	room    int64 // new pods the fleet may still get: R + S - pods
 	budget  int64 // Available pods the step may still delete: A - (R - U)
 	ahead   int64 // of those, deletions ahead of replacements
@@ -199,6 +200,7 @@ func newStepper(in Input) *stepper {
 	}
 	slices.SortFunc(st.members, func(a, b memberStep) int { return strings.Compare(a.m.Name, b.m.Name) })
 	r := int64(max(in.Replicas, 0))
+	st.surge = int64(surge)
 	st.room = max(0, r+int64(surge)-pods)
 	st.budget = max(0, avail-(r-int64(unavailable)))
 	st.ahead = min(st.budget, int64(unavailable))
@@ -300,7 +302,8 @@ type demand struct {
 
 // scaleUp raises the buckets below where they are going, sharing the
 // fleet's room for new pods fairly among them (an equal part each, the
-// rest one by one in member order) and within each member's Room.
+// rest one by one in member order), within each member's Room and its
+// Target + S.
 func (st *stepper) scaleUp() {
 	var ds []demand
 	memberCap := make(map[*memberStep]int64)
@@ -309,9 +312,11 @@ func (st *stepper) scaleUp() {
 		if !ms.m.Reachable {
 			continue
 		}
-		memberCap[ms] = -1
+		// A member's pods stay within its target plus the surge, as the
+		// fleet's stay within replicas plus the surge.
+		memberCap[ms] = max(0, int64(max(ms.m.Target, 0))+st.surge-int64(ms.new.level+ms.old.level))
 		if ms.m.Room != nil {
-			memberCap[ms] = max(0, int64(*ms.m.Room)+int64(ms.deleted)-int64(ms.inflight))
+			memberCap[ms] = min(memberCap[ms], max(0, int64(*ms.m.Room)+int64(ms.deleted)-int64(ms.inflight)))
 		}
 		for _, b := range []*bucket{&ms.new, &ms.old} {
 			if b.desired > b.target && b.grow != "" {
@@ -324,10 +329,8 @@ func (st *stepper) scaleUp() {
 		next := ds[:0]
 		for _, d := range ds {
 			give := min(d.want, share, st.room)
-			if c := memberCap[d.ms]; c >= 0 {
-				give = min(give, c)
-				memberCap[d.ms] = c - give
-			}
+			give = min(give, memberCap[d.ms])
+			memberCap[d.ms] -= give
 			d.b.target += int32(give)
 			d.want -= give
 			st.room -= give

@@ -72,6 +72,13 @@ func TestStep(t *testing.T) {
 			want: targets{"a": {o: 4, n: 1}, "b": {o: 4, n: 1}, "c": {o: 4, n: 1}},
 		},
 		{
+			name: "b is at its target + surge and gets nothing more; a takes the fleet's room",
+			in: in(8, 2, 2,
+				member("a", 4).share(4).pods(o, 2, 2, 2),
+				member("b", 4).share(4).pods(o, 4, 4, 4).pods(n, 2, 2, 0)),
+			want: targets{"a": {o: 2, n: 2}, "b": {o: 4, n: 2}},
+		},
+		{
 			name: "canary stage: only the canary member's share moves",
 			in: in(8, 2, 0,
 				member("a", 4).share(0).pods(o, 4, 4, 4),
