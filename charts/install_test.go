@@ -150,7 +150,7 @@ func TestInstallOnHub(t *testing.T) {
 		err := h.cl.Delete(ctx, newFRS(t, 1), client.DryRunAll)
 		return err == nil, err
 	})
-	// The documented order, with the commands NOTES.txt and README give:
+	// The documented order, with the commands NOTES.txt and docs/install.md give:
 	// delete every FederatedReplicaSet, wait for them to go, uninstall.
 	h.kubectl(t, "delete", "frs", "--all", "-A")
 	h.kubectl(t, "wait", "--for=delete", "frs", "--all", "-A", "--timeout=90s")

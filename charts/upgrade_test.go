@@ -65,9 +65,9 @@ func TestUpgradeFromPrevious(t *testing.T) {
 	}
 
 	// Without --take-ownership helm refuses to adopt the CRD it did not
-	// create as a template; README says to pass it once.
+	// create as a template; docs/install.md (Upgrade) says to pass it once.
 	if _, err := h.tryHelm(t, "upgrade", release, chartDir, "--namespace", namespace); err == nil {
-		t.Error("helm upgrade adopted the CRD without --take-ownership: README's upgrade step is stale")
+		t.Error("helm upgrade adopted the CRD without --take-ownership: docs/install.md's upgrade step is stale")
 	} else if !strings.Contains(err.Error(), crdName) {
 		t.Fatalf("helm upgrade failed, not on the CRD: %v", err)
 	}

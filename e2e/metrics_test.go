@@ -325,7 +325,7 @@ func missingFamilies(fams map[string]*dto.MetricFamily, names []string) []string
 	return missing
 }
 
-// logExcerpt logs a few lines of the leader's scrape for the README.
+// logExcerpt logs a few lines of the leader's scrape for docs/observability.md.
 func logExcerpt(t *testing.T, id string, fams map[string]*dto.MetricFamily, ns string) {
 	var b strings.Builder
 	for _, name := range []string{"replicafed_raft_leader", "raft_state_leader", "raft_commitTime", "raft_leader_lastContact", "raft_fsm_apply",

@@ -19,7 +19,8 @@ const (
 	// hub namespace, so there is nothing to copy; pods wait for it.
 	ReasonDependencyNotFound = "NotFoundInHub"
 	// ReasonDependencyCopyFailed: reading the hub object or writing a member
-	// copy failed (for example forbidden: see the RBAC notes in the README).
+	// copy failed (for example forbidden: see RBAC under Dependencies in
+	// docs/how-it-works.md).
 	ReasonDependencyCopyFailed = "CopyFailed"
 
 	// LabelDependency marks an object in a member as a copy replicafed made

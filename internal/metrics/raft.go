@@ -51,7 +51,7 @@ var raftOnce = sync.OnceValue(registerRaft)
 // through the process-wide go-metrics instance into controller-runtime's
 // registry, so they are served on the metrics endpoint beside replicafed's
 // own: raft_commitTime, raft_leader_lastContact, raft_fsm_apply,
-// raft_state_leader and the rest (README "Observing replicafed" lists
+// raft_state_leader and the rest (docs/observability.md lists
 // them). Names are raft's keys joined with "_"; timings are summaries in
 // milliseconds. Series never expire: a counter such as raft_state_leader
 // must not vanish while the process runs. The go-metrics instance is
