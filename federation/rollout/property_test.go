@@ -501,3 +501,91 @@ func (f *fleet) String() string {
 	}
 	return s
 }
+
+// TestStepArbitraryStates checks Step's promises on states no rollout of
+// the simulation reaches: random counts per revision (up to three), committed
+// targets above or below the pods, members above their targets, surplus
+// Available pods, unreachable members and any share.
+func TestStepArbitraryStates(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	revNames := []string{"r1", "r2", "r3"}
+	for i := range 3000 {
+		in := Input{Replicas: int32(rng.IntN(30)), MaxSurge: int32(rng.IntN(4)), MaxUnavailable: int32(rng.IntN(4)),
+			UpdateRevision: "r3", StableRevision: revNames[rng.IntN(2)], Order: revNames}
+		for j := range 1 + rng.IntN(5) {
+			m := Member{Name: fmt.Sprintf("m%d", j), Target: int32(rng.IntN(12)), Reachable: rng.IntN(4) > 0}
+			m.UpdateShare = int32(rng.IntN(int(m.Target) + 2))
+			if rng.IntN(2) == 0 {
+				m.Room = ptr.To(int32(rng.IntN(5)))
+			}
+			for _, r := range revNames {
+				if rng.IntN(3) == 0 {
+					continue
+				}
+				p := Pods{Revision: r, Replicas: int32(rng.IntN(8)), Target: int32(rng.IntN(8))}
+				p.Available = int32(rng.IntN(int(p.Replicas) + 1))
+				m.Revisions = append(m.Revisions, p)
+			}
+			in.Members = append(in.Members, m)
+		}
+		checkArbitrary(t, i, in, Step(in))
+	}
+}
+
+func checkArbitrary(t *testing.T, i int, in Input, out Output) {
+	t.Helper()
+	surge, unavail := in.MaxSurge, in.MaxUnavailable
+	if surge == 0 && unavail == 0 {
+		surge = 1
+	}
+	var podsBefore, availBefore, availAfter, ahead int32
+	for k, m := range in.Members {
+		mt := &out.Members[k]
+		if mt.Name != m.Name {
+			t.Fatalf("case %d: members out of order", i)
+		}
+		var before, after, mAvail, mAvailAfter int32
+		for _, p := range m.Revisions {
+			nt := mt.Target(p.Revision)
+			before += max(p.Replicas, p.Target)
+			after += max(p.Replicas, p.Target, nt)
+			mAvail += p.Available
+			mAvailAfter += p.Available - max(0, p.Available-nt) // the engine deletes pods that are not Available first
+			if !m.Reachable && nt != p.Target {
+				t.Fatalf("case %d: held member %s: target of %s changed", i, m.Name, p.Revision)
+			}
+		}
+		if n := mt.Target(in.UpdateRevision); m.Reachable && n > max(min(m.UpdateShare, m.Target), levelIn(m, in.UpdateRevision)) {
+			t.Fatalf("case %d: member %s: update target %d above its share %d; %+v", i, m.Name, n, m.UpdateShare, in)
+		}
+		if m.Reachable && after > max(m.Target+surge, before) {
+			t.Fatalf("case %d: member %s: pods bound %d above target+surge %d (before %d); %+v", i, m.Name, after, m.Target+surge, before, in)
+		}
+		if m.Reachable || m.Target > 0 {
+			podsBefore += before
+		}
+		if m.Reachable {
+			availBefore += mAvail
+			availAfter += mAvailAfter
+			ahead += max(0, min(mAvail, m.Target)-mAvailAfter)
+		}
+	}
+	if out.Pods > max(in.Replicas+surge, podsBefore) {
+		t.Fatalf("case %d: pods bound %d above replicas+surge %d (before %d); %+v", i, out.Pods, in.Replicas+surge, podsBefore, in)
+	}
+	if availAfter < min(availBefore, in.Replicas-unavail) {
+		t.Fatalf("case %d: Available %d -> %d, below replicas-maxUnavailable %d; %+v", i, availBefore, availAfter, in.Replicas-unavail, in)
+	}
+	if ahead > unavail {
+		t.Fatalf("case %d: %d Available pods removed ahead of replacements, maxUnavailable %d; %+v", i, ahead, unavail, in)
+	}
+}
+
+func levelIn(m Member, rev string) int32 {
+	for _, p := range m.Revisions {
+		if p.Revision == rev {
+			return max(p.Replicas, p.Target)
+		}
+	}
+	return 0
+}

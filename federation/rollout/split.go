@@ -214,6 +214,12 @@ func newMemberStep(m *Member, update, stable string, age map[string]int) memberS
 	ms.new.desired = min(max(m.UpdateShare, 0), target)
 	ms.old.desired = target - ms.new.desired
 	revs := slices.Clone(m.Revisions)
+	for i := range revs {
+		// Counts from a status report may be inconsistent (a negative value,
+		// more Available pods than pods); read them as the engine would.
+		revs[i].Replicas = max(revs[i].Replicas, 0)
+		revs[i].Available = min(max(revs[i].Available, 0), revs[i].Replicas)
+	}
 	slices.SortStableFunc(revs, func(a, b Pods) int { return age[a.Revision] - age[b.Revision] })
 	for _, p := range revs {
 		b := &ms.old
