@@ -9,12 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -434,16 +434,16 @@ func checkStatefulSet(t *testing.T, m *manifests, replicas int) {
 	}
 
 	c := m.container(t)
-	if !reflect.DeepEqual(c.Args, []string{"--config=" + configPath}) {
-		t.Errorf("args = %q", c.Args)
+	if diff := cmp.Diff([]string{"--config=" + configPath}, c.Args); diff != "" {
+		t.Errorf("args (-want +got):\n%s", diff)
 	}
 	wantPorts := map[string]int32{"raft": 7000, "admin": 7001, "metrics": 8080, "health": 8081}
 	gotPorts := map[string]int32{}
 	for _, p := range c.Ports {
 		gotPorts[p.Name] = p.ContainerPort
 	}
-	if !reflect.DeepEqual(gotPorts, wantPorts) {
-		t.Errorf("ports = %v, want %v", gotPorts, wantPorts)
+	if diff := cmp.Diff(wantPorts, gotPorts); diff != "" {
+		t.Errorf("ports (-want +got):\n%s", diff)
 	}
 	for name, probe := range map[string]*corev1.Probe{"/healthz": c.LivenessProbe, "/readyz": c.ReadinessProbe} {
 		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != name || probe.HTTPGet.Port.String() != "health" {
@@ -465,7 +465,7 @@ func checkStatefulSet(t *testing.T, m *manifests, replicas int) {
 		t.Error("container runAsNonRoot is not true")
 	case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
 		t.Error("allowPrivilegeEscalation is not false")
-	case sc.Capabilities == nil || !reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0:
+	case sc.Capabilities == nil || !cmp.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0:
 		t.Errorf("capabilities = %+v, want drop ALL", sc.Capabilities)
 	case sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
 		t.Errorf("seccompProfile = %+v, want RuntimeDefault", sc.SeccompProfile)
@@ -595,13 +595,13 @@ func checkConfig(t *testing.T, m *manifests, replicas int) {
 			t.Errorf("raft.clusterID = %q, want %q", cfg.Raft.ClusterID, fullname)
 		}
 		// The chart lists the binary's defaults in values.yaml; catch drift.
-		if !reflect.DeepEqual(cfg.Controller, def.Controller) {
-			t.Errorf("controller = %+v, binary defaults %+v", cfg.Controller, def.Controller)
+		if diff := cmp.Diff(def.Controller, cfg.Controller); diff != "" {
+			t.Errorf("controller differs from the binary's defaults (-binary +chart):\n%s", diff)
 		}
-		if !reflect.DeepEqual(cfg.Failover, def.Failover) {
-			t.Errorf("failover = %+v, binary defaults %+v", cfg.Failover, def.Failover)
+		if diff := cmp.Diff(def.Failover, cfg.Failover); diff != "" {
+			t.Errorf("failover differs from the binary's defaults (-binary +chart):\n%s", diff)
 		}
-		if !reflect.DeepEqual(cfg.Clusters.SecretSelector, def.Clusters.SecretSelector) || cfg.Clusters.SecretKey != def.Clusters.SecretKey {
+		if cfg.Clusters.SecretSelector != def.Clusters.SecretSelector || cfg.Clusters.SecretKey != def.Clusters.SecretKey {
 			t.Errorf("clusters = %+v, binary defaults %+v", cfg.Clusters, def.Clusters)
 		}
 		checkListeners(t, m, cfg)
@@ -662,8 +662,10 @@ func TestScheduling(t *testing.T) {
 				t.Fatalf("topologySpreadConstraints = %+v", pod.TopologySpreadConstraints)
 			}
 			sel := pod.TopologySpreadConstraints[0].LabelSelector
-			if sel == nil || !reflect.DeepEqual(sel.MatchLabels, m.statefulSet.Spec.Selector.MatchLabels) {
-				t.Errorf("spread constraint selector = %+v, want the pod selector", sel)
+			if sel == nil {
+				t.Errorf("spread constraint has no selector, want the pod selector")
+			} else if diff := cmp.Diff(m.statefulSet.Spec.Selector.MatchLabels, sel.MatchLabels); diff != "" {
+				t.Errorf("spread constraint selector, want the pod selector (-pod selector +spread):\n%s", diff)
 			}
 			got := m.statefulSet.Spec.VolumeClaimTemplates[0].Spec.StorageClassName
 			if (got == nil) != (tc.wantClass == nil) || got != nil && *got != *tc.wantClass {
@@ -693,8 +695,14 @@ func TestCRDs(t *testing.T) {
 			t.Errorf("CRD %s annotations %v, want helm.sh/resource-policy: keep", got.Name, got.Annotations)
 		}
 		delete(got.Annotations, "helm.sh/resource-policy")
-		if got.Name != want.Name || !reflect.DeepEqual(got.Annotations, want.Annotations) || !reflect.DeepEqual(got.Spec, want.Spec) {
-			t.Errorf("the chart's CRD %s differs from api/crds/%s: run `make generate`", got.Name, file)
+		if got.Name != want.Name {
+			t.Errorf("the chart's CRD %s is named %s in api/crds/%s: run `make generate`", got.Name, want.Name, file)
+		}
+		if diff := cmp.Diff(want.Annotations, got.Annotations); diff != "" {
+			t.Errorf("the chart's CRD %s annotations differ from api/crds/%s (-api +chart), run `make generate`:\n%s", got.Name, file, diff)
+		}
+		if diff := cmp.Diff(want.Spec, got.Spec); diff != "" {
+			t.Errorf("the chart's CRD %s differs from api/crds/%s (-api +chart), run `make generate`:\n%s", got.Name, file, diff)
 		}
 	}
 	if out, err := runHelm(t, "template", release, chartDir, "--namespace", namespace, "--set", "crds.install=false"); err != nil {
@@ -910,10 +918,10 @@ func TestRBAC(t *testing.T) {
 			for _, r := range m.clusterRoles {
 				all = append(all, r.Rules...)
 				for _, rule := range r.Rules {
-					deps := tc.name == "dependency propagation" && reflect.DeepEqual(rule.Resources,
+					deps := tc.name == "dependency propagation" && cmp.Equal(rule.Resources,
 						[]string{"configmaps", "secrets", "serviceaccounts", "persistentvolumeclaims"})
 					switch {
-					case deps && !reflect.DeepEqual(rule.Verbs, []string{"get"}):
+					case deps && !cmp.Equal(rule.Verbs, []string{"get"}):
 						t.Errorf("dependency rule may do more than get: %+v", rule)
 					case !deps && contains(rule.Resources, "secrets"):
 						t.Errorf("ClusterRole %s grants Secrets cluster-wide: %+v", r.Name, rule)
@@ -978,8 +986,8 @@ func TestRBAC(t *testing.T) {
 			}
 			wantSubject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: namespace}}
 			for _, subjects := range [][]rbacv1.Subject{crb.Subjects, rb.Subjects} {
-				if !reflect.DeepEqual(subjects, wantSubject) {
-					t.Errorf("binding subjects = %+v, want %+v", subjects, wantSubject)
+				if diff := cmp.Diff(wantSubject, subjects); diff != "" {
+					t.Errorf("binding subjects (-want +got):\n%s", diff)
 				}
 			}
 		})

@@ -1,14 +1,15 @@
 package charts
 
 import (
-	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/federation/memberaccess"
 )
 
@@ -70,8 +71,8 @@ func TestMemberChart(t *testing.T) {
 		}
 		m := renderMember(t, flags...)
 		want := memberaccess.Rules(memberaccess.RoleOptions{CreateNamespaces: createNS})
-		if !reflect.DeepEqual(m.role.Rules, want) {
-			t.Errorf("createNamespaces=%v: chart rules\n%+v\nwant memberaccess.Rules\n%+v\n(run `make generate`)", createNS, m.role.Rules, want)
+		if diff := cmp.Diff(want, m.role.Rules); diff != "" {
+			t.Errorf("createNamespaces=%v: chart rules differ from memberaccess.Rules (-memberaccess +chart), run `make generate`:\n%s", createNS, diff)
 		}
 		b := m.binding
 		if b.RoleRef.Name != m.role.Name || len(b.Subjects) != 1 || b.Subjects[0].Kind != rbacv1.ServiceAccountKind ||
@@ -86,8 +87,9 @@ func TestMemberChart(t *testing.T) {
 		}
 	}
 	deps := renderMember(t, "--set", "propagateDependencies=true")
-	if want := memberaccess.Rules(memberaccess.RoleOptions{CreateNamespaces: true, PropagateDependencies: true}); !reflect.DeepEqual(deps.role.Rules, want) {
-		t.Errorf("propagateDependencies=true: chart rules\n%+v\nwant memberaccess.Rules\n%+v\n(run `make generate`)", deps.role.Rules, want)
+	want := memberaccess.Rules(memberaccess.RoleOptions{CreateNamespaces: true, PropagateDependencies: true})
+	if diff := cmp.Diff(want, deps.role.Rules); diff != "" {
+		t.Errorf("propagateDependencies=true: chart rules differ from memberaccess.Rules (-memberaccess +chart), run `make generate`:\n%s", diff)
 	}
 	m := renderMember(t, "--set", "tokenSecret.create=true")
 	if len(m.secrets) != 1 || m.secrets[0].Type != corev1.SecretTypeServiceAccountToken ||
@@ -95,8 +97,12 @@ func TestMemberChart(t *testing.T) {
 		t.Errorf("token Secret %+v", m.secrets)
 	}
 	// The CRD ships with the chart: the ClusterRole cannot create it.
+	crd, err := crds.Load(crds.MemberReplicaSetFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	out, err := runHelm(t, "show", "crds", memberChartDir)
-	if err != nil || !strings.Contains(out, "name: "+memberaccess.MemberCRDName()) {
+	if err != nil || !strings.Contains(out, "name: "+crd.Name) {
 		t.Errorf("member chart CRDs: %v\n%s", err, out)
 	}
 }

@@ -3,16 +3,16 @@ package charts
 import (
 	"crypto/x509"
 	"encoding/json"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/replicafed/replicafed/config"
-	"github.com/replicafed/replicafed/internal/metrics"
+	"github.com/replicafed/replicafed/internal/test/serieslist"
 )
 
 // seriesListPath lists the metric families the rules and the dashboard may
@@ -21,7 +21,7 @@ const seriesListPath = "testdata/series.txt"
 
 func readSeriesList(t *testing.T) []string {
 	t.Helper()
-	names, err := metrics.ReadSeriesList(seriesListPath)
+	names, err := serieslist.Read(seriesListPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,8 +155,8 @@ func TestServiceMonitor(t *testing.T) {
 			selected = append(selected, name)
 		}
 	}
-	if !reflect.DeepEqual(selected, []string{fullname + "-metrics"}) {
-		t.Fatalf("ServiceMonitor selects Services %v, want only %s-metrics", selected, fullname)
+	if diff := cmp.Diff([]string{fullname + "-metrics"}, selected); diff != "" {
+		t.Fatalf("Services the ServiceMonitor selects (-want +got):\n%s", diff)
 	}
 	ep := field(t, sm, "spec", "endpoints", 0)
 	port := field(t, ep, "port")
@@ -200,8 +200,11 @@ func TestServiceMonitor(t *testing.T) {
 	if binding == nil {
 		t.Fatal("no scraper ClusterRoleBinding")
 	}
-	if binding.RoleRef.Name != m.metricsReader.Name || !reflect.DeepEqual(binding.Subjects, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "prometheus-k8s", Namespace: "monitoring"}}) {
-		t.Errorf("scraper binding %+v -> %+v", binding.Subjects, binding.RoleRef)
+	if binding.RoleRef.Name != m.metricsReader.Name {
+		t.Errorf("scraper binding refers to %+v, want %s", binding.RoleRef, m.metricsReader.Name)
+	}
+	if diff := cmp.Diff([]rbacv1.Subject{{Kind: "ServiceAccount", Name: "prometheus-k8s", Namespace: "monitoring"}}, binding.Subjects); diff != "" {
+		t.Errorf("scraper binding subjects (-want +got):\n%s", diff)
 	}
 
 	plain := template(t, "--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.secure=false")
@@ -370,13 +373,13 @@ func TestLeaderLeaseRBAC(t *testing.T) {
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{lease}, Verbs: []string{"get", "update"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
 	}
-	if !reflect.DeepEqual(role.Rules, want) {
-		t.Errorf("rules %+v, want %+v", role.Rules, want)
+	if diff := cmp.Diff(want, role.Rules); diff != "" {
+		t.Errorf("leader Lease rules (-want +got):\n%s", diff)
 	}
 	var bound bool
 	for _, b := range m.roleBindings {
 		if b.RoleRef.Kind == "Role" && b.RoleRef.Name == role.Name && b.Namespace == namespace &&
-			reflect.DeepEqual(b.Subjects, []rbacv1.Subject{{Kind: "ServiceAccount", Name: m.serviceAccount.Name, Namespace: namespace}}) {
+			cmp.Equal(b.Subjects, []rbacv1.Subject{{Kind: "ServiceAccount", Name: m.serviceAccount.Name, Namespace: namespace}}) {
 			bound = true
 		}
 	}

@@ -1,11 +1,11 @@
 package charts
 
 import (
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
@@ -52,8 +52,8 @@ func TestPodSecurityPolicy(t *testing.T) {
 				if got == nil || bind == nil {
 					t.Fatalf("policy %s or its binding not rendered", w.Name)
 				}
-				if !reflect.DeepEqual(got.Spec, w.Spec) {
-					t.Errorf("policy %s differs from api/policy: run `make generate`", w.Name)
+				if diff := cmp.Diff(w.Spec, got.Spec); diff != "" {
+					t.Errorf("policy %s differs from api/policy (-api/policy +chart), run `make generate`:\n%s", w.Name, diff)
 				}
 				if !slices.Equal(bind.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) || bind.Spec.MatchResources != nil {
 					t.Errorf("binding %s: %+v; want Deny everywhere", bind.Name, bind.Spec)

@@ -10,10 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,8 +81,8 @@ func TestUpgradeFromPrevious(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(after.Spec.Versions[0].Schema, want.Spec.Versions[0].Schema) {
-		t.Error("helm upgrade did not bring the CRD schema to this chart's")
+	if diff := cmp.Diff(want.Spec.Versions[0].Schema, after.Spec.Versions[0].Schema); diff != "" {
+		t.Errorf("helm upgrade did not bring the CRD schema to this chart's (-chart +after upgrade):\n%s", diff)
 	}
 	if after.Annotations["helm.sh/resource-policy"] != "keep" || after.Annotations["meta.helm.sh/release-name"] != release {
 		t.Errorf("CRD annotations after upgrade %v: want kept and owned by release %s", after.Annotations, release)
@@ -109,7 +109,8 @@ func TestUpgradeFromPrevious(t *testing.T) {
 		t.Error("the uninstall guard was created by an upgrade; it is a pre-delete hook only")
 	}
 	// ... and keep the generated CA and certificate (lookup).
-	if again := raftTLS(); !reflect.DeepEqual(again.Data, first.Data) {
+	// cmp.Equal, not Diff: the values hold private keys, kept out of the log.
+	if again := raftTLS(); !cmp.Equal(again.Data, first.Data) {
 		t.Error("an upgrade generated new raft certificates")
 	}
 	// More replicas need a certificate for more names: new certificate,

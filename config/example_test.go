@@ -2,11 +2,11 @@ package config
 
 import (
 	"os"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -23,8 +23,8 @@ func TestExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(fromExample, defaults) {
-		t.Errorf("example differs from defaults:\n example:  %+v\n defaults: %+v", fromExample, defaults)
+	if diff := cmp.Diff(defaults, fromExample); diff != "" {
+		t.Errorf("example differs from defaults (-defaults +example):\n%s", diff)
 	}
 
 	data, err := os.ReadFile(examplePath)
@@ -36,7 +36,7 @@ func TestExampleConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	var missing []string
-	for _, key := range Keys() {
+	for _, key := range settingKeys() {
 		if _, ok := lookupRaw(raw, key); !ok {
 			missing = append(missing, key)
 		}

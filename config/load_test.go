@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
@@ -102,8 +103,8 @@ func TestDefaultsAreValid(t *testing.T) {
 		{"logging.format", cfg.Logging.Format, "json"},
 	}
 	for _, c := range checks {
-		if !reflect.DeepEqual(c.got, c.want) {
-			t.Errorf("%s = %#v, want %#v", c.name, c.got, c.want)
+		if diff := cmp.Diff(c.want, c.got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", c.name, diff)
 		}
 	}
 }
@@ -120,6 +121,15 @@ func TestRaftIDFallsBackToHostname(t *testing.T) {
 	if cfg.Raft.ID != host {
 		t.Errorf("raft.id = %q, want hostname %q", cfg.Raft.ID, host)
 	}
+}
+
+// settingKeys returns every configuration key in table order.
+func settingKeys() []string {
+	out := make([]string, len(settings))
+	for i, s := range settings {
+		out[i] = s.key
+	}
+	return out
 }
 
 // TestSettingsCoverConfig keeps the settings table the single source of
@@ -139,7 +149,7 @@ func TestSettingsCoverConfig(t *testing.T) {
 		}
 	}
 	walk(reflect.TypeOf(Config{}), "")
-	keys := Keys()
+	keys := settingKeys()
 	slices.Sort(leaves)
 	sorted := slices.Sorted(slices.Values(keys))
 	if !slices.Equal(leaves, sorted) {
@@ -253,8 +263,8 @@ func TestEnvOverridesKeysMissingFromFile(t *testing.T) {
 		{"file still applies", cfg.Logging.Level, "debug"},
 	}
 	for _, c := range checks {
-		if !reflect.DeepEqual(c.got, c.want) {
-			t.Errorf("%s = %#v, want %#v", c.name, c.got, c.want)
+		if diff := cmp.Diff(c.want, c.got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", c.name, diff)
 		}
 	}
 }
@@ -281,8 +291,8 @@ func TestPeersForms(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(cfg.Raft.Peers, want) {
-				t.Errorf("peers = %#v, want %#v", cfg.Raft.Peers, want)
+			if diff := cmp.Diff(want, cfg.Raft.Peers); diff != "" {
+				t.Errorf("peers (-want +got):\n%s", diff)
 			}
 			if cfg.Raft.AdvertiseAddress != "r-1.r.ns.svc:7000" {
 				t.Errorf("advertiseAddress = %q, want this server's peer address", cfg.Raft.AdvertiseAddress)
@@ -299,8 +309,11 @@ func TestFileKeepsLabelCase(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{"Region": "eu", "tier": "1"}
-	if len(cfg.Clusters.Static) != 1 || !reflect.DeepEqual(cfg.Clusters.Static[0].Labels, want) {
-		t.Errorf("static = %#v, want labels %v", cfg.Clusters.Static, want)
+	if len(cfg.Clusters.Static) != 1 {
+		t.Fatalf("static = %#v, want one cluster", cfg.Clusters.Static)
+	}
+	if diff := cmp.Diff(want, cfg.Clusters.Static[0].Labels); diff != "" {
+		t.Errorf("static labels (-want +got):\n%s", diff)
 	}
 }
 
@@ -442,8 +455,8 @@ func TestLoadNodeCost(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := cfg.Controller.NodeCost.Spec(); !reflect.DeepEqual(got, want) {
-				t.Fatalf("nodeCost = %+v, want %+v", got, want)
+			if diff := cmp.Diff(want, cfg.Controller.NodeCost.Spec()); diff != "" {
+				t.Fatalf("nodeCost (-want +got):\n%s", diff)
 			}
 		})
 	}

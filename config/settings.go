@@ -140,12 +140,3 @@ func FlagName(key string) string {
 	}
 	return strings.Join(w, "-")
 }
-
-// Keys returns every configuration key in table order.
-func Keys() []string {
-	out := make([]string, len(settings))
-	for i, s := range settings {
-		out[i] = s.key
-	}
-	return out
-}

@@ -1,12 +1,12 @@
 package config
 
 import (
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
@@ -125,7 +125,10 @@ func TestStaticTaintsBadTime(t *testing.T) {
 	for _, fe := range FieldErrors(err) {
 		keys = append(keys, fe.Key)
 	}
-	if !reflect.DeepEqual(keys, []string{"clusters.static"}) || !strings.Contains(err.Error(), "yesterday") {
-		t.Errorf("error %v (keys %v), want one for clusters.static naming the value", err, keys)
+	if diff := cmp.Diff([]string{"clusters.static"}, keys); diff != "" {
+		t.Errorf("error %v: field error keys (-want +got):\n%s", err, diff)
+	}
+	if !strings.Contains(err.Error(), "yesterday") {
+		t.Errorf("error %v does not name the value", err)
 	}
 }

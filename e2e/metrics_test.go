@@ -25,7 +25,7 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/e2e/fleet"
-	"github.com/replicafed/replicafed/internal/metrics"
+	"github.com/replicafed/replicafed/internal/test/serieslist"
 	"github.com/replicafed/replicafed/internal/test/testcluster"
 	"github.com/replicafed/replicafed/internal/test/testpki"
 )
@@ -79,7 +79,7 @@ func TestMetrics(t *testing.T) {
 	frsLabels := fmt.Sprintf(`{name="web",namespace=%q}`, e.ns)
 	want["replicafed_frs_spec_replicas"+frsLabels] = 4
 	want["replicafed_frs_available_replicas"+frsLabels] = 4
-	names, err := metrics.ReadSeriesList(seriesList)
+	names, err := serieslist.Read(seriesList)
 	if err != nil {
 		t.Fatal(err)
 	}

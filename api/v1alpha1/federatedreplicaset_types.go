@@ -180,6 +180,8 @@ const (
 // unbounded lists and maps, which the CRD's static CEL cost budget refuses, so
 // it lives in the ValidatingAdmissionPolicy in api/policy instead.
 // +kubebuilder:validation:XValidation:rule="(has(self.selector.matchLabels) && size(self.selector.matchLabels) > 0) || (has(self.selector.matchExpressions) && size(self.selector.matchExpressions) > 0)",message="selector must not be empty"
+// +kubebuilder:validation:XValidation:rule="!has(self.updateStrategy) || self.updateStrategy.type != 'Rolling' || !has(self.moveBudget) || !has(self.moveBudget.maxSurge) || !has(self.moveBudget.maxUnavailable) || !(type(self.moveBudget.maxSurge) == int ? self.moveBudget.maxSurge == 0 : self.moveBudget.maxSurge.matches('^0+%$')) || !(type(self.moveBudget.maxUnavailable) == int ? self.moveBudget.maxUnavailable == 0 : self.moveBudget.maxUnavailable.matches('^0+%$'))",message="maxSurge and maxUnavailable must not both be 0 with updateStrategy type Rolling: the rollout could never replace a pod",fieldPath=".moveBudget"
+// +kubebuilder:validation:XValidation:rule="!has(self.updateStrategy) || !has(self.updateStrategy.progressDeadlineSeconds) || self.updateStrategy.progressDeadlineSeconds > (has(self.minReadySeconds) ? self.minReadySeconds : 0)",message="progressDeadlineSeconds must be greater than minReadySeconds",fieldPath=".updateStrategy.progressDeadlineSeconds"
 type FederatedReplicaSetSpec struct {
 	// Replicas is the number of pods wanted across the whole fleet.
 	// +kubebuilder:default=1
@@ -218,10 +220,19 @@ type FederatedReplicaSetSpec struct {
 	// +optional
 	Failover Failover `json:"failover,omitempty"`
 
-	// MoveBudget bounds surge and unavailability while replicas move.
+	// MoveBudget bounds surge and unavailability while replicas move
+	// between members and, with updateStrategy Rolling, while a new
+	// template replaces the running pods.
 	// +kubebuilder:default={}
 	// +optional
 	MoveBudget MoveBudget `json:"moveBudget,omitempty"`
+
+	// UpdateStrategy says what a template change does to running pods.
+	// Unset, or type ReplicaSet, keeps a ReplicaSet's behaviour: only new
+	// pods get the new template. Type Rolling replaces the running pods,
+	// stage by stage, within moveBudget.
+	// +optional
+	UpdateStrategy *UpdateStrategy `json:"updateStrategy,omitempty"`
 
 	// ScaleDown tunes which pods a member removes first when its target
 	// drops.
@@ -289,13 +300,21 @@ type ClusterStatus struct {
 	// Message explains the row, for example why the target changed.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Revisions has the member's target and counts per live revision
+	// (updateStrategy Rolling only).
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Revisions []ClusterRevisionStatus `json:"revisions,omitempty"`
 }
 
 // Condition types of a FederatedReplicaSet.
 const (
 	// ConditionReady is True when every replica is available.
 	ConditionReady = "Ready"
-	// ConditionProgressing is True while members move towards their targets.
+	// ConditionProgressing is True while members move towards their targets;
+	// with updateStrategy Rolling it carries the rollout's reasons
+	// (ReasonRevisionUpdating, ReasonProgressDeadlineExceeded, ...).
 	ConditionProgressing = "Progressing"
 	// ConditionReplicaFailure is True when a member failed to create or delete pods.
 	ConditionReplicaFailure = "ReplicaFailure"
@@ -345,6 +364,33 @@ type FederatedReplicaSetStatus struct {
 	// +kubebuilder:validation:MaxLength=512
 	// +optional
 	Spread string `json:"spread,omitempty"`
+	// CurrentRevision is the revision the last completed rollout left on
+	// every member: the stable revision a rollback returns to
+	// (updateStrategy Rolling only).
+	// +optional
+	CurrentRevision string `json:"currentRevision,omitempty"`
+	// UpdateRevision is the revision of spec.template; equal to
+	// CurrentRevision when no rollout is under way.
+	// +optional
+	UpdateRevision string `json:"updateRevision,omitempty"`
+	// Revision is UpdateRevision's number (1, 2, ...), for kubectl.
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
+	// CollisionCount counts template hash collisions; it is part of the
+	// next revision's hash, so a colliding template gets a new name.
+	// +optional
+	CollisionCount *int32 `json:"collisionCount,omitempty"`
+	// UpdatedReplicas is the number of pods of UpdateRevision across members.
+	// +optional
+	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+	// Revisions has one entry per live revision, newest first.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Revisions []RevisionStatus `json:"revisions,omitempty"`
+	// Rollout is where the current or last rolling update stands.
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 	// Conditions describe the FederatedReplicaSet's state.
 	// +listType=map
 	// +listMapKey=type
@@ -370,6 +416,8 @@ type FederatedReplicaSetStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
 // +kubebuilder:printcolumn:name="Clusters",type=integer,JSONPath=`.status.clusterCount`
 // +kubebuilder:printcolumn:name="Spread",type=string,JSONPath=`.status.spread`
+// +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.revision`
+// +kubebuilder:printcolumn:name="Stage",type=string,JSONPath=`.status.rollout.stageName`
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableReplicas`,priority=1
 // +kubebuilder:printcolumn:name="Unschedulable",type=integer,JSONPath=`.status.unschedulableReplicas`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -14,8 +14,8 @@ import (
 )
 
 // TestPrinterColumns reads `kubectl get frs` and `-o wide` through the real
-// kubectl and API server: the SPREAD column by default, AVAILABLE and
-// UNSCHEDULABLE only in the wide output.
+// kubectl and API server: the SPREAD, REVISION and STAGE columns by default,
+// AVAILABLE and UNSCHEDULABLE only in the wide output.
 func TestPrinterColumns(t *testing.T) {
 	hub, c, ctx := startHub(t, "columns-hub")
 	bin, err := testcluster.FindBinDir()
@@ -30,7 +30,8 @@ func TestPrinterColumns(t *testing.T) {
 	}
 	frs.Status = v1alpha1.FederatedReplicaSetStatus{
 		Replicas: 8, ReadyReplicas: 7, AvailableReplicas: 6, UnschedulableReplicas: 2, ClusterCount: 3,
-		Spread: "member-a=4,member-b=2,member-c=2",
+		Spread:   "member-a=4,member-b=2,member-c=2",
+		Revision: 3, Rollout: &v1alpha1.RolloutStatus{Phase: v1alpha1.PhaseBaking, StageName: "canary"},
 	}
 	if err := c.Status().Update(ctx, frs); err != nil {
 		t.Fatal(err)
@@ -64,7 +65,7 @@ func TestPrinterColumns(t *testing.T) {
 	plain := columns(kubectl("get", "-n", "default", "frs", "web"))
 	for col, want := range map[string]string{
 		"NAME": "web", "DESIRED": "8", "CURRENT": "8", "READY": "7", "CLUSTERS": "3",
-		"SPREAD": "member-a=4,member-b=2,member-c=2",
+		"SPREAD": "member-a=4,member-b=2,member-c=2", "REVISION": "3", "STAGE": "canary",
 	} {
 		if plain[col] != want {
 			t.Errorf("kubectl get frs: %s = %q, want %q (row %v)", col, plain[col], want, plain)

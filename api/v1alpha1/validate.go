@@ -37,6 +37,9 @@ const (
 var (
 	surgePercent       = regexp.MustCompile(`^[0-9]{1,3}%$`)
 	unavailablePercent = regexp.MustCompile(`^([0-9]|[1-9][0-9]|100)%$`)
+	canaryPercent      = regexp.MustCompile(`^([1-9]|[1-9][0-9]|100)%$`)
+	zeroPercent        = regexp.MustCompile(`^0+%$`)
+	stageName          = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 )
 
 // Validate checks a FederatedReplicaSet as its CRD schema would, so one
@@ -82,6 +85,12 @@ func (s *FederatedReplicaSetSpec) Validate() field.ErrorList {
 	errs = append(errs, s.MoveBudget.validate(p.Child("moveBudget"))...)
 	if s.DeletionPolicy != "" && s.DeletionPolicy != DeletionPolicyDelete && s.DeletionPolicy != DeletionPolicyOrphan {
 		errs = append(errs, field.NotSupported(p.Child("deletionPolicy"), s.DeletionPolicy, []DeletionPolicy{DeletionPolicyDelete, DeletionPolicyOrphan}))
+	}
+	if s.UpdateStrategy != nil {
+		errs = append(errs, s.UpdateStrategy.validate(p.Child("updateStrategy"), s.MinReadySeconds)...)
+		if s.UpdateStrategy.Type == UpdateRolling && isZero(s.MoveBudget.MaxSurge) && (s.MoveBudget.MaxUnavailable == nil || isZero(s.MoveBudget.MaxUnavailable)) {
+			errs = append(errs, field.Invalid(p.Child("moveBudget"), "", "maxSurge and maxUnavailable must not both be 0 with updateStrategy type Rolling: the rollout could never replace a pod"))
+		}
 	}
 	if s.ScaleDown != nil && s.ScaleDown.NodeCost != nil {
 		errs = append(errs, s.ScaleDown.NodeCost.validate(p.Child("scaleDown", "nodeCost"))...)
@@ -280,4 +289,105 @@ func unique(seen map[string]bool, p *field.Path, v string) field.ErrorList {
 	}
 	seen[v] = true
 	return nil
+}
+
+// isZero reports whether a budget value is set and zero (0 or 0%); the
+// caller applies the defaults (maxSurge 25%, maxUnavailable 0) for unset ones.
+func isZero(v *intstr.IntOrString) bool {
+	if v == nil {
+		return false
+	}
+	if v.Type == intstr.Int {
+		return v.IntVal == 0
+	}
+	return zeroPercent.MatchString(v.StrVal)
+}
+
+func (u *UpdateStrategy) validate(p *field.Path, minReadySeconds int32) field.ErrorList {
+	var errs field.ErrorList
+	switch u.Type {
+	case "", UpdateReplicaSet:
+		if len(u.Stages) > 0 {
+			errs = append(errs, field.Invalid(p.Child("stages"), "", "stages need type Rolling"))
+		}
+		if u.Paused {
+			errs = append(errs, field.Invalid(p.Child("paused"), true, "paused needs type Rolling"))
+		}
+	case UpdateRolling:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("type"), u.Type, []UpdateStrategyType{UpdateReplicaSet, UpdateRolling}))
+	}
+	switch u.OnFailure {
+	case "", FailurePause, FailureRollback, FailureContinue:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("onFailure"), u.OnFailure, []FailurePolicy{FailurePause, FailureRollback, FailureContinue}))
+	}
+	// The schema defaults the deadline before its rule compares it with
+	// minReadySeconds; so does this check.
+	deadline := int32(DefaultProgressDeadlineSeconds)
+	var deadlineErrs field.ErrorList
+	if u.ProgressDeadlineSeconds != nil {
+		deadline = *u.ProgressDeadlineSeconds
+		deadlineErrs = between(p.Child("progressDeadlineSeconds"), int64(deadline), 1, MaxProgressDeadlineSeconds)
+		errs = append(errs, deadlineErrs...)
+	}
+	if len(deadlineErrs) == 0 && deadline <= minReadySeconds {
+		errs = append(errs, field.Invalid(p.Child("progressDeadlineSeconds"), deadline, "progressDeadlineSeconds must be greater than minReadySeconds"))
+	}
+	errs = append(errs, optBetween(p.Child("revisionHistoryLimit"), u.RevisionHistoryLimit, 0, MaxRevisionHistoryLimit)...)
+	if len(u.Stages) > MaxStages {
+		errs = append(errs, field.TooMany(p.Child("stages"), len(u.Stages), MaxStages))
+	}
+	names := make(map[string]bool, len(u.Stages))
+	for i := range u.Stages {
+		st := &u.Stages[i]
+		sp := p.Child("stages").Index(i)
+		errs = append(errs, st.validate(sp)...)
+		errs = append(errs, unique(names, sp.Child("name"), st.Name)...)
+		if i < len(u.Stages)-1 && len(st.Clusters) == 0 && st.ClusterSelector == nil {
+			errs = append(errs, field.Invalid(sp, "", "only the last stage may leave out clusters and clusterSelector (a stage without them selects every member)"))
+		}
+	}
+	return errs
+}
+
+func (st *RolloutStage) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(st.Name) > validation.DNS1123LabelMaxLength || !stageName.MatchString(st.Name) {
+		errs = append(errs, field.Invalid(p.Child("name"), st.Name, "must be a DNS label: lower-case letters, digits and '-', at most 63 characters"))
+	}
+	if len(st.Clusters) > 1000 {
+		errs = append(errs, field.TooMany(p.Child("clusters"), len(st.Clusters), 1000))
+	}
+	seen := make(map[string]bool, len(st.Clusters))
+	for j, c := range st.Clusters {
+		for _, msg := range validation.IsDNS1123Subdomain(c) {
+			errs = append(errs, field.Invalid(p.Child("clusters").Index(j), c, msg))
+		}
+		errs = append(errs, unique(seen, p.Child("clusters").Index(j), c)...)
+	}
+	if st.ClusterSelector != nil {
+		errs = append(errs, validateSelector(st.ClusterSelector.LabelSelector(), p.Child("clusterSelector"))...)
+	}
+	if c := st.Canary; c != nil {
+		if len(st.Clusters) == 0 && st.ClusterSelector == nil {
+			errs = append(errs, field.Invalid(p.Child("canary"), c.String(), "canary needs clusters or clusterSelector: a canary is a part of named members"))
+		}
+		if c.Type == intstr.Int {
+			errs = append(errs, between(p.Child("canary"), int64(c.IntVal), 1, MaxReplicas)...)
+		} else if !canaryPercent.MatchString(c.StrVal) {
+			errs = append(errs, field.Invalid(p.Child("canary"), c.StrVal, fmt.Sprintf("must be a number of pods from 1 to %d or a percentage from 1%% to 100%%", MaxReplicas)))
+		}
+	}
+	if st.BakeTime != nil {
+		if _, err := st.BakeTime.Check(); err != nil {
+			errs = append(errs, field.Invalid(p.Child("bakeTime"), string(*st.BakeTime), err.Error()))
+		}
+	}
+	switch st.Promotion {
+	case "", PromotionAuto, PromotionManual:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("promotion"), st.Promotion, []PromotionPolicy{PromotionAuto, PromotionManual}))
+	}
+	return errs
 }

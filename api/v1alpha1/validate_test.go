@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -177,5 +178,111 @@ func TestValidateReportsAll(t *testing.T) {
 	want := []string{"spec.placement.clusterSelector.matchExpressions[0].operator", "spec.failover.unreachableGracePeriod", "spec.failover.unschedulableThreshold"}
 	if strings.Join(fields, " ") != strings.Join(want, " ") {
 		t.Fatalf("errors on %v, want %v", fields, want)
+	}
+}
+
+func rollingFRS() *FederatedReplicaSet {
+	f := goodFRS()
+	f.Spec.UpdateStrategy = &UpdateStrategy{
+		Type:                    UpdateRolling,
+		OnFailure:               FailureRollback,
+		ProgressDeadlineSeconds: ptr.To[int32](600),
+		RevisionHistoryLimit:    ptr.To[int32](10),
+		Stages: []RolloutStage{
+			{Name: "canary", Clusters: []string{"member-c"}, Canary: ptr.To(intstr.FromInt32(1)), BakeTime: ptrTo(Duration("10m")), Promotion: PromotionManual},
+			{Name: "eu", ClusterSelector: &ClusterLabelSelector{MatchLabels: map[string]string{"region": "eu"}}, Canary: ptr.To(intstr.FromString("50%"))},
+			{Name: "rest"},
+		},
+	}
+	return f
+}
+
+func TestValidateUpdateStrategy(t *testing.T) {
+	if errs := rollingFRS().Validate(); len(errs) > 0 {
+		t.Fatalf("valid rolling object: %v", errs.ToAggregate())
+	}
+	rs := goodFRS()
+	rs.Spec.UpdateStrategy = &UpdateStrategy{Type: UpdateReplicaSet, RevisionHistoryLimit: ptr.To[int32](10), OnFailure: FailurePause}
+	if errs := rs.Validate(); len(errs) > 0 {
+		t.Fatalf("type ReplicaSet with defaulted fields: %v", errs.ToAggregate())
+	}
+	cases := []struct {
+		name   string
+		mutate func(*FederatedReplicaSet)
+		path   string
+		detail string
+	}{
+		{"type", func(f *FederatedReplicaSet) { f.Spec.UpdateStrategy.Type = "rolling" }, "spec.updateStrategy.type", "Unsupported value"},
+		{"onFailure", func(f *FederatedReplicaSet) { f.Spec.UpdateStrategy.OnFailure = "Abort" }, "spec.updateStrategy.onFailure", "Unsupported value"},
+		{"deadline zero", func(f *FederatedReplicaSet) {
+			f.Spec.MinReadySeconds = 0
+			f.Spec.UpdateStrategy.ProgressDeadlineSeconds = ptr.To[int32](0)
+		}, "spec.updateStrategy.progressDeadlineSeconds", "between 1 and 2592000"},
+		{"deadline not above minReadySeconds", func(f *FederatedReplicaSet) { f.Spec.MinReadySeconds = 600 }, "spec.updateStrategy.progressDeadlineSeconds", "greater than minReadySeconds"},
+		{"default deadline not above minReadySeconds", func(f *FederatedReplicaSet) {
+			f.Spec.MinReadySeconds = 900
+			f.Spec.UpdateStrategy.ProgressDeadlineSeconds = nil
+		}, "spec.updateStrategy.progressDeadlineSeconds", "greater than minReadySeconds"},
+		{"history", func(f *FederatedReplicaSet) { f.Spec.UpdateStrategy.RevisionHistoryLimit = ptr.To[int32](-1) }, "spec.updateStrategy.revisionHistoryLimit", "between 0 and 1000"},
+		{"stages with ReplicaSet", func(f *FederatedReplicaSet) { f.Spec.UpdateStrategy.Type = UpdateReplicaSet }, "spec.updateStrategy.stages", "stages need type Rolling"},
+		{"paused with ReplicaSet", func(f *FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Type = ""
+			f.Spec.UpdateStrategy.Stages = nil
+			f.Spec.UpdateStrategy.Paused = true
+		}, "spec.updateStrategy.paused", "paused needs type Rolling"},
+		{"both budgets zero", func(f *FederatedReplicaSet) {
+			f.Spec.MoveBudget = MoveBudget{MaxSurge: ptr.To(intstr.FromString("0%")), MaxUnavailable: ptr.To(intstr.FromInt32(0))}
+		}, "spec.moveBudget", "must not both be 0"},
+		{"surge zero, unavailable unset", func(f *FederatedReplicaSet) {
+			f.Spec.MoveBudget = MoveBudget{MaxSurge: ptr.To(intstr.FromInt32(0))}
+		}, "spec.moveBudget", "must not both be 0"},
+		{"stage name", func(f *FederatedReplicaSet) { f.Spec.UpdateStrategy.Stages[0].Name = "Canary" }, "spec.updateStrategy.stages[0].name", "DNS label"},
+		{"duplicate stage", func(f *FederatedReplicaSet) { f.Spec.UpdateStrategy.Stages[1].Name = "canary" }, "spec.updateStrategy.stages[1].name", "Duplicate"},
+		{"stage cluster name", func(f *FederatedReplicaSet) { f.Spec.UpdateStrategy.Stages[0].Clusters = []string{"Member_C"} }, "spec.updateStrategy.stages[0].clusters[0]", "RFC 1123"},
+		{"duplicate stage cluster", func(f *FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages[0].Clusters = []string{"a", "a"}
+		}, "spec.updateStrategy.stages[0].clusters[1]", "Duplicate"},
+		{"stage selector", func(f *FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages[1].ClusterSelector.MatchExpressions = []ClusterSelectorRequirement{{Key: "region", Operator: "in", Values: []string{"eu"}}}
+		}, "spec.updateStrategy.stages[1].clusterSelector.matchExpressions[0].operator", "not a valid selector operator"},
+		{"canary without members", func(f *FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages[2].Canary = ptr.To(intstr.FromInt32(2))
+		}, "spec.updateStrategy.stages[2].canary", "needs clusters or clusterSelector"},
+		{"canary zero", func(f *FederatedReplicaSet) { f.Spec.UpdateStrategy.Stages[0].Canary = ptr.To(intstr.FromInt32(0)) }, "spec.updateStrategy.stages[0].canary", "between 1 and 1000000"},
+		{"canary 0%", func(f *FederatedReplicaSet) { f.Spec.UpdateStrategy.Stages[1].Canary = ptr.To(intstr.FromString("0%")) }, "spec.updateStrategy.stages[1].canary", "percentage from 1% to 100%"},
+		{"canary 101%", func(f *FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages[1].Canary = ptr.To(intstr.FromString("101%"))
+		}, "spec.updateStrategy.stages[1].canary", "percentage from 1% to 100%"},
+		{"canary text", func(f *FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages[1].Canary = ptr.To(intstr.FromString("half"))
+		}, "spec.updateStrategy.stages[1].canary", "percentage"},
+		{"bake time", func(f *FederatedReplicaSet) { f.Spec.UpdateStrategy.Stages[0].BakeTime = ptrTo(Duration("1d")) }, "spec.updateStrategy.stages[0].bakeTime", "no unit for days"},
+		{"promotion", func(f *FederatedReplicaSet) { f.Spec.UpdateStrategy.Stages[0].Promotion = "manual" }, "spec.updateStrategy.stages[0].promotion", "Unsupported value"},
+		{"memberless stage before the last", func(f *FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages = append(f.Spec.UpdateStrategy.Stages, RolloutStage{Name: "after", Clusters: []string{"x"}})
+		}, "spec.updateStrategy.stages[2]", "only the last stage may leave out"},
+		{"too many stages", func(f *FederatedReplicaSet) {
+			var st []RolloutStage
+			for i := range MaxStages + 1 {
+				st = append(st, RolloutStage{Name: fmt.Sprintf("s%d", i), Clusters: []string{"a"}})
+			}
+			f.Spec.UpdateStrategy.Stages = st
+		}, "spec.updateStrategy.stages", "must have at most 16"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := rollingFRS()
+			c.mutate(f)
+			errs := f.Validate()
+			if len(errs) != 1 {
+				t.Fatalf("got %d errors, want 1: %v", len(errs), errs.ToAggregate())
+			}
+			if got := errs[0].Field; got != c.path {
+				t.Errorf("error on %q, want %q", got, c.path)
+			}
+			if !strings.Contains(errs[0].Error(), c.detail) {
+				t.Errorf("error %q does not say %q", errs[0].Error(), c.detail)
+			}
+		})
 	}
 }

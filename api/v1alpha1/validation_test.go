@@ -355,6 +355,8 @@ func TestFederatedReplicaSetValidation(t *testing.T) {
 		})
 	}
 
+	rolloutCases(ctx, t, c)
+
 	t.Run("bounds admit their limits", func(t *testing.T) {
 		frs := validFRS(strings.Repeat("l", 63))
 		frs.Spec.Replicas = ptr.To[int32](1000000)
@@ -521,4 +523,196 @@ func startHub(t *testing.T, name string) (*testcluster.Cluster, client.Client, c
 func dur(s string) *v1alpha1.Duration {
 	d := v1alpha1.Duration(s)
 	return &d
+}
+
+func rollingStrategy() *v1alpha1.UpdateStrategy {
+	return &v1alpha1.UpdateStrategy{
+		Type:      v1alpha1.UpdateRolling,
+		OnFailure: v1alpha1.FailureRollback,
+		Stages: []v1alpha1.RolloutStage{
+			{Name: "canary", Clusters: []string{"member-c"}, Canary: ptr.To(intstr.FromInt32(1)), BakeTime: dur("10m"), Promotion: v1alpha1.PromotionManual},
+			{Name: "eu", ClusterSelector: &v1alpha1.ClusterLabelSelector{MatchLabels: map[string]string{"region": "eu"}}, Canary: ptr.To(intstr.FromString("50%"))},
+			{Name: "rest"},
+		},
+	}
+}
+
+// rolloutCases checks spec.updateStrategy against the API server: defaults,
+// accepted shapes, and one refusal per rule naming the field.
+func rolloutCases(ctx context.Context, t *testing.T, c client.Client) {
+	t.Run("update strategy defaults", func(t *testing.T) {
+		frs := validFRS("rolling-defaults")
+		frs.Spec.UpdateStrategy = rollingStrategy()
+		frs.Spec.UpdateStrategy.OnFailure = ""
+		if err := c.Create(ctx, frs); err != nil {
+			t.Fatalf("valid rolling object refused: %v", err)
+		}
+		got := &v1alpha1.FederatedReplicaSet{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(frs), got); err != nil {
+			t.Fatal(err)
+		}
+		u := got.Spec.UpdateStrategy
+		if u.OnFailure != v1alpha1.FailurePause {
+			t.Errorf("onFailure default = %q, want Pause", u.OnFailure)
+		}
+		if d := u.ProgressDeadlineSeconds; d == nil || *d != 600 {
+			t.Errorf("progressDeadlineSeconds default = %v, want 600", d)
+		}
+		if h := u.RevisionHistoryLimit; h == nil || *h != 10 {
+			t.Errorf("revisionHistoryLimit default = %v, want 10", h)
+		}
+		if p := u.Stages[1].Promotion; p != v1alpha1.PromotionAuto {
+			t.Errorf("promotion default = %q, want Auto", p)
+		}
+		if p := u.Stages[0].Promotion; p != v1alpha1.PromotionManual {
+			t.Errorf("explicit promotion = %q, want Manual", p)
+		}
+
+		empty := validFRS("rolling-empty")
+		empty.Spec.UpdateStrategy = &v1alpha1.UpdateStrategy{}
+		if err := c.Create(ctx, empty); err != nil {
+			t.Fatalf("empty updateStrategy refused: %v", err)
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(empty), got); err != nil {
+			t.Fatal(err)
+		}
+		if typ := got.Spec.UpdateStrategy.Type; typ != v1alpha1.UpdateReplicaSet {
+			t.Errorf("type default = %q, want ReplicaSet", typ)
+		}
+
+		none := validFRS("rolling-absent")
+		if err := c.Create(ctx, none); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(none), got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.UpdateStrategy != nil {
+			t.Errorf("updateStrategy defaulted to %+v, want absent", got.Spec.UpdateStrategy)
+		}
+	})
+
+	t.Run("update strategy limits accepted", func(t *testing.T) {
+		frs := validFRS("rolling-limits")
+		frs.Spec.MinReadySeconds = 30
+		u := rollingStrategy()
+		u.ProgressDeadlineSeconds = ptr.To[int32](2592000)
+		u.RevisionHistoryLimit = ptr.To[int32](0)
+		u.Paused = true
+		u.Stages[0].Canary = ptr.To(intstr.FromString("100%"))
+		u.Stages[1].Canary = ptr.To(intstr.FromInt32(1000000))
+		u.Stages[2].BakeTime = dur("720h")
+		frs.Spec.UpdateStrategy = u
+		frs.Spec.MoveBudget = v1alpha1.MoveBudget{MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromString("1%"))}
+		if err := c.Create(ctx, frs); err != nil {
+			t.Fatalf("values at the bounds refused: %v", err)
+		}
+		// A zero budget is fine without a rolling update (the planner surges by one).
+		rs := validFRS("replicaset-zero-budget")
+		rs.Spec.UpdateStrategy = &v1alpha1.UpdateStrategy{Type: v1alpha1.UpdateReplicaSet}
+		rs.Spec.MoveBudget = v1alpha1.MoveBudget{MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromInt32(0))}
+		if err := c.Create(ctx, rs); err != nil {
+			t.Fatalf("zero budget with type ReplicaSet refused: %v", err)
+		}
+	})
+
+	refusals := []struct {
+		field  string
+		mutate func(*v1alpha1.FederatedReplicaSet)
+		want   string
+	}{
+		{"spec.updateStrategy.type", func(f *v1alpha1.FederatedReplicaSet) { f.Spec.UpdateStrategy.Type = "rolling" }, "Unsupported value"},
+		{"spec.updateStrategy.onFailure", func(f *v1alpha1.FederatedReplicaSet) { f.Spec.UpdateStrategy.OnFailure = "Abort" }, "Unsupported value"},
+		{"spec.updateStrategy.progressDeadlineSeconds", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.ProgressDeadlineSeconds = ptr.To[int32](0)
+		}, "should be greater than or equal to 1"},
+		{"spec.updateStrategy.progressDeadlineSeconds", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.ProgressDeadlineSeconds = ptr.To[int32](2592001)
+		}, "should be less than or equal to 2592000"},
+		{"spec.updateStrategy.progressDeadlineSeconds", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.MinReadySeconds = 600
+		}, "progressDeadlineSeconds must be greater than minReadySeconds"},
+		{"spec.updateStrategy.revisionHistoryLimit", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.RevisionHistoryLimit = ptr.To[int32](-1)
+		}, "should be greater than or equal to 0"},
+		{"spec.updateStrategy.stages", func(f *v1alpha1.FederatedReplicaSet) { f.Spec.UpdateStrategy.Type = v1alpha1.UpdateReplicaSet }, "stages need type Rolling"},
+		{"spec.updateStrategy.paused", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.UpdateStrategy = &v1alpha1.UpdateStrategy{Paused: true}
+		}, "paused needs type Rolling"},
+		{"spec.moveBudget", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.MoveBudget = v1alpha1.MoveBudget{MaxSurge: ptr.To(intstr.FromString("0%")), MaxUnavailable: ptr.To(intstr.FromInt32(0))}
+		}, "maxSurge and maxUnavailable must not both be 0"},
+		{"spec.moveBudget", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.MoveBudget = v1alpha1.MoveBudget{MaxSurge: ptr.To(intstr.FromInt32(0))}
+		}, "maxSurge and maxUnavailable must not both be 0"},
+		{"spec.updateStrategy.stages[0].name", func(f *v1alpha1.FederatedReplicaSet) { f.Spec.UpdateStrategy.Stages[0].Name = "Canary" }, "should match"},
+		{"spec.updateStrategy.stages[1]", func(f *v1alpha1.FederatedReplicaSet) { f.Spec.UpdateStrategy.Stages[1].Name = "canary" }, "Duplicate value"},
+		{"spec.updateStrategy.stages[0].clusters[0]", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages[0].Clusters = []string{"Member_C"}
+		}, "should match"},
+		{"spec.updateStrategy.stages[0].clusters[1]", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages[0].Clusters = []string{"a", "a"}
+		}, "Duplicate value"},
+		{"spec.updateStrategy.stages[1].clusterSelector.matchExpressions[0].operator", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages[1].ClusterSelector.MatchExpressions = []v1alpha1.ClusterSelectorRequirement{{Key: "region", Operator: "in", Values: []string{"eu"}}}
+		}, "Unsupported value"},
+		{"spec.updateStrategy.stages[1].clusterSelector.matchExpressions[0]", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages[1].ClusterSelector.MatchExpressions = []v1alpha1.ClusterSelectorRequirement{{Key: "region", Operator: "In"}}
+		}, "operators In and NotIn need values"},
+		{"spec.updateStrategy.stages[1].clusterSelector.matchExpressions[0]", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages[1].ClusterSelector.MatchExpressions = []v1alpha1.ClusterSelectorRequirement{{Key: "region", Operator: "Exists", Values: []string{"eu"}}}
+		}, "Exists and DoesNotExist take none"},
+		{"spec.updateStrategy.stages[1].clusterSelector.matchExpressions[0].key", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages[1].ClusterSelector.MatchExpressions = []v1alpha1.ClusterSelectorRequirement{{Key: "bad key", Operator: "Exists"}}
+		}, "should match"},
+		{"spec.updateStrategy.stages[2].canary", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages[2].Canary = ptr.To(intstr.FromInt32(2))
+		}, "canary needs clusters or clusterSelector"},
+		{"spec.updateStrategy.stages[0].canary", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages[0].Canary = ptr.To(intstr.FromInt32(0))
+		}, "must be a number of pods from 1 to 1000000 or a percentage from 1% to 100%"},
+		{"spec.updateStrategy.stages[1].canary", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages[1].Canary = ptr.To(intstr.FromString("0%"))
+		}, "must be a number of pods from 1 to 1000000 or a percentage from 1% to 100%"},
+		{"spec.updateStrategy.stages[1].canary", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages[1].Canary = ptr.To(intstr.FromString("101%"))
+		}, "must be a number of pods from 1 to 1000000 or a percentage from 1% to 100%"},
+		{"spec.updateStrategy.stages[1].canary", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages[1].Canary = ptr.To(intstr.FromString("half"))
+		}, "must be a number of pods from 1 to 1000000 or a percentage from 1% to 100%"},
+		{"spec.updateStrategy.stages[0].bakeTime", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages[0].BakeTime = dur("1d")
+		}, "must be a duration such as 90s"},
+		{"spec.updateStrategy.stages[0].promotion", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages[0].Promotion = "manual"
+		}, "Unsupported value"},
+		{"spec.updateStrategy.stages", func(f *v1alpha1.FederatedReplicaSet) {
+			f.Spec.UpdateStrategy.Stages = append(f.Spec.UpdateStrategy.Stages, v1alpha1.RolloutStage{Name: "after", Clusters: []string{"x"}})
+		}, "only the last stage may leave out clusters and clusterSelector"},
+		{"spec.updateStrategy.stages", func(f *v1alpha1.FederatedReplicaSet) {
+			var st []v1alpha1.RolloutStage
+			for i := range v1alpha1.MaxStages + 1 {
+				st = append(st, v1alpha1.RolloutStage{Name: fmt.Sprintf("s%d", i), Clusters: []string{"a"}})
+			}
+			f.Spec.UpdateStrategy.Stages = st
+		}, "must have at most 16 items"},
+	}
+	for i, tc := range refusals {
+		t.Run(fmt.Sprintf("rollout %s %d", tc.field, i), func(t *testing.T) {
+			frs := validFRS(fmt.Sprintf("rollout-%d", i))
+			frs.Spec.UpdateStrategy = rollingStrategy()
+			tc.mutate(frs)
+			if errs := frs.Validate(); len(errs) == 0 {
+				t.Errorf("Validate accepts what the API server must refuse")
+			}
+			err := c.Create(ctx, frs)
+			if err == nil {
+				t.Fatalf("invalid %s accepted", tc.field)
+			}
+			t.Logf("refused: %v", err)
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.field) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not name %s with %q", err, tc.field, tc.want)
+			}
+		})
+	}
 }

@@ -5,11 +5,11 @@ import (
 	"context"
 	"io"
 	"maps"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -140,8 +140,11 @@ func rotateCommand(t *testing.T, ctx context.Context, hubCl client.Client, run f
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(oldCfg.Clusters, newCfg.Clusters) || oldCfg.CurrentContext != newCfg.CurrentContext {
-		t.Errorf("rotate changed the clusters or context: %+v -> %+v", oldCfg.Clusters, newCfg.Clusters)
+	if diff := cmp.Diff(oldCfg.Clusters, newCfg.Clusters); diff != "" {
+		t.Errorf("rotate changed the clusters (-before +after):\n%s", diff)
+	}
+	if oldCfg.CurrentContext != newCfg.CurrentContext {
+		t.Errorf("rotate changed the context: %q -> %q", oldCfg.CurrentContext, newCfg.CurrentContext)
 	}
 	exp, ok := credentials.TokenExpiry(newToken)
 	if !ok || exp.Before(before.Add(time.Hour)) || exp.After(time.Now().Add(3*time.Hour)) {

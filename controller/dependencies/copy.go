@@ -55,21 +55,6 @@ func NewObject(k Kind) Object {
 	return nil
 }
 
-// KindOf returns the kind of obj; false for anything but the four kinds.
-func KindOf(obj Object) (Kind, bool) {
-	switch obj.(type) {
-	case *corev1.ConfigMap:
-		return ConfigMap, true
-	case *corev1.Secret:
-		return Secret, true
-	case *corev1.ServiceAccount:
-		return ServiceAccount, true
-	case *corev1.PersistentVolumeClaim:
-		return PersistentVolumeClaim, true
-	}
-	return "", false
-}
-
 // IsCopy reports whether obj carries replicafed's copy mark. Only such
 // objects are ever changed or deleted in a member.
 func IsCopy(obj metav1.Object) bool {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,6 +34,22 @@ func wantMeta(name string, owners string) metav1.ObjectMeta {
 		Labels:      map[string]string{"app": "web", v1alpha1.LabelDependency: "true"},
 		Annotations: map[string]string{"note": "kept", v1alpha1.AnnotationDependencyOf: owners},
 	}
+}
+
+// kindOf returns the kind of obj, the inverse of NewObject; false for
+// anything but the four kinds.
+func kindOf(obj Object) (Kind, bool) {
+	switch obj.(type) {
+	case *corev1.ConfigMap:
+		return ConfigMap, true
+	case *corev1.Secret:
+		return Secret, true
+	case *corev1.ServiceAccount:
+		return ServiceAccount, true
+	case *corev1.PersistentVolumeClaim:
+		return PersistentVolumeClaim, true
+	}
+	return "", false
 }
 
 func TestCopy(t *testing.T) {
@@ -70,11 +87,11 @@ func TestCopy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(got, c.want) {
-				t.Errorf("Copy =\n %+v\nwant\n %+v", got, c.want)
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("Copy (-want +got):\n%s", diff)
 			}
-			if k, ok := KindOf(got); !ok || NewObject(k) == nil || reflect.TypeOf(NewObject(k)) != reflect.TypeOf(got) {
-				t.Errorf("KindOf/NewObject disagree for %T", got)
+			if k, ok := kindOf(got); !ok || NewObject(k) == nil || reflect.TypeOf(NewObject(k)) != reflect.TypeOf(got) {
+				t.Errorf("kindOf/NewObject disagree for %T", got)
 			}
 			if !IsCopy(got) || !slices.Equal(Owners(got), []string{"a", "b"}) {
 				t.Errorf("copy mark or owners wrong: %v %v", got.GetLabels(), Owners(got))
@@ -187,8 +204,8 @@ func TestMerge(t *testing.T) {
 			if change != c.change {
 				t.Errorf("change = %v, want %v", change, c.change)
 			}
-			if !reflect.DeepEqual(before, c.member) {
-				t.Error("Merge modified its input")
+			if diff := cmp.Diff(before, c.member); diff != "" {
+				t.Errorf("Merge modified its input (-before +after):\n%s", diff)
 			}
 			if c.check != nil {
 				c.check(t, out)

@@ -1,8 +1,9 @@
 package dependencies
 
 import (
-	"reflect"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func k(kind Kind, name string) Key { return Key{Kind: kind, Name: name} }
@@ -18,8 +19,8 @@ func TestDesired(t *testing.T) {
 		"a": {k(ConfigMap, "conf"): {"web"}, k(Secret, "tls"): {"web"}},
 		"b": {k(ConfigMap, "conf"): {"api", "web"}, k(Secret, "tls"): {"web"}, k(Secret, "db"): {"api"}},
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("Desired =\n %v\nwant\n %v", got, want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Desired (-want +got):\n%s", diff)
 	}
 }
 
@@ -52,8 +53,8 @@ func TestDecide(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := Decide(c.desired, c.existing, c.released); !reflect.DeepEqual(got, c.want) {
-				t.Errorf("Decide =\n %+v\nwant\n %+v", got, c.want)
+			if diff := cmp.Diff(c.want, Decide(c.desired, c.existing, c.released)); diff != "" {
+				t.Errorf("Decide (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -76,11 +76,11 @@ func TestLessByNodeCost(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if !LessByNodeCost(c.first, c.second, c.r1, c.r2, c.t1, c.t2, now) {
-				t.Errorf("LessByNodeCost(first, second) = false, want true")
+			if !less(c.first, c.second, c.r1, c.r2, &c.t1, &c.t2, now) {
+				t.Errorf("less(first, second) = false, want true")
 			}
-			if LessByNodeCost(c.second, c.first, c.r2, c.r1, c.t2, c.t1, now) {
-				t.Errorf("LessByNodeCost(second, first) = true, want false")
+			if less(c.second, c.first, c.r2, c.r1, &c.t2, &c.t1, now) {
+				t.Errorf("less(second, first) = true, want false")
 			}
 		})
 	}

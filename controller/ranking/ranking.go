@@ -89,19 +89,9 @@ func (r Ranked) Less(i, j int) bool {
 	return less(r.Pods[i], r.Pods[j], r.Ranks[i], r.Ranks[j], &r.Tiers[i], &r.Tiers[j], r.Now)
 }
 
-// Less reports whether a should be deleted before b under upstream's rules.
-func Less(a, b *corev1.Pod, rankA, rankB int, now time.Time) bool {
-	return less(a, b, rankA, rankB, nil, nil, now)
-}
-
-// LessByNodeCost reports whether a should be deleted before b under
-// upstream's rules with the node cost rule after the deletion-cost
-// annotation.
-func LessByNodeCost(a, b *corev1.Pod, rankA, rankB int, tierA, tierB NodeTier, now time.Time) bool {
-	return less(a, b, rankA, rankB, &tierA, &tierB, now)
-}
-
-// less applies the rules in order; nil tiers leave the node cost rule out.
+// less reports whether a should be deleted before b: upstream's rules in
+// order, and the node cost rule after the deletion-cost annotation unless
+// the tiers are nil.
 func less(a, b *corev1.Pod, rankA, rankB int, tierA, tierB *NodeTier, now time.Time) bool {
 	// 1. Unassigned before assigned.
 	na, nb := a.Spec.NodeName, b.Spec.NodeName

@@ -118,17 +118,17 @@ func TestLess(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if !Less(c.first, c.second, c.r1, c.r2, c.now) {
-				t.Errorf("Less(first, second) = false, want true")
+			if !less(c.first, c.second, c.r1, c.r2, nil, nil, c.now) {
+				t.Errorf("less(first, second) = false, want true")
 			}
-			if Less(c.second, c.first, c.r2, c.r1, c.now) {
-				t.Errorf("Less(second, first) = true, want false")
+			if less(c.second, c.first, c.r2, c.r1, nil, nil, c.now) {
+				t.Errorf("less(second, first) = true, want false")
 			}
 		})
 	}
 	same := pod("a", onNode("n"), phase(corev1.PodRunning))
-	if Less(same, same.DeepCopy(), 0, 0, now) {
-		t.Error("identical pods must not be Less")
+	if less(same, same.DeepCopy(), 0, 0, nil, nil, now) {
+		t.Error("identical pods must not be less")
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -87,14 +86,6 @@ type Access struct {
 	ExpiresAt time.Time
 	// Config is Kubeconfig as a client configuration.
 	Config *rest.Config
-}
-
-// WriteFile writes the kubeconfig to path, readable by the owner only.
-func (a *Access) WriteFile(path string) error {
-	if err := os.WriteFile(path, a.Kubeconfig, 0o600); err != nil {
-		return fmt.Errorf("writing member kubeconfig: %w", err)
-	}
-	return nil
 }
 
 // Grant provisions replicafed's access in a member, using admin (credentials
@@ -310,18 +301,4 @@ func encodeAccess(kc *clientcmdapi.Config) (*Access, error) {
 		return nil, fmt.Errorf("decoding member kubeconfig: %w", err)
 	}
 	return &Access{Kubeconfig: data, Config: cfg}, nil
-}
-
-// GrantFile is Grant followed by Access.WriteFile(path): the e2e fleet and
-// the demo use it to give each replica a member kubeconfig bound to the
-// member ClusterRole instead of the admin one.
-func GrantFile(ctx context.Context, admin *rest.Config, path string, o GrantOptions) (*Access, error) {
-	acc, err := Grant(ctx, admin, o)
-	if err != nil {
-		return nil, err
-	}
-	if err := acc.WriteFile(path); err != nil {
-		return nil, err
-	}
-	return acc, nil
 }

@@ -97,7 +97,7 @@ func TestRules(t *testing.T) {
 			t.Errorf("namespace rule %+v: want create only", r)
 		}
 	}
-	if MemberCRDName() != "memberreplicasets.replicafed.io" {
-		t.Errorf("MemberCRDName() = %q", MemberCRDName())
+	if memberCRDName != "memberreplicasets.replicafed.io" {
+		t.Errorf("memberCRDName = %q", memberCRDName)
 	}
 }

@@ -55,9 +55,6 @@ var memberCRDName = func() string {
 	return crd.Name
 }()
 
-// MemberCRDName returns the name of the MemberReplicaSet CRD.
-func MemberCRDName() string { return memberCRDName }
-
 // Rules returns exactly the access replicafed uses in a member:
 //
 //   - pods: the member engine's informer (list, watch), creations, deletions

@@ -187,12 +187,6 @@ func compileSelector(s *metav1.LabelSelector) *compiledSelector {
 	return c
 }
 
-// matchSelector reports whether a validated selector matches the labels. An
-// empty selector matches everything.
-func matchSelector(s *metav1.LabelSelector, labels map[string]string) bool {
-	return compileSelector(s).matches(labels)
-}
-
 func (s *compiledSelector) matches(labels map[string]string) bool {
 	for _, l := range s.labels {
 		if got, ok := labels[l.key]; !ok || got != l.value {

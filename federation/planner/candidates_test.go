@@ -1,11 +1,11 @@
 package planner
 
 import (
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -89,7 +89,7 @@ func TestSelectDuplicateMembers(t *testing.T) {
 	}
 }
 
-// matchSelector agrees with the upstream LabelSelectorAsSelector.
+// A compiled selector agrees with the upstream LabelSelectorAsSelector.
 func TestMatchSelectorAgreesWithUpstream(t *testing.T) {
 	sels := []*metav1.LabelSelector{
 		{},
@@ -105,7 +105,7 @@ func TestMatchSelectorAgreesWithUpstream(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range fleetWithLabels() {
-			if got, want := matchSelector(s, m.Labels), up.Matches(labels.Set(m.Labels)); got != want {
+			if got, want := compileSelector(s).matches(m.Labels), up.Matches(labels.Set(m.Labels)); got != want {
 				t.Errorf("selector %d on %s: got %v want %v", i, m.Name, got, want)
 			}
 		}
@@ -146,15 +146,21 @@ func TestUnsortedMembersDiscoveredLate(t *testing.T) {
 	for _, pl := range placements {
 		got := Plan(Input{UID: "late", Replicas: 7, Placement: pl, Members: ms})
 		want := Plan(Input{UID: "late", Replicas: 7, Placement: pl, Members: sorted})
-		if !reflect.DeepEqual(got.Targets, want.Targets) || !reflect.DeepEqual(got.Notes, want.Notes) {
-			t.Fatalf("placement %+v: unsorted %s %q, sorted %s %q", pl, targetsString(got), got.Notes, targetsString(want), want.Notes)
+		if diff := cmp.Diff(want.Targets, got.Targets); diff != "" {
+			t.Fatalf("placement %+v: targets (-sorted +unsorted):\n%s", pl, diff)
+		}
+		if diff := cmp.Diff(want.Notes, got.Notes); diff != "" {
+			t.Fatalf("placement %+v: notes (-sorted +unsorted):\n%s", pl, diff)
 		}
 		if len(got.Notes) != 2 || len(got.Targets) != 4 {
 			t.Fatalf("placement %+v: want 4 targets and 2 duplicate notes, got %s %q", pl, targetsString(got), got.Notes)
 		}
 		gs, ws := Select(&pl, ms), Select(&pl, sorted)
-		if len(gs.Candidates) != len(ws.Candidates) || !reflect.DeepEqual(gs.Duplicates, ws.Duplicates) {
-			t.Fatalf("placement %+v: select %d %v, sorted %d %v", pl, len(gs.Candidates), gs.Duplicates, len(ws.Candidates), ws.Duplicates)
+		if len(gs.Candidates) != len(ws.Candidates) {
+			t.Fatalf("placement %+v: select %d candidates, sorted %d", pl, len(gs.Candidates), len(ws.Candidates))
+		}
+		if diff := cmp.Diff(ws.Duplicates, gs.Duplicates); diff != "" {
+			t.Fatalf("placement %+v: select duplicates (-sorted +unsorted):\n%s", pl, diff)
 		}
 		for i := range gs.Candidates {
 			if gs.Candidates[i].Member.Health != ws.Candidates[i].Member.Health || gs.Candidates[i].Member.Name != ws.Candidates[i].Member.Name {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	v1alpha1 "github.com/replicafed/replicafed/api/v1alpha1"
@@ -211,11 +212,40 @@ func checkDeterministic(t testing.TB, rng *rand.Rand, in Input, r Result, descri
 	rng.Shuffle(len(shuffled.Members), func(i, j int) {
 		shuffled.Members[i], shuffled.Members[j] = shuffled.Members[j], shuffled.Members[i]
 	})
-	if r2, r3 := Plan(in), Plan(shuffled); !reflect.DeepEqual(r, r2) || !reflect.DeepEqual(r.Targets, r3.Targets) ||
-		!reflect.DeepEqual(r.Changes, r3.Changes) || !reflect.DeepEqual(r.Spread, r3.Spread) {
-		t.Fatalf("not deterministic:\n%s\n%s\n%s\ninput:\n%s", targetsString(r), targetsString(r2), targetsString(r3), describe(in))
+	r2, r3 := Plan(in), Plan(shuffled)
+	if diff := cmp.Diff(r, r2, equateErrorText); diff != "" {
+		t.Fatalf("not deterministic: planning again gave (-first +again):\n%s\ninput:\n%s", diff, describe(in))
+	}
+	checkOrderFree(t, in, r, r3, true, describe)
+}
+
+// checkOrderFree fails unless r, planned from in's members in their order,
+// and shuffled, planned from the same members shuffled, agree on targets and
+// changes (and on spread when withSpread).
+func checkOrderFree(t testing.TB, in Input, r, shuffled Result, withSpread bool, describe func(Input) string) {
+	t.Helper()
+	check := func(part string, inOrder, shuff any) {
+		t.Helper()
+		if diff := cmp.Diff(inOrder, shuff); diff != "" {
+			t.Fatalf("not deterministic: shuffling the members changed the %s (-in order +shuffled):\n%s\ninput:\n%s", part, diff, describe(in))
+		}
+	}
+	check("targets", r.Targets, shuffled.Targets)
+	check("changes", r.Changes, shuffled.Changes)
+	if withSpread {
+		check("spread", r.Spread, shuffled.Spread)
 	}
 }
+
+// equateErrorText lets cmp compare a Result's SelectorError: errors of the
+// same type with the same text are equal, as DeepEqual had them (their
+// unexported fields would make cmp panic).
+var equateErrorText = cmp.Comparer(func(x, y error) bool {
+	if x == nil || y == nil {
+		return x == nil && y == nil
+	}
+	return reflect.TypeOf(x) == reflect.TypeOf(y) && x.Error() == y.Error()
+})
 
 // checkMonotoneInReplicas plans in for 0 to 90 replicas and fails when one
 // more replica lowers any member's target.

@@ -2,9 +2,10 @@ package planner
 
 import (
 	"math/rand"
-	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	v1alpha1 "github.com/replicafed/replicafed/api/v1alpha1"
 )
@@ -64,13 +65,12 @@ func TestPropertyDeterministic(t *testing.T) {
 			shuffled.Members[i], shuffled.Members[j] = shuffled.Members[j], shuffled.Members[i]
 		})
 		r3 := Plan(shuffled)
-		if !reflect.DeepEqual(r1, r2) || !reflect.DeepEqual(targetsOnly(r1), targetsOnly(r3)) || !reflect.DeepEqual(r1.Changes, r3.Changes) {
-			t.Fatalf("not deterministic:\n%s\n%s\n%s\ninput:\n%s", targetsString(r1), targetsString(r2), targetsString(r3), describe(in))
+		if diff := cmp.Diff(r1, r2, equateErrorText); diff != "" {
+			t.Fatalf("not deterministic: planning again gave (-first +again):\n%s\ninput:\n%s", diff, describe(in))
 		}
+		checkOrderFree(t, in, r1, r3, false, describe)
 	}
 }
-
-func targetsOnly(r Result) []Target { return r.Targets }
 
 // A settled fleet is a fixed point: once members run their targets, planning
 // again changes nothing (no flapping), under both policies.
@@ -88,8 +88,8 @@ func TestPropertySettledIsStable(t *testing.T) {
 		}
 		next := settle(in, r)
 		r2 := Plan(next)
-		if !reflect.DeepEqual(r.TargetMap(), r2.TargetMap()) || len(r2.Changes) != 0 {
-			t.Fatalf("settled plan moved:\n%s\n%s\nchanges %v\ninput:\n%s", targetsString(r), targetsString(r2), r2.Changes, describe(next))
+		if diff := cmp.Diff(r.TargetMap(), r2.TargetMap()); diff != "" || len(r2.Changes) != 0 {
+			t.Fatalf("settled plan moved (-settled +replanned):\n%s\nchanges %v\ninput:\n%s", diff, r2.Changes, describe(next))
 		}
 	}
 }
@@ -146,8 +146,8 @@ func TestPropertyOneWeightChange(t *testing.T) {
 		for i := range fresh.Members {
 			fresh.Members[i].Current, fresh.Members[i].Ready = 0, 0
 		}
-		if ideal := Plan(fresh).TargetMap(); !reflect.DeepEqual(after, ideal) {
-			t.Fatalf("converged to %v, want the weighted division %v\ninput:\n%s", after, ideal, describe(in))
+		if diff := cmp.Diff(Plan(fresh).TargetMap(), after); diff != "" {
+			t.Fatalf("did not converge to the weighted division (-division +converged):\n%s\ninput:\n%s", diff, describe(in))
 		}
 		var need int64
 		for name, v := range after {

@@ -9,12 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"sigs.k8s.io/yaml"
@@ -107,8 +107,11 @@ func TestMakeImage(t *testing.T) {
 		if cf.Config.User != "65532:65532" {
 			t.Errorf("%s: user %q, want 65532:65532", p, cf.Config.User)
 		}
-		if !reflect.DeepEqual(cf.Config.Entrypoint, []string{"/replicafed"}) || len(cf.Config.Cmd) > 0 {
-			t.Errorf("%s: entrypoint %q cmd %q, want [/replicafed] and no cmd", p, cf.Config.Entrypoint, cf.Config.Cmd)
+		if diff := cmp.Diff([]string{"/replicafed"}, cf.Config.Entrypoint); diff != "" {
+			t.Errorf("%s: entrypoint (-want +got):\n%s", p, diff)
+		}
+		if len(cf.Config.Cmd) > 0 {
+			t.Errorf("%s: cmd %q, want none", p, cf.Config.Cmd)
 		}
 		for k, v := range wantLabels {
 			if cf.Config.Labels[k] != v {
@@ -134,8 +137,8 @@ func TestMakeImage(t *testing.T) {
 			runVersion(t, bin.body, version)
 		}
 	}
-	if !reflect.DeepEqual(platforms, []string{"linux/amd64", "linux/arm64"}) {
-		t.Errorf("platforms %v, want linux/amd64 and linux/arm64", platforms)
+	if diff := cmp.Diff([]string{"linux/amd64", "linux/arm64"}, platforms); diff != "" {
+		t.Errorf("platforms (-want +got):\n%s", diff)
 	}
 	checkArchive(t, filepath.Join(out, "replicafed.oci.tar"), named.Digest)
 }

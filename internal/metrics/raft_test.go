@@ -10,6 +10,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/replicafed/replicafed/internal/test/serieslist"
 )
 
 // seriesList is the list of series names the chart's alerts and dashboard
@@ -132,7 +134,7 @@ func TestRaftMetricsRegistered(t *testing.T) {
 		"raft_apply", "raft_commitTime", "raft_fsm_apply", "raft_leader_lastContact",
 		"raft_replication_heartbeat", "raft_replication_appendEntries_rpc", "raft_peers",
 	}
-	listed, err := ReadSeriesList(seriesList)
+	listed, err := serieslist.Read(seriesList)
 	if err != nil {
 		t.Fatal(err)
 	}

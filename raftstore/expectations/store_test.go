@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
 
 	ctrlexp "github.com/replicafed/replicafed/controller/expectations"
@@ -403,8 +403,8 @@ func TestDeletesTakenOverAfterFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []ctrlexp.PodRef{{Name: "web-a", UID: "ua"}}; !reflect.DeepEqual(st.HeldDeletes, want) {
-		t.Fatalf("deletes taken over %+v, want %+v", st.HeldDeletes, want)
+	if diff := cmp.Diff([]ctrlexp.PodRef{{Name: "web-a", UID: "ua"}}, st.HeldDeletes); diff != "" {
+		t.Fatalf("deletes taken over (-want +got):\n%s", diff)
 	}
 	if s.Satisfied(k) {
 		t.Fatal("a taken-over delete does not hold up the key")
@@ -471,8 +471,8 @@ func TestLostSettlementDoesNotStallTheKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(st.Held, []string{names[1]}) {
-		t.Fatalf("held %v, want [%s]", st.Held, names[1])
+	if diff := cmp.Diff([]string{names[1]}, st.Held); diff != "" {
+		t.Fatalf("held (-want +got):\n%s", diff)
 	}
 	if !s.Satisfied(k) {
 		t.Fatal("key still unsatisfied after the reconcile")

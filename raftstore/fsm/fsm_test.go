@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"reflect"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/raft"
 )
 
@@ -88,8 +88,8 @@ func TestReserveDeterministicAndUnique(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		c := reserve("", int64(i), 1, 1000, 0, 4)
 		ra, rb := mustApply(t, a, c), mustApply(t, b, c)
-		if !reflect.DeepEqual(ra, rb) {
-			t.Fatalf("replicas disagree: %v vs %v", ra, rb)
+		if diff := cmp.Diff(ra, rb); diff != "" {
+			t.Fatalf("replicas disagree (-a +b):\n%s", diff)
 		}
 		for _, n := range ra.Names {
 			if seen[n] {
@@ -109,8 +109,8 @@ func TestDedupReturnsFirstResult(t *testing.T) {
 	f := New("s")
 	first := mustApply(t, f, reserve("req-1", 0, 1, 10, 0, 3))
 	again := mustApply(t, f, reserve("req-1", 0, 1, 10, 0, 3))
-	if !reflect.DeepEqual(first, again) {
-		t.Fatalf("retry got %v, want %v", again, first)
+	if diff := cmp.Diff(first, again); diff != "" {
+		t.Fatalf("retry got a different result (-first +retry):\n%s", diff)
 	}
 	if c, _ := f.View(k1).Outstanding(0); c != 3 {
 		t.Fatalf("retry reserved again: %d outstanding", c)
@@ -193,8 +193,11 @@ func TestDeletesAndReconcile(t *testing.T) {
 		Live: map[string]string{old.Names[0]: "x", "b": "2", "c": "other-uid"}})
 	// The pod of old.Names[0] exists; the other two earlier-term names are
 	// held for the new term, never released.
-	if !reflect.DeepEqual(r.Completed, []string{old.Names[0]}) || len(r.Held) != 2 || len(r.Released) != 0 {
-		t.Fatalf("reconcile result %+v", r)
+	if diff := cmp.Diff([]string{old.Names[0]}, r.Completed); diff != "" {
+		t.Fatalf("reconcile completed (-want +got):\n%s", diff)
+	}
+	if len(r.Held) != 2 || len(r.Released) != 0 {
+		t.Fatalf("reconcile result %+v, want 2 held and none released", r)
 	}
 	v := f.View(k1)
 	// Earlier-term deletes are dropped whether or not their pod is live.
@@ -283,8 +286,11 @@ func TestReconcileHoldOwn(t *testing.T) {
 		if holdOwn {
 			wantHeld = 2
 		}
-		if len(r.Held) != wantHeld || !reflect.DeepEqual(r.Completed, []string{got.Names[0]}) {
-			t.Fatalf("holdOwn=%t: result %+v", holdOwn, r)
+		if len(r.Held) != wantHeld {
+			t.Fatalf("holdOwn=%t: result %+v, want %d held", holdOwn, r, wantHeld)
+		}
+		if diff := cmp.Diff([]string{got.Names[0]}, r.Completed); diff != "" {
+			t.Fatalf("holdOwn=%t: completed (-want +got):\n%s", holdOwn, diff)
 		}
 		if c, _ := f.View(k1).Outstanding(1); c != 2-wantHeld {
 			t.Fatalf("holdOwn=%t: %d outstanding, want %d", holdOwn, c, 2-wantHeld)
@@ -317,8 +323,8 @@ func TestHeldNamesReissuedFirst(t *testing.T) {
 	// hands out the same name and no new one.
 	mustApply(t, f, &Settle{Meta: Meta{Term: 2}, Items: []Settlement{{Kind: SettleHold, Key: k1, Name: got.Names[4], Term: 2}}})
 	again := mustApply(t, f, reserve("", 3, 2, 6, 1, 5))
-	if !reflect.DeepEqual(again.Names, []string{got.Names[4]}) {
-		t.Fatalf("after hold got %v, want only %s", again.Names, got.Names[4])
+	if diff := cmp.Diff([]string{got.Names[4]}, again.Names); diff != "" {
+		t.Fatalf("after hold, names (-want only the held one +got):\n%s", diff)
 	}
 	// More held names than free slots: the rest stay held (reserved) and
 	// refuse nothing.
@@ -540,8 +546,8 @@ func TestSnapshotRestore(t *testing.T) {
 	if err := g.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(snapshotBytes(t, g), data) {
-		t.Fatal("restored state differs")
+	if diff := cmp.Diff(data, snapshotBytes(t, g)); diff != "" {
+		t.Fatalf("restored state differs (-snapshot +restored):\n%s", diff)
 	}
 	if _, ok := g.Health("stale"); ok {
 		t.Fatal("restore kept prior state")

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"reflect"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func frame(body string) []byte {
@@ -57,8 +58,8 @@ func FuzzReadFrame(f *testing.F) {
 		if len(req.Data) == 0 {
 			req.Data = nil
 		}
-		if !reflect.DeepEqual(req, again) {
-			t.Fatalf("round trip changed the request: %+v -> %+v", req, again)
+		if diff := cmp.Diff(req, again); diff != "" {
+			t.Fatalf("round trip changed the request (-before +after):\n%s", diff)
 		}
 	})
 }

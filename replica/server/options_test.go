@@ -3,10 +3,10 @@ package server
 import (
 	"errors"
 	"net/http"
-	"reflect"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/client-go/rest"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
@@ -27,8 +27,8 @@ func TestHealthOptions(t *testing.T) {
 			health.Options{Interval: 10 * time.Second, Timeout: 3 * time.Second, Thresholds: health.Thresholds{Failure: 4, Success: 2}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := healthOptions(tc.in); !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("healthOptions(%+v) = %+v, want %+v", tc.in, got, tc.want)
+			if diff := cmp.Diff(tc.want, healthOptions(tc.in)); diff != "" {
+				t.Errorf("healthOptions(%+v) (-want +got):\n%s", tc.in, diff)
 			}
 		})
 	}
@@ -88,8 +88,8 @@ func TestRegistryOptions(t *testing.T) {
 			if got.MaxCachedPods != tc.cfg.Controller.MaxCachedPodsPerMember {
 				t.Errorf("MaxCachedPods = %d, want %d", got.MaxCachedPods, tc.cfg.Controller.MaxCachedPodsPerMember)
 			}
-			if !reflect.DeepEqual(got.Static, tc.wantStatic) {
-				t.Errorf("static = %+v, want %+v", got.Static, tc.wantStatic)
+			if diff := cmp.Diff(tc.wantStatic, got.Static); diff != "" {
+				t.Errorf("static (-want +got):\n%s", diff)
 			}
 
 			// The REST options set the member rate limit and fence pod
@@ -112,8 +112,8 @@ func TestRegistryOptions(t *testing.T) {
 			if _, err := rt.RoundTrip(req); !errors.Is(err, engine.ErrNotSent) || sent {
 				t.Errorf("pod create without the write lease: err %v, sent %v; want engine.ErrNotSent, not sent", err, sent)
 			}
-			if want := []time.Duration{tc.cfg.Controller.MemberWriteTimeout}; !reflect.DeepEqual(askedFor, want) {
-				t.Errorf("write lease asked for %v, want %v", askedFor, want)
+			if diff := cmp.Diff([]time.Duration{tc.cfg.Controller.MemberWriteTimeout}, askedFor); diff != "" {
+				t.Errorf("write lease asked for (-want +got):\n%s", diff)
 			}
 		})
 	}

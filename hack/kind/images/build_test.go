@@ -6,9 +6,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"reflect"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
@@ -44,8 +44,8 @@ func TestWriteFilesAddsParentsOnce(t *testing.T) {
 		got = append(got, h.Name)
 	}
 	want := []string{"pause", "usr/", "usr/local/", "usr/local/bin/", "usr/local/bin/x", "usr/local/bin/y"}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("entries %q, want %q", got, want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("entries (-want +got):\n%s", diff)
 	}
 }
 
@@ -109,8 +109,11 @@ func TestWriteNamesEveryImageAndSharesTheBase(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(cf.Config.Entrypoint, s.Entrypoint) || cf.Config.User != s.User || cf.Config.Env[0] != defaultPath {
-			t.Errorf("%s: config %+v, want entrypoint %q user %q and PATH", s.Ref, cf.Config, s.Entrypoint, s.User)
+		if diff := cmp.Diff(s.Entrypoint, cf.Config.Entrypoint); diff != "" {
+			t.Errorf("%s: entrypoint (-want +got):\n%s", s.Ref, diff)
+		}
+		if cf.Config.User != s.User || cf.Config.Env[0] != defaultPath {
+			t.Errorf("%s: config %+v, want user %q and PATH", s.Ref, cf.Config, s.User)
 		}
 	}
 	// The two images on the base share its layer; every file layer differs.

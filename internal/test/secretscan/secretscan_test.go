@@ -3,9 +3,10 @@ package secretscan
 import (
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/replicafed/replicafed/internal/test/testpki"
 )
@@ -48,8 +49,8 @@ func TestScan(t *testing.T) {
 		"r1.log line 4: private key of r1",
 		"r1.log line 5: a PEM private key header",
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("Scan = %q, want %q", got, want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("Scan (-want +got):\n%s", diff)
 	}
 
 	if err := s.AddPEMFile(filepath.Join(dir, "missing.key"), "x"); err == nil {

@@ -72,16 +72,6 @@ func (s Samples) Sum(name string, match Match) float64 {
 	return total
 }
 
-// Has reports whether any sample is called name.
-func (s Samples) Has(name string) bool {
-	for _, x := range s {
-		if x.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
 // In matches when label has one of values.
 func In(label string, values ...string) Match {
 	return func(l map[string]string) bool {

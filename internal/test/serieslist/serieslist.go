@@ -1,4 +1,7 @@
-package metrics
+// Package serieslist reads charts/testdata/series.txt, the metric families
+// the chart's alerts and dashboard read, for the tests that check it against
+// what is registered and served.
+package serieslist
 
 import (
 	"bufio"
@@ -7,11 +10,9 @@ import (
 	"strings"
 )
 
-// ReadSeriesList reads a list of metric family names, one a line, with blank
-// lines and # comments left out: charts/testdata/series.txt, the series the
-// chart's alerts and dashboard read, which the chart, metrics and e2e tests
-// check against what is registered and served.
-func ReadSeriesList(path string) ([]string, error) {
+// Read reads a list of metric family names, one a line, with blank lines and
+// # comments left out.
+func Read(path string) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading the series list: %w", err)
