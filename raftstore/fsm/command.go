@@ -21,8 +21,9 @@ const (
 	TypeDeleteTargets Type = 6
 	TypeSetHealth     Type = 7
 	TypePruneMembers  Type = 8
-	TypeSetRollout    Type = 9
-	TypeDeleteRollout Type = 10
+	// 9 is TypeBatch (batch.go).
+	TypeSetRollout    Type = 10
+	TypeDeleteRollout Type = 11
 )
 
 // Version1 is the only encoding version so far: the body is JSON.
