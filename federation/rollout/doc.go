@@ -15,6 +15,9 @@
 //     manual promotion, progress deadline, onFailure); time and the health
 //     verdict are inputs.
 //
-// The hub's reconciler, the engine and the kubectl plugin do not call this
-// package yet; docs/rollout.md says what is wired and what is not.
+//   - Record and Pass: what the raft store keeps per object, and one hub
+//     pass over it (identify, start, split, advance, retire revisions).
+//
+// The hub's reconciler (federation/hub/rollout.go) calls Pass; the kubectl
+// plugin does not exist yet. docs/rollout.md says what is wired.
 package rollout
