@@ -249,3 +249,54 @@ func (e *rolloutEnv) revisionTargets(rev string) map[string]int32 {
 	}
 	return out
 }
+
+// Workloads answers for a rolling object's revision objects, and only for
+// live ones; the object of a key's own name always wins.
+func TestWorkloadsRevisionObjects(t *testing.T) {
+	e := newRolloutEnv(t, &v1alpha1.UpdateStrategy{Type: v1alpha1.UpdateRolling})
+	ctx := context.Background()
+	if err := e.hub.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}); err != nil {
+		t.Fatal(err)
+	}
+	plain := frs(1, func(f *v1alpha1.FederatedReplicaSet) { f.Name, f.UID = "web-plain", "uid-2" })
+	if err := e.hub.Create(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	_ = e.targets.SetTargets(ctx, fedref.FRS{Namespace: "default", Name: "web-plain"}, 3, map[string]int32{"a": 1})
+	e.pass() // a new object: its revision's objects are named after it
+	rev := e.record().Revisions[0]
+	w := &Workloads{Hub: e.hub, Targets: e.targets, Rollouts: e.rollouts}
+	for _, tc := range []struct {
+		name       string
+		key        string
+		wantOK     bool
+		wantHub    string
+		wantTarget int32
+	}{
+		{"the revision's object", rev.Object, true, "web", 2},
+		{"the object's own name is no live revision: hands off", "web", false, "", 0},
+		{"an unknown hash: hands off", "web-zzzzzz", false, "", 0},
+		{"a plain object whose name looks like a revision's", "web-plain", true, "web-plain", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wl, ok := w.Workload(fedref.MemberObject{Cluster: "a", Namespace: "default", Name: tc.key})
+			if ok != tc.wantOK {
+				t.Fatalf("Workload(%s) ok = %v, want %v", tc.key, ok, tc.wantOK)
+			}
+			if ok && (wl.Hub.Name != tc.wantHub || wl.Target != tc.wantTarget) {
+				t.Errorf("Workload(%s) = hub %s target %d, want hub %s target %d", tc.key, wl.Hub.Name, wl.Target, tc.wantHub, tc.wantTarget)
+			}
+		})
+	}
+	keys, err := w.WorkloadKeys(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, k := range keys {
+		names = append(names, k.Name)
+	}
+	if diff := cmp.Diff([]string{rev.Object, "web-plain"}, names); diff != "" {
+		t.Errorf("workload keys of a (-want +got):\n%s", diff)
+	}
+}
