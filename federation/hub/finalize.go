@@ -331,11 +331,13 @@ func (r *Reconciler) memberReplicaSet(ctx context.Context, frs *v1alpha1.Federat
 // MemberReplicaSet replicafed deleted there (empty when none was).
 func (r *Reconciler) finalizeMember(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, m *registry.Member, mrs *v1alpha1.MemberReplicaSet, owner types.UID, policy metav1.DeletionPropagation, orphan bool) (memberState, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues("frs", klog.KObj(frs), "cluster", m.Name)
-	if left, err := r.deleteRevisionObjects(ctx, frs, m.Cluster.GetClient(), m.Cluster.GetAPIReader(), policy); err != nil {
-		return memberDone, err
-	} else if left > 0 {
+	if isRolling(frs, r.loadRollout(frs)) {
 		// A rollout's revisions go first, the object's own one after.
-		return memberWaiting, nil
+		if left, err := r.deleteRevisionObjects(ctx, frs, m.Cluster.GetClient(), m.Cluster.GetAPIReader(), policy); err != nil {
+			return memberDone, err
+		} else if left > 0 {
+			return memberWaiting, nil
+		}
 	}
 	if mrs != nil {
 		if mrs.DeletionTimestamp == nil {
