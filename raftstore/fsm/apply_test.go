@@ -173,7 +173,7 @@ func TestApplySetHealth(t *testing.T) {
 }
 
 // TestFencedTypes pins which commands carry the term fence: exactly those
-// that change expectations.
+// that change expectations, and the rollout record.
 func TestFencedTypes(t *testing.T) {
 	tests := []struct {
 		cmd  Command
@@ -181,6 +181,7 @@ func TestFencedTypes(t *testing.T) {
 	}{
 		{&Reserve{}, true}, {&ExpectDeletes{}, true}, {&Reconcile{}, true}, {&PruneMembers{}, true},
 		{&Settle{}, false}, {&SetTargets{}, false}, {&DeleteTargets{}, false}, {&SetHealth{}, false},
+		{&SetRollout{}, true}, {&DeleteRollout{}, false},
 	}
 	for _, tc := range tests {
 		if got := fencedType(tc.cmd); got != tc.want {

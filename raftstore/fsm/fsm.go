@@ -169,11 +169,12 @@ func (f *FSM) apply(cmd Command, logTerm uint64) Result {
 	return Result{Code: CodeInvalid, Msg: fmt.Sprintf("no apply for command %T", cmd)}
 }
 
-// fencedType reports whether cmd changes expectations, and so must carry the
-// term of the raft entry it is committed in.
+// fencedType reports whether cmd changes expectations or a rollout's state,
+// and so must carry the term of the raft entry it is committed in: a
+// deposed leader's late rollout pass must not overwrite the new leader's.
 func fencedType(cmd Command) bool {
 	switch cmd.(type) {
-	case *Reserve, *ExpectDeletes, *Reconcile, *PruneMembers:
+	case *Reserve, *ExpectDeletes, *Reconcile, *PruneMembers, *SetRollout:
 		return true
 	}
 	return false
