@@ -1,7 +1,7 @@
 // Package raftstore holds replicafed's replicated state: the per-member
 // targets of every FederatedReplicaSet, the rollout records of rolling
-// ones, member health, and the member
-// engines' expectations, kept by 3 or 5 replicas through hashicorp/raft.
+// ones, member health, and the member engines' expectations, kept by 3 or
+// 5 replicas through hashicorp/raft.
 //
 // Subpackages:
 //
