@@ -150,6 +150,9 @@ func (r *Reconciler) rolloutStep(ctx context.Context, s *scope) (bool, error) {
 		}
 		r.event(s.frs, typ, t.Reason, "Rollout", "stage %s: %s -> %s: %s", stage, orNone(string(t.From)), t.To, t.Message)
 	}
+	if rollout.StartedRollout(res.Transitions) {
+		r.clearPromotion(ctx, s.frs)
+	}
 	r.retireRevisions(ctx, s, res.Retired)
 	if len(res.Transitions) > 0 {
 		s.requeue.after(rolloutRequeue)
@@ -261,6 +264,21 @@ func (r *Reconciler) retireRevisions(ctx context.Context, s *scope, retired []ro
 				r.Expectations.Delete(key)
 			}
 		}
+	}
+}
+
+// clearPromotion removes a promote annotation left from an earlier
+// rollout once a new one starts, so it cannot promote a stage of the same
+// name later. A failure is only logged: Pass ignores the value in the pass
+// that starts the rollout, and the next new rollout tries again.
+func (r *Reconciler) clearPromotion(ctx context.Context, frs *v1alpha1.FederatedReplicaSet) {
+	if _, ok := frs.Annotations[v1alpha1.AnnotationPromote]; !ok {
+		return
+	}
+	patch := client.MergeFrom(frs.DeepCopy())
+	delete(frs.Annotations, v1alpha1.AnnotationPromote)
+	if err := r.Hub.Patch(ctx, frs, patch); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Clearing a stale promote annotation", "frs", klog.KObj(frs))
 	}
 }
 

@@ -207,6 +207,16 @@ func TestRollingCanaryPromotionCompletes(t *testing.T) {
 			t.Errorf("events %v lack %s", got, want)
 		}
 	}
+
+	// The next rollout is not promoted by the annotation left from this one.
+	e.setImage("registry.example/web:3")
+	for range 4 {
+		e.pass()
+	}
+	f = get(t, e.hub)
+	if _, left := f.Annotations[v1alpha1.AnnotationPromote]; left || f.Status.Rollout.Phase != v1alpha1.PhaseAwaitingPromotion {
+		t.Fatalf("next rollout: annotation left %v, phase %s; want the annotation cleared and the canary awaiting its promotion", left, f.Status.Rollout.Phase)
+	}
 }
 
 // A template whose pods never turn Available fails its stage at the

@@ -215,6 +215,10 @@ func Pass(rec Record, in PassInput) (PassResult, error) {
 	if in.Strategy != nil {
 		obs.Paused = in.Strategy.Paused
 	}
+	if StartedRollout(ts) {
+		// A promotion given for an earlier rollout does not promote this one.
+		obs.Promote = ""
+	}
 	next, more := Advance(state, policy, obs)
 	ts = append(ts, more...)
 	if len(more) > 0 {
@@ -229,6 +233,17 @@ func Pass(rec Record, in PassInput) (PassResult, error) {
 	}
 	retired := rec.retire(in.Members)
 	return PassResult{Record: rec, Step: out, Transitions: ts, Retired: retired, Stages: stages, Policy: policy}, nil
+}
+
+// StartedRollout reports whether ts start a new rollout (a new template),
+// after which a promote annotation left from an earlier one is stale.
+func StartedRollout(ts []Transition) bool {
+	for _, t := range ts {
+		if t.Reason == v1alpha1.ReasonNewRevisionCreated {
+			return true
+		}
+	}
+	return false
 }
 
 func policyOf(u *v1alpha1.UpdateStrategy, stages []Stage) Policy {
