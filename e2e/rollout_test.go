@@ -102,8 +102,9 @@ func rollingSpec(name string, strategy v1alpha1.UpdateStrategy) (frsSpec, func(*
 	s := frsSpec{name: name, replicas: 6,
 		clusters: []v1alpha1.ClusterPreference{pref(memberA, 1, -1), pref(memberB, 1, -1), pref(memberC, 1, -1)},
 		budget:   v1alpha1.MoveBudget{MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0))},
-		// Pending pods of a bad template must not move replicas away.
-		failover: v1alpha1.Failover{UnschedulableThreshold: v1alpha1.DurationOf(time.Hour)},
+		// Pending pods of a bad template must not move replicas away, nor
+		// a member's short outage.
+		failover: v1alpha1.Failover{UnschedulableThreshold: v1alpha1.DurationOf(time.Hour), UnreachableGracePeriod: v1alpha1.DurationOf(10 * time.Minute)},
 	}
 	return s, func(f *v1alpha1.FederatedReplicaSet) { f.Spec.UpdateStrategy = &strategy }
 }
@@ -170,9 +171,12 @@ func (e *env) podsByHash(name string) map[string]int {
 // TestRolloutCanaryPromote rolls a new template over three members: one
 // canary pod in member-c, baked, waiting for the promote annotation (the
 // raft leader is stopped with SIGTERM while it waits, and the new leader
-// continues the stage), then every member. Sampled every 100 ms, the fleet
-// never runs more than replicas + maxSurge pods nor fewer than replicas -
-// maxUnavailable Ready ones.
+// continues the stage), then every member, with member-a's API server
+// stopped when that stage starts: the rollout cannot complete while
+// member-a is away, and completes once it is back. Sampled every
+// 100 ms, the fleet never runs more than replicas + maxSurge pods nor
+// (while every member answers) fewer than replicas - maxUnavailable Ready
+// ones.
 func TestRolloutCanaryPromote(t *testing.T) {
 	e := newEnv(t, "e2e-rollout")
 	const name = "web"
@@ -226,12 +230,48 @@ func TestRolloutCanaryPromote(t *testing.T) {
 		t.Fatalf("after the handover: rollout %+v, want still AwaitingPromotion from %s", after.Status.Rollout, rec.StageStartTime)
 	}
 
+	a := e.f.Member(memberA)
+	if err := a.StopAPIServer(); err != nil {
+		t.Fatalf("stopping %s's API server: %v", memberA, err)
+	}
+	away := true
+	t.Cleanup(func() {
+		if away {
+			e.dumpIfFailed()
+			if err := a.StartAPIServer(context.Background()); err != nil {
+				t.Errorf("cleanup: starting %s's API server: %v", memberA, err)
+			}
+		}
+	})
+	logf(t, "stopped %s's API server", memberA)
 	e.editFRS(name, func(f *v1alpha1.FederatedReplicaSet) {
 		if f.Annotations == nil {
 			f.Annotations = map[string]string{}
 		}
 		f.Annotations[v1alpha1.AnnotationPromote] = "canary"
 	})
+	// With maxUnavailable 0, member-a's pods count as pods but not as
+	// Available while it is away: the fleet may add a surge pod but delete
+	// none, so the stage waits for member-a.
+	e.poll("the last stage started with member-a unreachable", func(ctx context.Context) (bool, error) {
+		f := &v1alpha1.FederatedReplicaSet{}
+		if err := e.f.HubClient.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, f); err != nil {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		unreachable := false
+		for _, c := range f.Status.Clusters {
+			unreachable = unreachable || (c.Name == memberA && c.Health == v1alpha1.ClusterUnreachable)
+		}
+		return unreachable && f.Status.Rollout != nil && f.Status.Rollout.StageName != "canary", nil
+	})
+	if ro := e.getFRS(name).Status.Rollout; ro == nil || ro.Phase == v1alpha1.PhaseComplete {
+		t.Fatalf("rollout %+v while %s is away, want it not complete", ro, memberA)
+	}
+	if err := a.StartAPIServer(ctx); err != nil {
+		t.Fatalf("starting %s's API server: %v", memberA, err)
+	}
+	away = false
+	logf(t, "started %s's API server again", memberA)
 	done := e.waitPhase(name, v1alpha1.PhaseComplete, 3*waitTimeout)
 	if done.Status.CurrentRevision != update {
 		t.Fatalf("complete with current revision %s, want %s", done.Status.CurrentRevision, update)
