@@ -96,12 +96,12 @@ func (s *rolloutSampler) finish(t *testing.T) {
 }
 
 // rollingSpec is a 6-replica FederatedReplicaSet over the three members
-// (2 each) with maxSurge 1 and maxUnavailable 0, and a Rolling strategy
-// whose first stage is one canary pod in member-c.
-func rollingSpec(name string, strategy v1alpha1.UpdateStrategy) (frsSpec, func(*v1alpha1.FederatedReplicaSet)) {
+// (2 each) with maxSurge 1 and maxUnavailable unavailable, and the edit
+// that sets its update strategy.
+func rollingSpec(name string, unavailable int32, strategy v1alpha1.UpdateStrategy) (frsSpec, func(*v1alpha1.FederatedReplicaSet)) {
 	s := frsSpec{name: name, replicas: 6,
 		clusters: []v1alpha1.ClusterPreference{pref(memberA, 1, -1), pref(memberB, 1, -1), pref(memberC, 1, -1)},
-		budget:   v1alpha1.MoveBudget{MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0))},
+		budget:   v1alpha1.MoveBudget{MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(unavailable))},
 		// Pending pods of a bad template must not move replicas away, nor
 		// a member's short outage.
 		failover: v1alpha1.Failover{UnschedulableThreshold: v1alpha1.DurationOf(time.Hour), UnreachableGracePeriod: v1alpha1.DurationOf(10 * time.Minute)},
@@ -180,7 +180,7 @@ func (e *env) podsByHash(name string) map[string]int {
 func TestRolloutCanaryPromote(t *testing.T) {
 	e := newEnv(t, "e2e-rollout")
 	const name = "web"
-	spec, rolling := rollingSpec(name, v1alpha1.UpdateStrategy{Type: v1alpha1.UpdateRolling, ProgressDeadlineSeconds: ptr.To[int32](120),
+	spec, rolling := rollingSpec(name, 0, v1alpha1.UpdateStrategy{Type: v1alpha1.UpdateRolling, ProgressDeadlineSeconds: ptr.To[int32](120),
 		Stages: []v1alpha1.RolloutStage{{Name: "canary", Clusters: []string{memberC}, Canary: ptr.To(intstr.FromInt32(1)),
 			BakeTime: v1alpha1.DurationOf(3 * time.Second), Promotion: v1alpha1.PromotionManual}}})
 	e.create(spec)
@@ -292,13 +292,15 @@ func TestRolloutCanaryPromote(t *testing.T) {
 }
 
 // TestRolloutBadTemplateRollsBack rolls out a template whose pods never
-// turn Ready (they select no node): the canary stage makes no progress
-// within progressDeadlineSeconds and, with onFailure Rollback, the fleet
-// returns to the stable revision by itself, never below replicas Ready.
+// turn Ready (they select no node). No member has room for a surge pod of
+// it, so with maxUnavailable 1 the canary replaces an old pod in member-c
+// and stays Pending; the stage makes no progress within
+// progressDeadlineSeconds and, with onFailure Rollback, the fleet returns
+// to the stable revision by itself, never below replicas - 1 Ready.
 func TestRolloutBadTemplateRollsBack(t *testing.T) {
 	e := newEnv(t, "e2e-rollback")
 	const name = "bad"
-	spec, rolling := rollingSpec(name, v1alpha1.UpdateStrategy{Type: v1alpha1.UpdateRolling, OnFailure: v1alpha1.FailureRollback,
+	spec, rolling := rollingSpec(name, 1, v1alpha1.UpdateStrategy{Type: v1alpha1.UpdateRolling, OnFailure: v1alpha1.FailureRollback,
 		ProgressDeadlineSeconds: ptr.To[int32](20),
 		Stages:                  []v1alpha1.RolloutStage{{Name: "canary", Clusters: []string{memberC}, Canary: ptr.To(intstr.FromInt32(1))}}})
 	e.create(spec)
@@ -306,9 +308,26 @@ func TestRolloutBadTemplateRollsBack(t *testing.T) {
 	e.waitSplit(name, split{memberA: 2, memberB: 2, memberC: 2})
 	stable := e.waitPhase(name, v1alpha1.PhaseComplete, waitTimeout).Status.CurrentRevision
 
-	s := e.startRolloutSampler(name, 7, 3, 6)
+	s := e.startRolloutSampler(name, 7, 3, 5)
 	e.editFRS(name, func(f *v1alpha1.FederatedReplicaSet) {
 		f.Spec.Template.Spec.NodeSelector = map[string]string{"e2e.replicafed.io/no-such-node": "true"}
+	})
+	e.poll("the canary pod, Pending in member-c", func(ctx context.Context) (bool, error) {
+		f := &v1alpha1.FederatedReplicaSet{}
+		if err := e.f.HubClient.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, f); err != nil || f.Status.UpdateRevision == stable || f.Status.UpdateRevision == "" {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		ps, err := e.pods(ctx, memberC, name)
+		if err != nil {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		for i := range ps {
+			if ps[i].Labels[v1alpha1.LabelTemplateHash] == f.Status.UpdateRevision[len(name)+1:] && ps[i].Status.Phase == corev1.PodPending {
+				logf(t, "canary pod %s of %s Pending in %s", ps[i].Name, f.Status.UpdateRevision, memberC)
+				return true, nil
+			}
+		}
+		return false, nil
 	})
 	back := e.waitPhase(name, v1alpha1.PhaseRolledBack, 3*waitTimeout)
 	if back.Status.CurrentRevision != stable || back.Status.Rollout.FailedRevision == "" {
