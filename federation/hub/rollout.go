@@ -171,7 +171,9 @@ func orNone(s string) string {
 // passInput is what the rollout's pass is given: the committed targets,
 // what each member runs per revision, and the spec's strategy and budget.
 func (r *Reconciler) passInput(s *scope) rollout.PassInput {
-	replicas := max(ptrOr(s.frs.Spec.Replicas, 1), 0)
+	// The fleet-wide target: spec.replicas, or the sum of the members'
+	// targets for a Duplicated placement.
+	replicas := desiredReplicas(s.frs, s.plan)
 	surge, unavailable := planner.ResolveBudget(s.frs.Spec.MoveBudget, replicas)
 	in := rollout.PassInput{
 		Name: s.frs.Name, Template: &s.frs.Spec.Template, Strategy: s.frs.Spec.UpdateStrategy,
