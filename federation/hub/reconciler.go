@@ -36,6 +36,9 @@ type Reconciler struct {
 	// spec.updateStrategy type Rolling; nil plans every template change as
 	// a ReplicaSet does.
 	Rollouts RolloutStore
+	// History writes and reads the ControllerRevisions that keep a rolling
+	// object's revisions for undo (uncached reads); nil keeps no history.
+	History client.Client
 	// Reports holds member statuses.
 	Reports *Reports
 	// Capacity estimates members' free room from incrementally kept

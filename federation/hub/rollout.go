@@ -126,9 +126,9 @@ func (r *Reconciler) rolloutStep(ctx context.Context, s *scope) (bool, error) {
 		return true, nil
 	}
 	if !sameRecord(prev, &res.Record) {
-		// TODO(issue 28, history): record every new revision of
-		// res.Record.Revisions as a ControllerRevision here (federation/history),
-		// before the record that names it is committed.
+		// The history first: a record that names a revision the history
+		// lacks would leave undo without it after a crash.
+		r.recordHistory(ctx, s.frs, prev, &res.Record)
 		if err := r.Rollouts.SetRollout(ctx, refOf(s.frs), &res.Record); err != nil {
 			s.commitErr = fmt.Errorf("committing the rollout of %s: %w", s.key, err)
 			r.warn(s.frs, "CommitFailed", "CommitFailed", "committing the rollout failed: %v", err)

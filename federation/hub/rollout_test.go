@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/engine"
+	"github.com/replicafed/replicafed/federation/history"
 	"github.com/replicafed/replicafed/federation/rollout"
 	"github.com/replicafed/replicafed/internal/fedref"
 )
@@ -309,4 +311,60 @@ func TestWorkloadsRevisionObjects(t *testing.T) {
 	if diff := cmp.Diff([]string{rev.Object, "web-plain"}, names); diff != "" {
 		t.Errorf("workload keys of a (-want +got):\n%s", diff)
 	}
+}
+
+// historyOf lists the ControllerRevisions the hub kept, as number:image.
+func (e *rolloutEnv) historyOf() []string {
+	e.t.Helper()
+	f := get(e.t, e.hub)
+	revs, err := history.List(context.Background(), e.hub, f)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, r := range revs {
+		out = append(out, fmt.Sprintf("%d:%s", r.Number, r.Template.Spec.Containers[0].Image))
+	}
+	return out
+}
+
+// The hub keeps one ControllerRevision per revision, prunes those no longer
+// live beyond revisionHistoryLimit, and renumbers a template that comes
+// back (an undo) instead of recording it twice.
+func TestRollingHistory(t *testing.T) {
+	e := newRolloutEnv(t, &v1alpha1.UpdateStrategy{Type: v1alpha1.UpdateRolling, RevisionHistoryLimit: ptr.To[int32](1)})
+	e.r.History = e.hub
+	e.pass()
+	first := get(t, e.hub).Spec.Template.Spec.Containers[0].Image
+	e.passUntilComplete(e.setImage("registry.example/web:2"))
+	want := []string{"1:" + first, "2:registry.example/web:2"}
+	if diff := cmp.Diff(want, e.historyOf()); diff != "" {
+		t.Fatalf("history after the first rollout (-want +got):\n%s", diff)
+	}
+	e.passUntilComplete(e.setImage("registry.example/web:3"))
+	// Limit 1: revision 1, retired, leaves; 2 (retired) stays as the one
+	// kept; 3 is live.
+	want = []string{"2:registry.example/web:2", "3:registry.example/web:3"}
+	if diff := cmp.Diff(want, e.historyOf()); diff != "" {
+		t.Fatalf("history after the second rollout (-want +got):\n%s", diff)
+	}
+	// What `kubectl replicafed undo` does: the template of revision 2 again.
+	e.passUntilComplete(e.setImage("registry.example/web:2"))
+	want = []string{"3:registry.example/web:3", "4:registry.example/web:2"}
+	if diff := cmp.Diff(want, e.historyOf()); diff != "" {
+		t.Fatalf("history after the undo (-want +got):\n%s", diff)
+	}
+}
+
+// passUntilComplete runs passes until the rollout completes; one surge pod
+// at a time over 6 replicas takes about 13.
+func (e *rolloutEnv) passUntilComplete(rev string) {
+	e.t.Helper()
+	for range 40 {
+		e.pass()
+		if st := get(e.t, e.hub).Status; st.Rollout != nil && st.Rollout.Phase == v1alpha1.PhaseComplete && st.CurrentRevision == rev {
+			return
+		}
+	}
+	e.t.Fatalf("rollout not Complete after 40 passes: %+v", get(e.t, e.hub).Status.Rollout)
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -226,6 +227,9 @@ func newManager(cfg *config.Config, hubCfg *rest.Config, scheme *runtime.Scheme,
 				Label:      secretSel,
 			},
 		}},
+		// The rollout history is read when a revision is added only: no
+		// informer over every ControllerRevision in the hub.
+		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&appsv1.ControllerRevision{}}}},
 		Logger:                 log,
 		Metrics:                metricsOptions(cfg),
 		HealthProbeBindAddress: cfg.Health.ProbeAddress,
@@ -374,9 +378,11 @@ func newHubReconciler(cfg *config.Config, local manager.Manager, m *members, lin
 		RecordedTaints: memberstatus.RecordedTaints(local.GetClient()),
 		Targets:        link.targets,
 		Rollouts:       link.rollouts,
-		Reports:        link.reports,
-		Capacity:       m.tracker,
-		Gate:           n,
+		// The manager's client reads ControllerRevisions uncached (newManager).
+		History:  local.GetClient(),
+		Reports:  link.reports,
+		Capacity: m.tracker,
+		Gate:     n,
 		// New targets may add or remove members that need copies.
 		Poker:          poker,
 		Expectations:   store,
