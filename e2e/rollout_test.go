@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/federation/rolloutctl"
 )
 
 // rolloutSampler checks, every interval, the pods of a rolling
@@ -244,12 +245,11 @@ func TestRolloutCanaryPromote(t *testing.T) {
 		}
 	})
 	logf(t, "stopped %s's API server", memberA)
-	e.editFRS(name, func(f *v1alpha1.FederatedReplicaSet) {
-		if f.Annotations == nil {
-			f.Annotations = map[string]string{}
-		}
-		f.Annotations[v1alpha1.AnnotationPromote] = "canary"
-	})
+	// `kubectl replicafed promote web`: the stage awaiting promotion.
+	key := client.ObjectKey{Namespace: e.ns, Name: name}
+	if stage, err := rolloutctl.Promote(ctx, e.f.HubClient, key, ""); err != nil || stage != "canary" {
+		t.Fatalf("promote: stage %q, %v; want canary", stage, err)
+	}
 	// With maxUnavailable 0, member-a's pods count as pods but not as
 	// Available while it is away: the fleet may add a surge pod but delete
 	// none, so the stage waits for member-a.
@@ -289,6 +289,39 @@ func TestRolloutCanaryPromote(t *testing.T) {
 		return true, nil
 	})
 	s.finish(t)
+	undoToFirst(t, e, name, first.Status.CurrentRevision)
+}
+
+// undoToFirst runs `kubectl replicafed undo` after the canary rollout: the
+// first template comes back as revision 3 (its history record renumbered),
+// goes through the canary stage again, and ends with every pod on it.
+func undoToFirst(t *testing.T, e *env, name, firstRev string) {
+	ctx := context.Background()
+	key := client.ObjectKey{Namespace: e.ns, Name: name}
+	back, err := rolloutctl.Undo(ctx, e.f.HubClient, key, 0)
+	if err != nil || back.Name != firstRev {
+		t.Fatalf("undo: %+v, %v; want revision %s", back, err, firstRev)
+	}
+	logf(t, "undo: back to %s (revision %d)", back.Name, back.Number)
+	e.waitPhase(name, v1alpha1.PhaseAwaitingPromotion, waitTimeout)
+	if _, err := rolloutctl.Promote(ctx, e.f.HubClient, key, ""); err != nil {
+		t.Fatalf("promote after undo: %v", err)
+	}
+	done := e.waitPhase(name, v1alpha1.PhaseComplete, 3*waitTimeout)
+	if done.Status.CurrentRevision != firstRev || done.Status.Revision != 3 {
+		t.Fatalf("after undo: current %s revision %d, want %s revision 3", done.Status.CurrentRevision, done.Status.Revision, firstRev)
+	}
+	rows, err := rolloutctl.History(ctx, e.f.HubClient, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rows {
+		got = append(got, fmt.Sprintf("%d %s %t", r.Number, r.Name, r.Current))
+	}
+	if len(rows) != 2 || rows[1].Number != 3 || rows[1].Name != firstRev || !rows[1].Current || rows[0].Number != 2 || rows[0].Current {
+		t.Fatalf("history after undo = %v, want revision 2 (the canary rollout's) and 3 (%s, current)", got, firstRev)
+	}
 }
 
 // TestRolloutBadTemplateRollsBack rolls out a template whose pods never
