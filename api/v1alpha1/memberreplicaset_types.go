@@ -84,6 +84,15 @@ type MemberReplicaSetStatus struct {
 	// TerminatingReplicas is the number of owned pods being deleted.
 	// +optional
 	TerminatingReplicas *int32 `json:"terminatingReplicas,omitempty"`
+	// Restarts is the sum of the active pods' container restart counts
+	// (app containers and sidecars): the rollout's health gate compares a
+	// new revision's with the old one's.
+	// +optional
+	Restarts int32 `json:"restarts,omitempty"`
+	// CrashLoopingReplicas is the number of active pods with a container
+	// waiting in CrashLoopBackOff.
+	// +optional
+	CrashLoopingReplicas int32 `json:"crashLoopingReplicas,omitempty"`
 	// ObservedGeneration is the generation of this object the status reflects.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`

@@ -115,6 +115,7 @@ func (e *Engine) report(ctx context.Context, key fedref.MemberObject, mrs *v1alp
 		Target: mrs.Spec.Replicas, Hub: mrs.Spec.Hub,
 		Replicas: cur.Replicas, FullyLabeledReplicas: cur.FullyLabeledReplicas,
 		ReadyReplicas: cur.ReadyReplicas, AvailableReplicas: cur.AvailableReplicas,
+		Restarts: cur.Restarts, CrashLoopingReplicas: cur.CrashLoopingReplicas,
 		Unschedulable: uns, UnschedulableSince: since,
 		ObservedGeneration: cur.ObservedGeneration, ReportedAt: now,
 	}

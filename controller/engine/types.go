@@ -85,6 +85,9 @@ type MemberStatus struct {
 	ReadyReplicas        int32
 	AvailableReplicas    int32
 	TerminatingReplicas  int32
+	// Restarts and CrashLoopingReplicas are the status's: the rollout's
+	// health gate reads them per revision.
+	Restarts, CrashLoopingReplicas int32
 	// Unschedulable counts active pods with PodScheduled=False reason
 	// Unschedulable; UnschedulableSince is the oldest such transition.
 	Unschedulable      int32

@@ -77,3 +77,45 @@ func UnschedulableSince(p *corev1.Pod) (time.Time, bool) {
 	}
 	return time.Time{}, false
 }
+
+// Restarts is the sum of the restart counts of p's app containers and of
+// its sidecars (init containers with restartPolicy Always); plain init
+// containers do not restart once the pod runs.
+func Restarts(p *corev1.Pod) int32 {
+	var n int32
+	for _, c := range p.Status.ContainerStatuses {
+		n += c.RestartCount
+	}
+	for _, c := range p.Status.InitContainerStatuses {
+		if isSidecar(p, c.Name) {
+			n += c.RestartCount
+		}
+	}
+	return n
+}
+
+func isSidecar(p *corev1.Pod, name string) bool {
+	for _, c := range p.Spec.InitContainers {
+		if c.Name == name {
+			return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+		}
+	}
+	return false
+}
+
+// ReasonCrashLoopBackOff is the waiting reason of a container the kubelet
+// holds back after repeated crashes.
+const ReasonCrashLoopBackOff = "CrashLoopBackOff"
+
+// CrashLooping reports whether a container of p (a sidecar included) waits
+// in CrashLoopBackOff.
+func CrashLooping(p *corev1.Pod) bool {
+	for _, ss := range [][]corev1.ContainerStatus{p.Status.ContainerStatuses, p.Status.InitContainerStatuses} {
+		for _, c := range ss {
+			if c.State.Waiting != nil && c.State.Waiting.Reason == ReasonCrashLoopBackOff {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -55,10 +55,14 @@ type Input struct {
 func Calculate(in Input) v1alpha1.MemberReplicaSetStatus {
 	st := *in.Current.DeepCopy()
 	tmpl := labels.SelectorFromSet(in.TemplateLabels)
-	var full, ready, avail int32
+	var full, ready, avail, restarts, looping int32
 	for _, p := range in.Active {
 		if tmpl.Matches(labels.Set(p.Labels)) {
 			full++
+		}
+		restarts += podstate.Restarts(p)
+		if podstate.CrashLooping(p) {
+			looping++
 		}
 		if podstate.IsReady(p) {
 			ready++
@@ -71,6 +75,7 @@ func Calculate(in Input) v1alpha1.MemberReplicaSetStatus {
 	st.FullyLabeledReplicas = full
 	st.ReadyReplicas = ready
 	st.AvailableReplicas = avail
+	st.Restarts, st.CrashLoopingReplicas = restarts, looping
 	st.TerminatingReplicas = ptr.To(int32(len(in.Terminating)))
 
 	existing := FindCondition(st.Conditions, ConditionReplicaFailure)
@@ -103,6 +108,7 @@ func Changed(cur, next v1alpha1.MemberReplicaSetStatus, generation int64) bool {
 		cur.FullyLabeledReplicas != next.FullyLabeledReplicas ||
 		cur.ReadyReplicas != next.ReadyReplicas ||
 		cur.AvailableReplicas != next.AvailableReplicas ||
+		cur.Restarts != next.Restarts || cur.CrashLoopingReplicas != next.CrashLoopingReplicas ||
 		!ptr.Equal(cur.TerminatingReplicas, next.TerminatingReplicas) ||
 		generation != cur.ObservedGeneration ||
 		!equality.Semantic.DeepEqual(cur.Conditions, next.Conditions)

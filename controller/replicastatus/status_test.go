@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/podstate"
 )
 
 var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -209,5 +210,54 @@ func TestUnschedulable(t *testing.T) {
 	n, oldest := Unschedulable([]*corev1.Pod{uns(now), other, uns(now.Add(-time.Minute)), mkPod(nil, nil)})
 	if n != 2 || !oldest.Equal(now.Add(-time.Minute)) {
 		t.Fatalf("unschedulable = %d since %v", n, oldest)
+	}
+}
+
+func withContainers(p *corev1.Pod, sidecar bool, statuses ...corev1.ContainerStatus) *corev1.Pod {
+	if sidecar {
+		always := corev1.ContainerRestartPolicyAlways
+		p.Spec.InitContainers = []corev1.Container{{Name: "side", RestartPolicy: &always}, {Name: "setup"}}
+		p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "side", RestartCount: 2}, {Name: "setup", RestartCount: 5}}
+	}
+	p.Status.ContainerStatuses = statuses
+	return p
+}
+
+func crashing(name string, restarts int32) corev1.ContainerStatus {
+	return corev1.ContainerStatus{Name: name, RestartCount: restarts,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: podstate.ReasonCrashLoopBackOff}}}
+}
+
+// Restarts sum app containers and sidecars (not plain init containers) of
+// active pods only; a pod counts as crash-looping once, whichever of its
+// containers waits in CrashLoopBackOff.
+func TestCalculateRestarts(t *testing.T) {
+	lbls := map[string]string{"app": "web"}
+	cases := []struct {
+		name              string
+		active, term      []*corev1.Pod
+		restarts, looping int32
+	}{
+		{name: "no restarts", active: []*corev1.Pod{mkPod(lbls, nil)}},
+		{name: "app containers summed", active: []*corev1.Pod{
+			withContainers(mkPod(lbls, nil), false, corev1.ContainerStatus{Name: "a", RestartCount: 3}, corev1.ContainerStatus{Name: "b", RestartCount: 1}),
+			withContainers(mkPod(lbls, nil), false, corev1.ContainerStatus{Name: "a", RestartCount: 2})}, restarts: 6},
+		{name: "sidecars count, plain init containers do not", active: []*corev1.Pod{
+			withContainers(mkPod(lbls, nil), true, corev1.ContainerStatus{Name: "a", RestartCount: 1})}, restarts: 3},
+		{name: "crash loops counted per pod", active: []*corev1.Pod{
+			withContainers(mkPod(lbls, nil), false, crashing("a", 4), crashing("b", 4)),
+			withContainers(mkPod(lbls, nil), false, corev1.ContainerStatus{Name: "a"})}, restarts: 8, looping: 1},
+		{name: "terminating pods left out", term: []*corev1.Pod{withContainers(mkPod(lbls, nil), false, crashing("a", 9))}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := Calculate(Input{Target: 2, TemplateLabels: lbls, Active: tc.active, Terminating: tc.term, Now: now})
+			if st.Restarts != tc.restarts || st.CrashLoopingReplicas != tc.looping {
+				t.Errorf("restarts %d crash-looping %d, want %d and %d", st.Restarts, st.CrashLoopingReplicas, tc.restarts, tc.looping)
+			}
+		})
+	}
+	if !Changed(v1alpha1.MemberReplicaSetStatus{}, v1alpha1.MemberReplicaSetStatus{Restarts: 1}, 0) {
+		t.Error("Changed ignores a new restart count")
 	}
 }

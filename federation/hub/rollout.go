@@ -81,6 +81,8 @@ func sumReports(revs map[string]engine.MemberStatus) (engine.MemberStatus, bool)
 		sum.ReadyReplicas += rep.ReadyReplicas
 		sum.AvailableReplicas += rep.AvailableReplicas
 		sum.TerminatingReplicas += rep.TerminatingReplicas
+		sum.Restarts += rep.Restarts
+		sum.CrashLoopingReplicas += rep.CrashLoopingReplicas
 		sum.Unschedulable += rep.Unschedulable
 		if !rep.UnschedulableSince.IsZero() && (sum.UnschedulableSince.IsZero() || rep.UnschedulableSince.Before(sum.UnschedulableSince)) {
 			sum.UnschedulableSince = rep.UnschedulableSince
@@ -181,11 +183,10 @@ func (r *Reconciler) passInput(s *scope) rollout.PassInput {
 		// Committed targets before this pass mean members may run the
 		// object's pods already: the first revision adopts them.
 		Adopt: s.prev != nil, Now: s.now, Promote: s.frs.Annotations[v1alpha1.AnnotationPromote],
-		// The pods' readiness and availability are the gate: Step's
-		// Settled counts only Available pods (minReadySeconds). Restarts
-		// are not in the members' reports yet.
-		Health: rollout.HealthPassed,
 	}
+	// The gate: readiness and availability through Step's Settled
+	// (minReadySeconds), restarts and crash loops through Gate.
+	in.Health, in.HealthMessage = healthGate(s)
 	names := map[string]bool{}
 	for n := range s.committed {
 		names[n] = true
@@ -217,6 +218,37 @@ func (r *Reconciler) passInput(s *scope) rollout.PassInput {
 		in.Members = append(in.Members, pm)
 	}
 	return in
+}
+
+// healthGate runs the health gate on what the members report of the update and
+// stable revisions' objects, as the last committed record names them.
+func healthGate(s *scope) (rollout.Verdict, string) {
+	if s.rec == nil {
+		return rollout.HealthPassed, ""
+	}
+	objects := map[string]string{}
+	for i := range s.rec.Revisions {
+		objects[s.rec.Revisions[i].Name] = s.rec.Revisions[i].Object
+	}
+	update, stable := objects[s.rec.State.UpdateRevision], objects[s.rec.State.StableRevision]
+	if update == "" || update == stable {
+		return rollout.HealthPassed, ""
+	}
+	var u, o rollout.PodHealth
+	add := func(h *rollout.PodHealth, rep engine.MemberStatus) {
+		h.Pods += rep.Replicas
+		h.Restarts += rep.Restarts
+		h.CrashLooping += rep.CrashLoopingReplicas
+	}
+	for _, revs := range s.facts.revisions {
+		if rep, ok := revs[update]; ok {
+			add(&u, rep)
+		}
+		if rep, ok := revs[stable]; ok {
+			add(&o, rep)
+		}
+	}
+	return rollout.Gate(u, o)
 }
 
 // sameRecord reports whether two records encode alike.

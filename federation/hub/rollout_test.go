@@ -77,6 +77,9 @@ type rolloutEnv struct {
 	events   *events.FakeRecorder
 	// ready is false for a revision whose pods never turn Available.
 	ready map[string]bool
+	// crash is true for a revision whose pods crash-loop (still Ready
+	// between crashes, so readiness alone would pass them).
+	crash map[string]bool
 }
 
 func newRolloutEnv(t *testing.T, strategy *v1alpha1.UpdateStrategy) *rolloutEnv {
@@ -85,7 +88,7 @@ func newRolloutEnv(t *testing.T, strategy *v1alpha1.UpdateStrategy) *rolloutEnv 
 		f.Spec.MoveBudget = v1alpha1.MoveBudget{MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0))}
 	})
 	e := &rolloutEnv{env: newEnv(t, true, obj, healthy("a", "b", "c"), nil, nil), t: t,
-		clk: clocktesting.NewFakeClock(now), rollouts: &memRollouts{}, events: events.NewFakeRecorder(100), ready: map[string]bool{}}
+		clk: clocktesting.NewFakeClock(now), rollouts: &memRollouts{}, events: events.NewFakeRecorder(100), ready: map[string]bool{}, crash: map[string]bool{}}
 	e.r.Clock, e.r.Rollouts, e.r.Recorder = e.clk, e.rollouts, e.events
 	return e
 }
@@ -108,9 +111,12 @@ func (e *rolloutEnv) pass() {
 			if ready, set := e.ready[l.Name]; set && !ready {
 				avail = 0
 			}
-			e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: member, Namespace: "default", Name: l.Object},
-				engine.MemberStatus{Target: n, Replicas: n, ReadyReplicas: avail, AvailableReplicas: avail, ReportedAt: e.clk.Now(),
-					Hub: v1alpha1.HubReference{Namespace: "default", Name: "web", UID: "uid-1"}})
+			st := engine.MemberStatus{Target: n, Replicas: n, ReadyReplicas: avail, AvailableReplicas: avail, ReportedAt: e.clk.Now(),
+				Hub: v1alpha1.HubReference{Namespace: "default", Name: "web", UID: "uid-1"}}
+			if e.crash[l.Name] {
+				st.Restarts, st.CrashLoopingReplicas = 3*n, n
+			}
+			e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: member, Namespace: "default", Name: l.Object}, st)
 		}
 	}
 	e.clk.Step(10 * time.Second)
@@ -367,4 +373,33 @@ func (e *rolloutEnv) passUntilComplete(rev string) {
 		}
 	}
 	e.t.Fatalf("rollout not Complete after 40 passes: %+v", get(e.t, e.hub).Status.Rollout)
+}
+
+// A canary whose pods crash-loop but are Ready between crashes passes the
+// readiness part of the gate; the restarts part fails the stage before it
+// bakes, and onFailure Rollback returns every member to the stable
+// revision.
+func TestRollingCrashLoopFailsGate(t *testing.T) {
+	e := newRolloutEnv(t, &v1alpha1.UpdateStrategy{Type: v1alpha1.UpdateRolling, OnFailure: v1alpha1.FailureRollback,
+		Stages: []v1alpha1.RolloutStage{{Name: "canary", Clusters: []string{"c"}, Canary: ptr.To(intstr.FromInt32(1)),
+			BakeTime: v1alpha1.DurationOf(10 * time.Minute)}}})
+	e.pass()
+	v1 := e.record().Revisions[0].Name
+	e.pass()
+	v2 := e.setImage("registry.example/web:crashy")
+	e.crash[v2] = true
+	for range 6 {
+		e.pass()
+	}
+	st := get(t, e.hub).Status
+	if st.Rollout == nil || st.Rollout.FailedRevision != v2 || st.CurrentRevision != v1 {
+		t.Fatalf("status after crash loops: rollout %+v, current %q; want %s failed and %s current", st.Rollout, st.CurrentRevision, v2, v1)
+	}
+	evs := strings.Join(drain(e.events.Events), "\n")
+	if !strings.Contains(evs, "Warning "+v1alpha1.ReasonAutomaticRollback+" stage canary: Progressing -> RollingBack: health gate failed: 1 of 1 new pods are in CrashLoopBackOff") {
+		t.Errorf("events lack a Warning %s from the canary saying the gate failed and why:\n%s", v1alpha1.ReasonAutomaticRollback, evs)
+	}
+	if diff := cmp.Diff(map[string]int32{"a": 0, "b": 0, "c": 0}, e.revisionTargets(v2)); diff != "" {
+		t.Errorf("targets of the crash-looping revision after the rollback (-want +got):\n%s", diff)
+	}
 }
