@@ -42,6 +42,8 @@ generate: ## Regenerate deepcopy code and CRDs (api/crds, charts/replicafed/file
 	  > charts/replicafed/files/crds/replicafed.io_federatedreplicasets.yaml
 	sed '/^  annotations:$$/a\    helm.sh/resource-policy: keep' api/crds/replicafed.io_memberclusters.yaml \
 	  > charts/replicafed/files/crds/replicafed.io_memberclusters.yaml
+	sed '/^  annotations:$$/a\    helm.sh/resource-policy: keep' api/crds/replicafed.io_federatedhorizontalpodautoscalers.yaml \
+	  > charts/replicafed/files/crds/replicafed.io_federatedhorizontalpodautoscalers.yaml
 	cp api/policy/federatedreplicaset-selector.yaml charts/replicafed/templates/validatingadmissionpolicy.yaml
 	@# Security: member ClusterRole manifests and member chart (federation/memberaccess), Pod Security policies.
 	mkdir -p charts/replicafed-member/crds charts/replicafed/files/policy

@@ -6,7 +6,7 @@
 # Tools: kube (kube-apiserver, kube-scheduler, kube-controller-manager), etcd,
 # kwok (binary plus its fast stage definitions), helm, controller-gen,
 # staticcheck, actionlint and funlen (for `make lint`; not built by default),
-# kind (the kind CLI) and kind-node (everything the kind node image holds,
+# metrics-server (for members that serve metrics.k8s.io), kind (the kind CLI) and kind-node (everything the kind node image holds,
 # into bin/kind-node/: hack/kind/node-image.sh; not built by default).
 set -euo pipefail
 
@@ -94,6 +94,10 @@ build_staticcheck() { build_one staticcheck honnef.co/go/tools honnef.co/go/tool
 
 build_kind() { build_one kind sigs.k8s.io/kind sigs.k8s.io/kind "-s -w"; }
 
+# metrics-server: the test clusters run it against kwok's fake kubelets so a
+# member serves a real metrics.k8s.io (internal/test/testcluster, Options.Metrics).
+build_metrics_server() { build_one metrics-server sigs.k8s.io/metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server "-s -w"; }
+
 # funlen: the project's own main around github.com/ultraware/funlen, so its
 # stamp also names the main's content.
 build_funlen() {
@@ -165,7 +169,7 @@ build_kind_node() {
 }
 
 tools=("$@")
-[ ${#tools[@]} -gt 0 ] || tools=(controller-gen etcd kube kwok helm)
+[ ${#tools[@]} -gt 0 ] || tools=(controller-gen etcd kube kwok helm metrics-server)
 for t in "${tools[@]}"; do
   start=$(date +%s)
   case "$t" in
@@ -177,6 +181,7 @@ for t in "${tools[@]}"; do
     actionlint) build_actionlint ;;
     staticcheck) build_staticcheck ;;
     kind) build_kind ;;
+    metrics-server) build_metrics_server ;;
     funlen) build_funlen ;;
     kind-node) build_kind_node ;;
     *) echo "unknown tool: $t" >&2; exit 2 ;;
