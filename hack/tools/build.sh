@@ -84,6 +84,30 @@ build_kwok() {
   echo "$want" > "$bin/.kwok.stamp"
 }
 
+# kwok-metrics.yaml: kwok's own resource-metrics Metric (the kubelet's
+# /metrics/resource per fake node) and its ClusterResourceUsage that reads a
+# pod's usage from the annotations kwok.x-k8s.io/usage-cpu and
+# usage-memory, from the pinned module; the test clusters pass it to kwok
+# when they run metrics-server (internal/test/testcluster, Options.Metrics).
+# Written beside kwok-stages.yaml under a stamp of its own, atomically, so
+# running clusters never read half a file.
+build_kwok_metrics() {
+  local v; v=$(module_version kwok sigs.k8s.io/kwok)
+  local want="sigs.k8s.io/kwok@$v metrics=resource+usage-from-annotation"
+  if up_to_date kwok-metrics "$want" kwok-metrics.yaml; then echo "kwok-metrics $v: up to date"; return; fi
+  local dir; dir=$(cd "$root/hack/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  local tmp="$bin/.kwok-metrics.yaml.tmp"
+  : > "$tmp"
+  local f
+  for f in "$dir"/kustomize/metrics/resource/metrics-resource.yaml "$dir"/kustomize/metrics/usage/usage-from-annotation.yaml; do
+    printf -- '---\n' >> "$tmp"
+    cat "$f" >> "$tmp"
+  done
+  mv "$tmp" "$bin/kwok-metrics.yaml"
+  echo "$want" > "$bin/.kwok-metrics.stamp"
+  echo "kwok-metrics $v: written"
+}
+
 build_helm() { build_one helm helm.sh/helm/v4 helm.sh/helm/v4/cmd/helm "-s -w -X helm.sh/helm/v4/internal/version.version=@V"; }
 
 build_controller_gen() { build_one controller-gen sigs.k8s.io/controller-tools sigs.k8s.io/controller-tools/cmd/controller-gen; }
@@ -175,7 +199,7 @@ for t in "${tools[@]}"; do
   case "$t" in
     kube) build_kube ;;
     etcd) build_etcd ;;
-    kwok) build_kwok ;;
+    kwok) build_kwok; build_kwok_metrics ;;
     helm) build_helm ;;
     controller-gen) build_controller_gen ;;
     actionlint) build_actionlint ;;
