@@ -73,7 +73,9 @@ func TestFederatedHorizontalPodAutoscalerValidation(t *testing.T) {
 		{"utilisation without percent", func(s *v1alpha1.FederatedHorizontalPodAutoscalerSpec) {
 			s.Metrics[0].Resource.Target = v1alpha1.MetricTarget{Type: v1alpha1.UtilizationMetricType, AverageValue: ptr.To(resource.MustParse("1"))}
 		}, "Utilization needs averageUtilization"},
-		{"network resource", func(s *v1alpha1.FederatedHorizontalPodAutoscalerSpec) { s.Metrics[0].Resource.Name = "ephemeral-storage" },
+		{"network resource", func(s *v1alpha1.FederatedHorizontalPodAutoscalerSpec) {
+			s.Metrics[0].Resource.Name = "ephemeral-storage"
+		},
 			"spec.metrics[0].resource.name"},
 		{"window over an hour", func(s *v1alpha1.FederatedHorizontalPodAutoscalerSpec) {
 			s.Behavior.ScaleDown.StabilizationWindowSeconds = ptr.To[int32](3601)
