@@ -71,7 +71,9 @@ func (m *member) PodMetrics(context.Context, string, labels.Selector) (map[strin
 	return out, nil
 }
 
-func (m *member) Autoscalers(context.Context, string, string) ([]string, error) { return m.memberHP, nil }
+func (m *member) Autoscalers(context.Context, string, string) ([]string, error) {
+	return m.memberHP, nil
+}
 
 type members map[string]*member
 
