@@ -32,6 +32,7 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/federation/autoscale"
+	"github.com/replicafed/replicafed/internal/metrics"
 )
 
 // Gate permits writes on the raft leader only.
@@ -150,13 +151,27 @@ func (r *Reconciler) sync(ctx context.Context, log logr.Logger, fhpa *v1alpha1.F
 		setCondition(fhpa, c.Type, c.Status == metav1.ConditionTrue, c.Reason, c.Message)
 	}
 	if d.Err != nil {
+		metrics.AutoscalerDecisions.WithLabelValues(metrics.AutoscaleError).Inc()
 		r.event(fhpa, corev1.EventTypeWarning, "FailedComputeMetricsReplicas", "Compute", "%v", d.Err)
 	}
 	if r.reportConflicts(fhpa, conflicts) {
+		metrics.AutoscalerDecisions.WithLabelValues(metrics.AutoscaleBlocked).Inc()
 		// Two autoscalers on one workload fight; this one steps back.
 		setCondition(fhpa, v1alpha1.AutoscalerAbleToScale, false, v1alpha1.AutoscalerMemberConflict,
 			"not scaling while a member HorizontalPodAutoscaler targets the MemberReplicaSet: "+strings.Join(conflicts, ", "))
 		return nil
+	}
+	switch {
+	case d.Err != nil:
+	case !d.Rescale && meta.IsStatusConditionTrue(d.Conditions, v1alpha1.AutoscalerScalingLimited) &&
+		meta.FindStatusCondition(d.Conditions, v1alpha1.AutoscalerScalingLimited).Reason == autoscale.ReasonMetricsMissing:
+		metrics.AutoscalerDecisions.WithLabelValues(metrics.AutoscaleHeld).Inc()
+	case !d.Rescale:
+		metrics.AutoscalerDecisions.WithLabelValues(metrics.AutoscaleNone).Inc()
+	case d.Desired > scale.Spec.Replicas:
+		metrics.AutoscalerDecisions.WithLabelValues(metrics.AutoscaleUp).Inc()
+	default:
+		metrics.AutoscalerDecisions.WithLabelValues(metrics.AutoscaleDown).Inc()
 	}
 	if !d.Rescale {
 		return nil
