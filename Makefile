@@ -136,6 +136,10 @@ helm-lint: ## Lint and render the Helm chart.
 demo: tools build ## Start a hub and three members on real control planes, three replicafed replicas, and the example FRS.
 	$(GO) run ./hack/demo --bin-dir $(BIN) --example examples/frontend.yaml
 
+.PHONY: demo-autoscale
+demo-autoscale: tools build ## The demo with autoscaling: metrics-server in the members, the example autoscaler, load raised on one member and dropped.
+	$(GO) run ./hack/demo --bin-dir $(BIN) --example examples/frontend.yaml --autoscaler examples/frontend-autoscaler.yaml
+
 .PHONY: e2e
 e2e: tools ## End-to-end tests on local control planes.
 	$(GO) test -timeout $(TEST_TIMEOUT) ./e2e/...
