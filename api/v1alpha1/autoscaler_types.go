@@ -279,8 +279,18 @@ type AutoscalerClusterStatus struct {
 	Message string `json:"message,omitempty"`
 }
 
+// AutoscalerScaleEvent is one change of the replica count the autoscaler
+// made.
+type AutoscalerScaleEvent struct {
+	// Time of the change.
+	Time metav1.Time `json:"time"`
+	// Change is the number of replicas added (positive) or removed
+	// (negative).
+	Change int32 `json:"change"`
+}
+
 // FederatedHorizontalPodAutoscalerStatus is the HorizontalPodAutoscaler's
-// status, with a row per member.
+// status, with a row per member and the recent scale events.
 type FederatedHorizontalPodAutoscalerStatus struct {
 	// ObservedGeneration is the generation last acted on.
 	// +optional
@@ -308,6 +318,13 @@ type FederatedHorizontalPodAutoscalerStatus struct {
 	// +listMapKey=name
 	// +optional
 	Clusters []AutoscalerClusterStatus `json:"clusters,omitempty"`
+	// RecentScaleEvents are the changes made within the longest policy
+	// period, oldest first: a new raft leader reads them, so the rate
+	// policies hold across a leader change.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	RecentScaleEvents []AutoscalerScaleEvent `json:"recentScaleEvents,omitempty"`
 }
 
 // FederatedHorizontalPodAutoscaler scales a FederatedReplicaSet on its pods'

@@ -2,10 +2,12 @@ package autoscale
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 )
@@ -227,4 +229,40 @@ func (h *History) downLimit(now time.Time, r Rules, current int32) int32 {
 // quantity renders a milli-value for status, as upstream does.
 func quantity(_ corev1.ResourceName, milli int64) *resource.Quantity {
 	return resource.NewMilliQuantity(milli, resource.DecimalSI)
+}
+
+// Prune forgets the scale events older than the longest policy period of
+// their direction.
+func (h *History) Prune(now time.Time, b Behavior) {
+	h.Ups = prune(now, h.Ups, b.Up)
+	h.Downs = prune(now, h.Downs, b.Down)
+}
+
+// Events returns the remembered scale events for the status, oldest first:
+// scale-ups positive, scale-downs negative.
+func (h *History) Events() []v1alpha1.AutoscalerScaleEvent {
+	out := make([]v1alpha1.AutoscalerScaleEvent, 0, len(h.Ups)+len(h.Downs))
+	for _, e := range h.Ups {
+		out = append(out, v1alpha1.AutoscalerScaleEvent{Time: metav1.NewTime(e.At), Change: e.Change})
+	}
+	for _, e := range h.Downs {
+		out = append(out, v1alpha1.AutoscalerScaleEvent{Time: metav1.NewTime(e.At), Change: -e.Change})
+	}
+	slices.SortStableFunc(out, func(a, b v1alpha1.AutoscalerScaleEvent) int { return a.Time.Compare(b.Time.Time) })
+	return out
+}
+
+// HistoryFrom starts a history from the scale events a former leader wrote
+// into the status, so a new leader's rate policies count them.
+func HistoryFrom(events []v1alpha1.AutoscalerScaleEvent) *History {
+	h := &History{}
+	for _, e := range events {
+		switch {
+		case e.Change > 0:
+			h.Ups = append(h.Ups, ScaleEvent{At: e.Time.Time, Change: e.Change})
+		case e.Change < 0:
+			h.Downs = append(h.Downs, ScaleEvent{At: e.Time.Time, Change: -e.Change})
+		}
+	}
+	return h
 }

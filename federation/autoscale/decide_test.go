@@ -181,3 +181,24 @@ func TestRecordScale(t *testing.T) {
 		t.Errorf("scale-down events %+v, want one of 3", h.Downs)
 	}
 }
+
+// The scale events written to the status give a new leader the same rate
+// limits as the old one had.
+func TestEventsSurviveALeaderChange(t *testing.T) {
+	b := BehaviorOf(&v1alpha1.HorizontalPodAutoscalerBehavior{ScaleUp: &v1alpha1.HPAScalingRules{
+		Policies: []v1alpha1.HPAScalingPolicy{{Type: v1alpha1.PodsScalingPolicy, Value: 4, PeriodSeconds: 60}}}}, DefaultDownscaleStabilization)
+	old := &History{}
+	old.RecordScale(now.Add(-50*time.Second), b, 6, 4)
+	old.RecordScale(now.Add(-20*time.Second), b, 4, 8)
+	h := HistoryFrom(old.Events())
+	// As upstream: the period started at 8 - 4 added + 2 removed = 6 pods.
+	if got, _, _ := h.limit(now, b, 8, 20, 1, 100); got != 10 {
+		t.Errorf("new leader scales to %d, want 10: the period began at 6 pods", got)
+	}
+	if fresh, _, _ := (&History{}).limit(now, b, 8, 20, 1, 100); fresh != 12 {
+		t.Errorf("without the events: %d, want 12 (the check is meaningful)", fresh)
+	}
+	if ev := old.Events(); len(ev) != 2 || ev[0].Change != -2 || ev[1].Change != 4 {
+		t.Errorf("events %+v, want -2 then +4, oldest first", ev)
+	}
+}

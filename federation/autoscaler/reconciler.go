@@ -143,7 +143,7 @@ func (r *Reconciler) sync(ctx context.Context, log logr.Logger, fhpa *v1alpha1.F
 		return err
 	}
 	members, conflicts := r.gather(ctx, log, frs, sel)
-	h := r.historyOf(fhpa.UID)
+	h := r.historyOf(fhpa)
 	d := autoscale.Decide(autoscale.Input{Now: now, Spec: fhpa.Spec, Current: scale.Spec.Replicas, Members: members, Settings: r.Settings}, h)
 	st.CurrentReplicas, st.DesiredReplicas = scale.Status.Replicas, d.Desired
 	st.CurrentMetrics, st.Clusters = d.Metrics, d.Clusters
@@ -173,6 +173,11 @@ func (r *Reconciler) sync(ctx context.Context, log logr.Logger, fhpa *v1alpha1.F
 	default:
 		metrics.AutoscalerDecisions.WithLabelValues(metrics.AutoscaleDown).Inc()
 	}
+	defer func() {
+		// What a new leader needs to keep the rate policies.
+		h.Prune(now, autoscale.BehaviorOf(fhpa.Spec.Behavior, r.Settings.DownscaleStabilization))
+		st.RecentScaleEvents = h.Events()
+	}()
 	if !d.Rescale {
 		return nil
 	}
@@ -322,16 +327,18 @@ func (r *Reconciler) event(fhpa *v1alpha1.FederatedHorizontalPodAutoscaler, typ,
 	}
 }
 
-func (r *Reconciler) historyOf(uid types.UID) *autoscale.History {
+// historyOf returns the autoscaler's history; a leader that has none yet
+// starts from the scale events in the status.
+func (r *Reconciler) historyOf(fhpa *v1alpha1.FederatedHorizontalPodAutoscaler) *autoscale.History {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.history == nil {
 		r.history = map[types.UID]*autoscale.History{}
 	}
-	h, ok := r.history[uid]
+	h, ok := r.history[fhpa.UID]
 	if !ok {
-		h = &autoscale.History{}
-		r.history[uid] = h
+		h = autoscale.HistoryFrom(fhpa.Status.RecentScaleEvents)
+		r.history[fhpa.UID] = h
 	}
 	return h
 }

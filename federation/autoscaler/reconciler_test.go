@@ -289,3 +289,33 @@ func (s *racingSub) Get(ctx context.Context, obj, sub client.Object, opts ...cli
 	frs.Spec.Replicas = ptr.To[int32](9)
 	return s.c.Update(ctx, frs)
 }
+
+// A new leader (a reconciler with no history) reads the scale events the
+// old one wrote into the status and keeps the rate policy.
+func TestNewLeaderKeepsRatePolicies(t *testing.T) {
+	cl, fhpa := setup(t, 4, row("a", 4))
+	fhpa.Spec.Behavior.ScaleUp = &v1alpha1.HPAScalingRules{Policies: []v1alpha1.HPAScalingPolicy{{Type: v1alpha1.PodsScalingPolicy, Value: 2, PeriodSeconds: 60}}}
+	if err := cl.Update(context.Background(), fhpa); err != nil {
+		t.Fatal(err)
+	}
+	ms := members{"a": loaded("a", 4, 2000)}
+	_, got, replicas := reconcile(t, cl, ms, &gate{leading: true}, fhpa)
+	if replicas != 6 || len(got.Status.RecentScaleEvents) != 1 || got.Status.RecentScaleEvents[0].Change != 2 {
+		t.Fatalf("first leader: replicas %d, events %+v; want 6 and one event of +2", replicas, got.Status.RecentScaleEvents)
+	}
+	// The FederatedReplicaSet's status catches up; a new leader takes over.
+	frs := &v1alpha1.FederatedReplicaSet{}
+	if err := cl.Get(context.Background(), client.ObjectKeyFromObject(fhpa), frs); err != nil {
+		t.Fatal(err)
+	}
+	frs.Status.Clusters, frs.Status.Replicas = []v1alpha1.ClusterStatus{row("a", 6)}, 6
+	if err := cl.Status().Update(context.Background(), frs); err != nil {
+		t.Fatal(err)
+	}
+	ms["a"] = loaded("a", 6, 2000)
+	_, got, replicas = reconcile(t, cl, ms, &gate{leading: true}, fhpa)
+	if replicas != 6 {
+		t.Errorf("new leader scaled to %d within the policy period, want 6", replicas)
+	}
+	wantCondition(t, got, v1alpha1.AutoscalerScalingLimited, metav1.ConditionTrue, "ScaleUpLimit")
+}
