@@ -202,3 +202,68 @@ func (e *env) cutMetrics(member string) func() {
 	e.t.Cleanup(put)
 	return put
 }
+
+// TestAutoscaleLeaderChange hands raft leadership over right after the
+// autoscaler's first step: the new leader reads the step from the status
+// and waits out the policy period instead of taking a second step at once.
+func TestAutoscaleLeaderChange(t *testing.T) {
+	if os.Getenv("REPLICAFED_E2E_PROVIDER") == "kind" {
+		t.Skip("the kind members run no metrics-server")
+	}
+	e := newEnv(t, "autoscale-leader")
+	ctx := context.Background()
+	name := "stepped"
+	frs := builder.FRS(e.ns, name).Replicas(2).Label("e2e-app", name).
+		TemplateAnnotation(testcluster.UsageCPUAnnotation, "2").
+		PodSpec(corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "app", Image: builder.DefaultImage, Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("64Mi")}}}},
+			Tolerations: []corev1.Toleration{testcluster.KwokToleration},
+		}).
+		Placement(v1alpha1.Placement{Clusters: []v1alpha1.ClusterPreference{pref(memberA, 1, -1), pref(memberB, 1, -1)}}).Obj()
+	if err := e.f.HubClient.Create(ctx, frs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.dumpIfFailed(); e.deleteAndWait(name) })
+	const period = 90 * time.Second
+	fhpa := &v1alpha1.FederatedHorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
+		Spec: v1alpha1.FederatedHorizontalPodAutoscalerSpec{
+			ScaleTargetRef: v1alpha1.CrossVersionObjectReference{Kind: "FederatedReplicaSet", Name: name},
+			MinReplicas:    ptr.To[int32](2), MaxReplicas: 12,
+			Metrics: []v1alpha1.MetricSpec{{Type: v1alpha1.ResourceMetricSourceType, Resource: &v1alpha1.ResourceMetricSource{
+				Name: corev1.ResourceCPU, Target: v1alpha1.MetricTarget{Type: v1alpha1.UtilizationMetricType, AverageUtilization: ptr.To[int32](50)}}}},
+			Behavior: &v1alpha1.HorizontalPodAutoscalerBehavior{ScaleUp: &v1alpha1.HPAScalingRules{
+				Policies: []v1alpha1.HPAScalingPolicy{{Type: v1alpha1.PodsScalingPolicy, Value: 2, PeriodSeconds: int32(period / time.Second)}}}},
+		},
+	}
+	if err := e.f.HubClient.Create(ctx, fhpa); err != nil {
+		t.Fatal(err)
+	}
+	e.poll("the first step, 2 -> 4", func(context.Context) (bool, error) { return *e.getFRS(name).Spec.Replicas >= 4, nil })
+	stepped := time.Now()
+	if r := *e.getFRS(name).Spec.Replicas; r != 4 {
+		t.Fatalf("first step went to %d, want 4 (2 pods per period)", r)
+	}
+	old := e.f.Leader(ctx)
+	if old == nil {
+		t.Fatal("no leader")
+	}
+	if err := old.TransferLeadership(ctx); err != nil {
+		t.Fatalf("handing leadership over: %v", err)
+	}
+	leader, err := e.f.WaitLeader(ctx, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logf(t, "leadership moved from %s to %s %s after the first step", old.ID, leader.ID, time.Since(stepped).Round(time.Millisecond))
+	// Until shortly before the period ends, the new leader takes no step.
+	for time.Since(stepped) < period-15*time.Second {
+		if r := *e.getFRS(name).Spec.Replicas; r > 4 {
+			t.Fatalf("a second step to %d %s after the first, within the %s policy period, after the leader change", r, time.Since(stepped).Round(time.Second), period)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	e.poll("the next step once the period is over", func(context.Context) (bool, error) { return *e.getFRS(name).Spec.Replicas >= 6, nil })
+	logf(t, "second step %s after the first", time.Since(stepped).Round(time.Second))
+}

@@ -184,7 +184,9 @@ func (r *Reconciler) sync(ctx context.Context, log logr.Logger, fhpa *v1alpha1.F
 	return r.rescale(ctx, log, fhpa, frs, scale, d, h, now)
 }
 
-// rescale writes the decision through the scale subresource, with the
+// rescale records the step in the status first, so that a leader taking
+// over between the two writes still counts it against the rate policies,
+// then writes the decision through the scale subresource, with the
 // resourceVersion read: a count changed since (by a user, or by a former
 // leader) makes it fail, and the next sync decides again from the new one.
 func (r *Reconciler) rescale(ctx context.Context, log logr.Logger, fhpa *v1alpha1.FederatedHorizontalPodAutoscaler, frs *v1alpha1.FederatedReplicaSet,
@@ -193,13 +195,20 @@ func (r *Reconciler) rescale(ctx context.Context, log logr.Logger, fhpa *v1alpha
 		return nil
 	}
 	from := scale.Spec.Replicas
+	b := autoscale.BehaviorOf(fhpa.Spec.Behavior, r.Settings.DownscaleStabilization)
+	pending := autoscale.HistoryFrom(h.Events())
+	pending.RecordScale(now, b, from, d.Desired)
+	fhpa.Status.RecentScaleEvents = pending.Events()
+	if err := r.Hub.Status().Update(ctx, fhpa); err != nil {
+		return fmt.Errorf("recording the step to %d before making it: %w", d.Desired, err)
+	}
 	scale.Spec.Replicas = d.Desired
 	if err := r.Hub.SubResource("scale").Update(ctx, frs, client.WithSubResourceBody(scale)); err != nil {
 		r.event(fhpa, corev1.EventTypeWarning, "FailedRescale", "Scale", "New size: %d; reason: %s; error: %v", d.Desired, d.Reason, err)
 		setCondition(fhpa, v1alpha1.AutoscalerAbleToScale, false, "FailedUpdateScale", "the autoscaler was unable to update the target scale: "+err.Error())
 		return fmt.Errorf("scaling %s/%s to %d: %w", frs.Namespace, frs.Name, d.Desired, err)
 	}
-	h.RecordScale(now, autoscale.BehaviorOf(fhpa.Spec.Behavior, r.Settings.DownscaleStabilization), from, d.Desired)
+	h.RecordScale(now, b, from, d.Desired)
 	fhpa.Status.LastScaleTime = &metav1.Time{Time: now}
 	setCondition(fhpa, v1alpha1.AutoscalerAbleToScale, true, "SucceededRescale", fmt.Sprintf("the autoscaler was able to update the target scale to %d", d.Desired))
 	r.event(fhpa, corev1.EventTypeNormal, "SuccessfulRescale", "Scale", "New size: %d; reason: %s", d.Desired, d.Reason)
