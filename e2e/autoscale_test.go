@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -70,7 +71,7 @@ func TestAutoscale(t *testing.T) {
 
 	logf(t, "raising load on %s only", memberA)
 	e.setUsage(memberA, name, "1500m")
-	e.poll("scale-up to at least 4, placed in the members", func(ctx context.Context) (bool, error) {
+	e.pollAutoscale("scale-up to at least 4, placed in the members", func(ctx context.Context) (bool, error) {
 		f := e.getFRS(name)
 		if *f.Spec.Replicas < 4 {
 			return false, nil
@@ -99,9 +100,24 @@ func TestAutoscale(t *testing.T) {
 
 	logf(t, "restoring %s's metrics.k8s.io", memberB)
 	restore()
-	e.poll("scale-down to minReplicas once every member answers", func(context.Context) (bool, error) {
+	e.pollAutoscale("scale-down to minReplicas once every member answers", func(context.Context) (bool, error) {
 		return *e.getFRS(name).Spec.Replicas == 2, nil
 	})
+}
+
+// autoscaleTimeout bounds each wait on the autoscaler: metrics-server needs
+// two scrapes for a rate, new pods wait out the CPU initialisation window,
+// and on a loaded machine the raft leader may change on the way.
+const autoscaleTimeout = 5 * time.Minute
+
+// pollAutoscale is poll with autoscaleTimeout.
+func (e *env) pollAutoscale(what string, cond func(ctx context.Context) (bool, error)) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), autoscaleTimeout)
+	defer cancel()
+	if err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, cond); err != nil {
+		e.t.Fatalf("waiting for %s: %v", what, err)
+	}
 }
 
 // setUsage sets kwok's cpu usage annotation on every pod of name in member.
@@ -150,7 +166,7 @@ func (e *env) memberIndex(member string) int {
 
 func (e *env) waitAutoscaler(name, what string, cond func(*v1alpha1.FederatedHorizontalPodAutoscaler) bool) {
 	e.t.Helper()
-	e.poll("autoscaler "+what, func(ctx context.Context) (bool, error) {
+	e.pollAutoscale("autoscaler "+what, func(ctx context.Context) (bool, error) {
 		f := &v1alpha1.FederatedHorizontalPodAutoscaler{}
 		if err := e.f.HubClient.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, f); err != nil {
 			return false, nil
@@ -240,7 +256,7 @@ func TestAutoscaleLeaderChange(t *testing.T) {
 	if err := e.f.HubClient.Create(ctx, fhpa); err != nil {
 		t.Fatal(err)
 	}
-	e.poll("the first step, 2 -> 4", func(context.Context) (bool, error) { return *e.getFRS(name).Spec.Replicas >= 4, nil })
+	e.pollAutoscale("the first step, 2 -> 4", func(context.Context) (bool, error) { return *e.getFRS(name).Spec.Replicas >= 4, nil })
 	stepped := time.Now()
 	if r := *e.getFRS(name).Spec.Replicas; r != 4 {
 		t.Fatalf("first step went to %d, want 4 (2 pods per period)", r)
@@ -264,6 +280,6 @@ func TestAutoscaleLeaderChange(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 	}
-	e.poll("the next step once the period is over", func(context.Context) (bool, error) { return *e.getFRS(name).Spec.Replicas >= 6, nil })
+	e.pollAutoscale("the next step once the period is over", func(context.Context) (bool, error) { return *e.getFRS(name).Spec.Replicas >= 6, nil })
 	logf(t, "second step %s after the first", time.Since(stepped).Round(time.Second))
 }
