@@ -81,8 +81,9 @@ COMMIT_TIME ?= $(shell git log -1 --format=%cI 2>/dev/null || echo 1970-01-01T00
 VERSION_LDFLAGS := -X github.com/replicafed/replicafed/internal/version.Version=$(VERSION) -X github.com/replicafed/replicafed/internal/version.Commit=$(COMMIT)
 
 .PHONY: build
-build: ## Build bin/replicafed (version stamped).
+build: ## Build bin/replicafed and the kubectl plugin bin/kubectl-replicafed (version stamped).
 	$(GO) build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/replicafed ./cmd/replicafed
+	$(GO) build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/kubectl-replicafed ./cmd/kubectl-replicafed
 
 IMAGE_REPO      ?= ghcr.io/replicafed/replicafed
 IMAGE_PLATFORMS ?= linux/amd64 linux/arm64

@@ -963,6 +963,7 @@ func TestRBAC(t *testing.T) {
 				{"", "events", []string{"create", "patch"}},
 				{"events.k8s.io", "events", []string{"create", "patch"}},
 				{"", "namespaces", []string{"get", "list", "watch"}},
+				{"apps", "controllerrevisions", []string{"get", "list", "create", "update", "delete"}},
 				{"replicafed.io", "memberclusters", []string{"get", "list", "watch", "create", "delete"}},
 				{"replicafed.io", "memberclusters/status", []string{"update"}},
 			} {

@@ -1,6 +1,7 @@
 // Package raftstore holds replicafed's replicated state: the per-member
-// targets of every FederatedReplicaSet, member health, and the member
-// engines' expectations, kept by 3 or 5 replicas through hashicorp/raft.
+// targets of every FederatedReplicaSet, the rollout records of rolling
+// ones, member health, and the member engines' expectations, kept by 3 or
+// 5 replicas through hashicorp/raft.
 //
 // Subpackages:
 //
@@ -54,7 +55,8 @@
 //     expectations store commits its last observations) and only then call
 //     raft's LeadershipTransfer, once. A failed planned transfer reopens the
 //     gate; StepDown keeps it closed for good.
-//  4. Term fencing. Reserve, ExpectDeletes, Reconcile and PruneMembers carry
+//  4. Term fencing. Reserve, ExpectDeletes, Reconcile, PruneMembers and
+//     SetRollout (a rolling FederatedReplicaSet's rollout record) carry
 //     the term they were decided in, and the FSM refuses them (CodeStale)
 //     unless it equals the term of the raft entry that carries them: a
 //     command of a deposed or paused leader that reaches the log later, or

@@ -85,6 +85,9 @@ func (e *Engine) createOwner(ctx context.Context, nn types.NamespacedName, w *Wo
 		},
 		Spec: ownerSpec(w),
 	}
+	if w.TemplateHash != "" {
+		mrs.Labels[v1alpha1.LabelTemplateHash] = w.TemplateHash
+	}
 	err := e.o.Client.Create(ctx, mrs)
 	if apierrors.IsNotFound(err) {
 		err = e.namespaceMissing(ctx, nn, w, mrs)

@@ -22,6 +22,10 @@ type Workload struct {
 	Selector *metav1.LabelSelector
 	// Template is the pod template; its labels must match Selector.
 	Template corev1.PodTemplateSpec
+	// TemplateHash is the rollout revision's template hash for a rolling
+	// FederatedReplicaSet (the MemberReplicaSet is labelled with it,
+	// v1alpha1.LabelTemplateHash); empty otherwise.
+	TemplateHash string
 	// MinReadySeconds is copied from the FederatedReplicaSet.
 	MinReadySeconds int32
 	// Hub identifies the FederatedReplicaSet.

@@ -39,6 +39,9 @@ type facts struct {
 	missing map[string]string
 	// reports are the members' latest status, by member.
 	reports map[string]engine.MemberStatus
+	// revisions are a rolling object's reports by member and revision
+	// object (its MemberReplicaSet's name).
+	revisions map[string]map[string]engine.MemberStatus
 	// unconnected are registered members this replica has not engaged.
 	unconnected map[string]bool
 	// taintErrors say why a member's taints could not be read.
@@ -53,6 +56,9 @@ type facts struct {
 type memberRead struct {
 	report     engine.MemberStatus
 	haveReport bool
+	// revisions are the reports per revision object of a rolling
+	// FederatedReplicaSet (report is then their sum).
+	revisions map[string]engine.MemberStatus
 	// free is the member's free room for the template (haveFree), own the
 	// FederatedReplicaSet's pods its cache counts in it (-1 unknown).
 	free, own int32
@@ -61,10 +67,21 @@ type memberRead struct {
 
 // readMember reads what m runs of frs and its room. The room is read
 // whatever m's health, the caller uses it only when healthy.
-func (r *Reconciler) readMember(ctx context.Context, m *registry.Member, frs *v1alpha1.FederatedReplicaSet, termStart time.Time) memberRead {
+func (r *Reconciler) readMember(ctx context.Context, m *registry.Member, frs *v1alpha1.FederatedReplicaSet, objects []string, termStart time.Time) memberRead {
 	var out memberRead
 	key := fedref.MemberObject{Cluster: m.Name, Namespace: frs.Namespace, Name: frs.Name}
-	out.report, out.haveReport = r.memberReport(ctx, m, frs, key, termStart)
+	if len(objects) == 0 {
+		out.report, out.haveReport = r.memberReport(ctx, m, frs, key, termStart)
+	} else {
+		out.revisions = map[string]engine.MemberStatus{}
+		for _, obj := range objects {
+			key.Name = obj
+			if rep, ok := r.memberReport(ctx, m, frs, key, termStart); ok {
+				out.revisions[obj] = rep
+			}
+		}
+		out.report, out.haveReport = sumReports(out.revisions)
+	}
 	if st, ok := r.Health.State(m.Name); ok && st.Health == v1alpha1.ClusterHealthy {
 		out.free, out.haveFree = r.memberCapacity(ctx, m, &frs.Spec.Template)
 		if out.haveFree {
@@ -99,7 +116,7 @@ func (f *facts) missingText() string {
 
 // gatherFacts reads the facts the plan is made from (gather).
 func (r *Reconciler) gatherFacts(ctx context.Context, s *scope) (bool, error) {
-	s.facts = r.gather(ctx, s.frs, s.prev, s.termStart, s.now)
+	s.facts = r.gather(ctx, s.frs, s.prev, rolloutObjects(s.rec), s.termStart, s.now)
 	return true, nil
 }
 
@@ -177,15 +194,15 @@ func (t *termMark) observe(ctx context.Context, now time.Time) time.Time {
 
 // gather collects the facts for frs. Candidates are the registered members,
 // the engaged ones and those holding a committed target.
-func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, prev map[string]int32, termStart, now time.Time) facts {
-	f := facts{missing: map[string]string{}, reports: map[string]engine.MemberStatus{}, unconnected: map[string]bool{}, taintErrors: map[string]string{}, stalled: map[string]bool{}}
+func (r *Reconciler) gather(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, prev map[string]int32, objects []string, termStart, now time.Time) facts {
+	f := facts{missing: map[string]string{}, reports: map[string]engine.MemberStatus{}, revisions: map[string]map[string]engine.MemberStatus{}, unconnected: map[string]bool{}, taintErrors: map[string]string{}, stalled: map[string]bool{}}
 	fl, err := r.fleet(ctx)
 	if err != nil {
 		// Without the list, only what is engaged here is known to exist.
 		f.missing["*"] = "registered members unknown: " + err.Error()
 	}
 	maps.Copy(f.taintErrors, fl.taintErrors)
-	read := r.readMembers(ctx, frs, fl, termStart, now)
+	read := r.readMembers(ctx, frs, fl, objects, termStart, now)
 	for _, name := range fl.names {
 		f.members = append(f.members, r.memberFacts(ctx, &f, fl, name, read, prev[name], now))
 	}
@@ -246,7 +263,7 @@ func (r *Reconciler) fleet(ctx context.Context) (fleetView, error) {
 // from its cache, at once for every member and bounded: a member that does
 // not answer in time is unknown for this pass, never a reason to wait, and
 // is left unread for a while (stalls).
-func (r *Reconciler) readMembers(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, fl fleetView, termStart, now time.Time) map[*registry.Member]memberRead {
+func (r *Reconciler) readMembers(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, fl fleetView, objects []string, termStart, now time.Time) map[*registry.Member]memberRead {
 	var toRead []*registry.Member
 	for _, name := range fl.names {
 		if m, ok := fl.engaged[name]; ok && !r.stalls.stalled(m, now) {
@@ -257,7 +274,7 @@ func (r *Reconciler) readMembers(ctx context.Context, frs *v1alpha1.FederatedRep
 	// the reads get their own copy.
 	snap := frs.DeepCopy()
 	return boundedRead(ctx, &r.stalls, toRead, r.memberTimeout(), now, func(ctx context.Context, m *registry.Member) memberRead {
-		return r.readMember(ctx, m, snap, termStart)
+		return r.readMember(ctx, m, snap, objects, termStart)
 	})
 }
 
@@ -294,6 +311,9 @@ func (r *Reconciler) memberFacts(ctx context.Context, f *facts, fl fleetView, na
 	}
 	if got.haveReport {
 		f.reports[name] = got.report
+		if got.revisions != nil {
+			f.revisions[name] = got.revisions
+		}
 		pm.Current, pm.Ready = got.report.Replicas, got.report.ReadyReplicas
 		pm.Unschedulable, pm.UnschedulableSince = got.report.Unschedulable, got.report.UnschedulableSince
 	} else if prev > 0 && pm.Health == planner.Healthy {
@@ -345,7 +365,7 @@ func (r *Reconciler) memberReport(ctx context.Context, m *registry.Member, frs *
 		return local, true
 	}
 	mrs := &v1alpha1.MemberReplicaSet{}
-	err := m.Cluster.GetCache().Get(ctx, types.NamespacedName{Namespace: frs.Namespace, Name: frs.Name}, mrs)
+	err := m.Cluster.GetCache().Get(ctx, types.NamespacedName{Namespace: frs.Namespace, Name: key.Name}, mrs)
 	if err != nil || (mrs.Spec.Hub.UID != "" && mrs.Spec.Hub.UID != frs.UID) {
 		// Not found: no pods can exist yet (they are created only once their
 		// owner exists); any other error: nothing known.

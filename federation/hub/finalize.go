@@ -243,6 +243,18 @@ func (r *Reconciler) releaseFinalizer(ctx context.Context, d *deletion) error {
 	if err := r.Targets.DeleteTargets(ctx, refOf(frs)); err != nil {
 		return fmt.Errorf("forgetting targets of %s: %w", klog.KObj(frs), err)
 	}
+	if r.Rollouts != nil {
+		if rec, ok := r.Rollouts.Rollout(refOf(frs)); ok {
+			for name := range d.names {
+				for _, obj := range rolloutObjects(rec) {
+					r.Expectations.Delete(fedref.MemberObject{Cluster: name, Namespace: frs.Namespace, Name: obj})
+				}
+			}
+		}
+		if err := r.Rollouts.DeleteRollout(ctx, refOf(frs)); err != nil {
+			return fmt.Errorf("forgetting the rollout of %s: %w", klog.KObj(frs), err)
+		}
+	}
 	for name := range d.names {
 		r.Expectations.Delete(fedref.MemberObject{Cluster: name, Namespace: frs.Namespace, Name: frs.Name})
 	}
@@ -319,6 +331,14 @@ func (r *Reconciler) memberReplicaSet(ctx context.Context, frs *v1alpha1.Federat
 // MemberReplicaSet replicafed deleted there (empty when none was).
 func (r *Reconciler) finalizeMember(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, m *registry.Member, mrs *v1alpha1.MemberReplicaSet, owner types.UID, policy metav1.DeletionPropagation, orphan bool) (memberState, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues("frs", klog.KObj(frs), "cluster", m.Name)
+	if isRolling(frs, r.loadRollout(frs)) {
+		// A rollout's revisions go first, the object's own one after.
+		if left, err := r.deleteRevisionObjects(ctx, frs, m.Cluster.GetClient(), m.Cluster.GetAPIReader(), policy); err != nil {
+			return memberDone, err
+		} else if left > 0 {
+			return memberWaiting, nil
+		}
+	}
 	if mrs != nil {
 		if mrs.DeletionTimestamp == nil {
 			err := m.Cluster.GetClient().Delete(ctx, mrs, client.PropagationPolicy(policy),

@@ -272,31 +272,6 @@ func TestPlanNotesShown(t *testing.T) {
 	}
 }
 
-// A Rolling update strategy is validated but not yet acted on: the hub
-// says so once, and plans as it would for a ReplicaSet.
-func TestRollingNotImplementedWarned(t *testing.T) {
-	rolling := func(f *v1alpha1.FederatedReplicaSet) {
-		f.Spec.UpdateStrategy = &v1alpha1.UpdateStrategy{Type: v1alpha1.UpdateRolling}
-	}
-	e := newEnv(t, true, frs(4, rolling), healthy("a", "b"), nil, nil)
-	rec := events.NewFakeRecorder(20)
-	e.r.Recorder = rec
-	report(e, "a", 0)
-	report(e, "b", 0)
-	for range 2 {
-		if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if w := warningsWith(drain(rec.Events), ReasonRolloutNotImplemented); len(w) != 1 || !strings.Contains(w[0], "not yet acted on") {
-		t.Fatalf("RolloutNotImplemented warnings over two passes = %q, want one", w)
-	}
-	p := meta.FindStatusCondition(get(t, e.hub).Status.Conditions, v1alpha1.ConditionPlanned)
-	if p == nil || p.Status != metav1.ConditionTrue {
-		t.Fatalf("Planned = %+v, want True: the object is planned as a ReplicaSet", p)
-	}
-}
-
 func TestBoundedJoin(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

@@ -17,6 +17,7 @@ import (
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/federation/planner"
 	"github.com/replicafed/replicafed/federation/registry"
+	"github.com/replicafed/replicafed/federation/rollout"
 	"github.com/replicafed/replicafed/internal/ctxjoin"
 	"github.com/replicafed/replicafed/internal/metrics"
 )
@@ -31,6 +32,10 @@ type Reconciler struct {
 	Health HealthSource
 	// Targets holds committed targets.
 	Targets TargetStore
+	// Rollouts holds the rollout records of FederatedReplicaSets with
+	// spec.updateStrategy type Rolling; nil plans every template change as
+	// a ReplicaSet does.
+	Rollouts RolloutStore
 	// Reports holds member statuses.
 	Reports *Reports
 	// Capacity estimates members' free room from incrementally kept
@@ -179,6 +184,10 @@ type scope struct {
 	changed bool
 	// committed are the targets the members work towards after this pass.
 	committed map[string]int32
+	// rec is the rollout record read at the start of the pass (nil when
+	// the object has none); pass is this pass's rollout, nil without one.
+	rec  *rollout.Record
+	pass *rollout.PassResult
 	// commitErr says why the plan could not be committed (its mark or the
 	// targets could not be written); the status reports it.
 	commitErr error
@@ -204,6 +213,7 @@ func (r *Reconciler) newScope(lctx context.Context, frs *v1alpha1.FederatedRepli
 		prev:      prev,
 		prevGen:   prevGen,
 		problems:  specProblems(frs),
+		rec:       r.loadRollout(frs),
 	}
 }
 
@@ -219,7 +229,7 @@ func (r *Reconciler) phases(s *scope) []phase {
 		// Never planned: the members keep their last committed targets.
 		return []phase{r.rejectSpec, r.gatherFacts, r.holdTargets}
 	}
-	return []phase{r.gatherFacts, r.awaitFacts, r.planTargets, r.markForRepair, r.commitTargets, r.clearRepairMark}
+	return []phase{r.gatherFacts, r.awaitFacts, r.planTargets, r.markForRepair, r.commitTargets, r.rolloutStep, r.clearRepairMark}
 }
 
 // reconcileSpec runs the phases of s until one leaves nothing for the rest,

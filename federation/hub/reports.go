@@ -32,7 +32,13 @@ func (r *Reports) Report(_ context.Context, key fedref.MemberObject, st engine.M
 		return
 	}
 	if r.trigger != nil {
-		r.trigger(key.Namespace, key.Name)
+		// A rollout revision's MemberReplicaSet has a name of its own; the
+		// hub reference names the FederatedReplicaSet.
+		name := key.Name
+		if st.Hub.Name != "" {
+			name = st.Hub.Name
+		}
+		r.trigger(key.Namespace, name)
 	}
 }
 
@@ -57,11 +63,12 @@ func (r *Reports) Get(key fedref.MemberObject) (engine.MemberStatus, bool) {
 	return st, ok
 }
 
-// Forget drops the reports of one FederatedReplicaSet in every member.
+// Forget drops the reports of one FederatedReplicaSet in every member,
+// those of its rollout revisions included.
 func (r *Reports) Forget(namespace, name string) {
 	r.mu.Lock()
-	for k := range r.latest {
-		if k.Namespace == namespace && k.Name == name {
+	for k, st := range r.latest {
+		if k.Namespace == namespace && (k.Name == name || st.Hub.Name == name) {
 			delete(r.latest, k)
 		}
 	}

@@ -38,13 +38,16 @@ type outcome struct {
 func (r *Reconciler) writeStatus(ctx context.Context, s *scope) (time.Duration, error) {
 	st := aggregate.Compute(r.statusInput(s))
 	annotateConditions(&st, *s.outcome, s.now)
+	if isRolling(s.frs, s.rec) || s.pass != nil {
+		rolloutStatus(&st, s)
+	}
 	if aggregate.Equal(st, s.frs.Status) {
 		r.status.settled(s.key)
 		return 0, nil
 	}
 	// A change waiting here is not lost: the requeue computes the status
 	// afresh, coalescing whatever changed meanwhile into one write.
-	if wait := r.status.wait(s.key, s.now, aggregate.Significant(s.frs.Status, st), r.StatusInterval, r.StatusBudget); wait > 0 {
+	if wait := r.status.wait(s.key, s.now, aggregate.Significant(s.frs.Status, st) || rolloutChanged(&s.frs.Status, &st), r.StatusInterval, r.StatusBudget); wait > 0 {
 		return wait, nil
 	}
 	patch := client.MergeFrom(s.frs.DeepCopy())

@@ -8,11 +8,6 @@ import (
 	"github.com/replicafed/replicafed/api/v1alpha1"
 )
 
-// ReasonRolloutNotImplemented is the warning on a FederatedReplicaSet whose
-// spec.updateStrategy.type is Rolling: the API accepts and validates it, but
-// this version plans every template change as a ReplicaSet does (issue 28).
-const ReasonRolloutNotImplemented = "RolloutNotImplemented"
-
 // warnings emits the warning events of a pass, each only when its state
 // changes (a standing warning is not repeated every pass). A spec that
 // cannot be interpreted has the Invalid warning alone: nothing else was
@@ -31,12 +26,6 @@ func (r *Reconciler) warnings(s *scope) {
 	if s.commitErr != nil {
 		// Emitted where it happened; kept standing here.
 		current["CommitFailed"] = true
-	}
-	if u := s.frs.Spec.UpdateStrategy; u != nil && u.Type == v1alpha1.UpdateRolling {
-		// Validated but not yet acted on: say so rather than let a user
-		// believe old pods are being replaced (docs/rollout.md).
-		emit(ReasonRolloutNotImplemented, ReasonRolloutNotImplemented,
-			"spec.updateStrategy.type Rolling is accepted but not yet acted on by this version: a new template reaches new pods only, as with type ReplicaSet")
 	}
 	if s.noCandidates != "" {
 		emit(ReasonNoCandidateClusters, ReasonNoCandidateClusters, "%s", s.noCandidates)

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/dependencies"
 	"github.com/replicafed/replicafed/controller/engine"
+	"github.com/replicafed/replicafed/federation/rollout"
 	"github.com/replicafed/replicafed/internal/fedref"
 )
 
@@ -26,6 +28,9 @@ type Workloads struct {
 	Hub client.Reader
 	// Targets holds committed targets.
 	Targets TargetStore
+	// Rollouts holds rollout records; nil treats every object as type
+	// ReplicaSet.
+	Rollouts RolloutStore
 	// DefaultNodeCost is the configured node cost tiering for
 	// FederatedReplicaSets that set none (controller.nodeCost); nil for none.
 	DefaultNodeCost *v1alpha1.NodeCost
@@ -39,17 +44,17 @@ var (
 // workloadReadTimeout bounds the hub cache reads of one Workload call.
 const workloadReadTimeout = 10 * time.Second
 
-// Workload implements engine.WorkloadSource.
+// Workload implements engine.WorkloadSource. A rolling FederatedReplicaSet
+// has one MemberReplicaSet per live revision (its record's objects): key's
+// name is then a revision's object, the object's own name or its name, a
+// dash and the template hash.
 func (w *Workloads) Workload(key fedref.MemberObject) (*engine.Workload, bool) {
 	// A cached read of a kind not cached yet waits for its informer to
 	// sync: bound it, so a member worker never hangs here.
 	ctx, cancel := context.WithTimeout(context.Background(), workloadReadTimeout)
 	defer cancel()
-	frs := &v1alpha1.FederatedReplicaSet{}
-	if err := w.Hub.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: key.Name}, frs); err != nil {
-		return nil, false
-	}
-	if frs.DeletionTimestamp != nil {
+	frs, rec, ok := w.owner(ctx, key)
+	if !ok || frs.DeletionTimestamp != nil {
 		return nil, false
 	}
 	if len(workloadProblems(frs)) > 0 {
@@ -66,6 +71,21 @@ func (w *Workloads) Workload(key fedref.MemberObject) (*engine.Workload, bool) {
 	if !ok {
 		return nil, false
 	}
+	template, selector, hash := frs.Spec.Template, frs.Spec.Selector, ""
+	if isRolling(frs, rec) {
+		// Before the hub's first rollout pass there is no split to act on.
+		if rec == nil || !rec.HasMember(key.Cluster) {
+			return nil, false
+		}
+		l := rec.ByObject(key.Name)
+		if l == nil {
+			return nil, false
+		}
+		target, template, selector = rec.Target(key.Cluster, l.Name), l.PodTemplate(), l.Selector(frs.Spec.Selector)
+		if l.Labelled {
+			hash = l.Hash
+		}
+	}
 	// The namespace's Pod Security labels go with any namespace the engine
 	// creates in the member; without them it would create pods under a
 	// weaker policy than the hub's, so an unreadable namespace is hands off.
@@ -77,7 +97,7 @@ func (w *Workloads) Workload(key fedref.MemberObject) (*engine.Workload, bool) {
 	if frs.Spec.PropagateDependencies {
 		// Only what the hub copies is waited for; without propagation the
 		// template's references are the member's business, as upstream.
-		deps = dependencies.Required(dependencies.Of(&frs.Spec.Template.Spec))
+		deps = dependencies.Required(dependencies.Of(&template.Spec))
 	}
 	return &engine.Workload{
 		Dependencies:    deps,
@@ -85,13 +105,52 @@ func (w *Workloads) Workload(key fedref.MemberObject) (*engine.Workload, bool) {
 		NamespaceLabels: ns.Labels,
 		Key:             key,
 		Target:          target,
-		Selector:        frs.Spec.Selector,
-		Template:        frs.Spec.Template,
+		Selector:        selector,
+		Template:        template,
+		TemplateHash:    hash,
 		MinReadySeconds: frs.Spec.MinReadySeconds,
 		Hub: v1alpha1.HubReference{
 			Namespace: frs.Namespace, Name: frs.Name, UID: frs.UID, Generation: gen,
 		},
 	}, true
+}
+
+// owner finds the FederatedReplicaSet key's MemberReplicaSet stands for,
+// with its rollout record when it has one: the object of key's name, else
+// (a revision's object, named after the object, a dash and a hash) the
+// rolling object whose record lists key's name. The object of key's own
+// name wins, so a plain FederatedReplicaSet is never shadowed.
+func (w *Workloads) owner(ctx context.Context, key fedref.MemberObject) (*v1alpha1.FederatedReplicaSet, *rollout.Record, bool) {
+	frs := &v1alpha1.FederatedReplicaSet{}
+	err := w.Hub.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: key.Name}, frs)
+	if err == nil {
+		return frs, w.record(frs), true
+	}
+	if w.Rollouts == nil {
+		return nil, nil, false
+	}
+	i := strings.LastIndexByte(key.Name, '-')
+	if i <= 0 {
+		return nil, nil, false
+	}
+	if err := w.Hub.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: key.Name[:i]}, frs); err != nil {
+		return nil, nil, false
+	}
+	rec := w.record(frs)
+	if rec == nil || rec.ByObject(key.Name) == nil {
+		return nil, nil, false
+	}
+	return frs, rec, true
+}
+
+func (w *Workloads) record(frs *v1alpha1.FederatedReplicaSet) *rollout.Record {
+	if w.Rollouts == nil {
+		return nil
+	}
+	if rec, ok := w.Rollouts.Rollout(refOf(frs)); ok {
+		return rec
+	}
+	return nil
 }
 
 // WorkloadKeys implements engine.WorkloadLister: the keys of every
@@ -108,11 +167,17 @@ func (w *Workloads) WorkloadKeys(ctx context.Context, cluster string) ([]fedref.
 		if frs.DeletionTimestamp != nil {
 			continue
 		}
-		if targets, _, ok := w.Targets.Targets(refOf(frs)); ok {
-			if _, ok := targets[cluster]; ok {
-				out = append(out, fedref.MemberObject{Cluster: cluster, Namespace: frs.Namespace, Name: frs.Name})
-			}
+		targets, _, ok := w.Targets.Targets(refOf(frs))
+		if _, has := targets[cluster]; !ok || !has {
+			continue
 		}
+		if rec := w.record(frs); rec != nil {
+			for i := range rec.Revisions {
+				out = append(out, fedref.MemberObject{Cluster: cluster, Namespace: frs.Namespace, Name: rec.Revisions[i].Object})
+			}
+			continue
+		}
+		out = append(out, fedref.MemberObject{Cluster: cluster, Namespace: frs.Namespace, Name: frs.Name})
 	}
 	return out, nil
 }

@@ -110,7 +110,9 @@ func Start(s State, rev string, now time.Time) (State, []Transition) {
 		n := State{Phase: v1alpha1.PhaseComplete, UpdateRevision: rev, StableRevision: rev, LastProgress: now,
 			Reason: v1alpha1.ReasonNewRevisionAvailable, Message: "first revision"}
 		return n, []Transition{{From: s.Phase, To: n.Phase, Reason: n.Reason, Message: n.Message}}
-	case rev == s.FailedRevision && s.Phase == v1alpha1.PhaseRolledBack:
+	case rev == s.FailedRevision && (s.Phase == v1alpha1.PhaseRolledBack || s.Phase == v1alpha1.PhaseRollingBack):
+		// The spec still holds the failed template while the fleet goes
+		// back, and after: it starts again only once the template changes.
 		return s, nil
 	case rev == s.StableRevision:
 		n := State{Phase: v1alpha1.PhaseRollingBack, UpdateRevision: rev, StableRevision: rev, StageStart: now, LastProgress: now,

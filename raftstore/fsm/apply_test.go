@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"bytes"
+	"io"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -171,7 +173,7 @@ func TestApplySetHealth(t *testing.T) {
 }
 
 // TestFencedTypes pins which commands carry the term fence: exactly those
-// that change expectations.
+// that change expectations, and the rollout record.
 func TestFencedTypes(t *testing.T) {
 	tests := []struct {
 		cmd  Command
@@ -179,6 +181,7 @@ func TestFencedTypes(t *testing.T) {
 	}{
 		{&Reserve{}, true}, {&ExpectDeletes{}, true}, {&Reconcile{}, true}, {&PruneMembers{}, true},
 		{&Settle{}, false}, {&SetTargets{}, false}, {&DeleteTargets{}, false}, {&SetHealth{}, false},
+		{&SetRollout{}, true}, {&DeleteRollout{}, false},
 	}
 	for _, tc := range tests {
 		if got := fencedType(tc.cmd); got != tc.want {
@@ -195,4 +198,35 @@ func mustApplyDirect(t *testing.T, f *FSM, c Command) Result {
 		t.Fatalf("encode: %v", err)
 	}
 	return f.ApplyBytes(b)
+}
+
+// A rollout record is kept as the bytes committed, replaced whole, deleted
+// by UID, carried by snapshots, and refused when it is not JSON.
+func TestApplyRollout(t *testing.T) {
+	web := FRSRef{Namespace: "ns", Name: "web", UID: "u1"}
+	f := New("s")
+	mustApply(t, f, &SetRollout{FRS: web, Record: []byte(`{"state":{"Phase":"Progressing"}}`)})
+	mustApply(t, f, &SetRollout{FRS: web, Record: []byte(`{"state":{"Phase":"Baking"}}`)})
+	if rec, ok := f.Rollout(web); !ok || string(rec.Record) != `{"state":{"Phase":"Baking"}}` {
+		t.Fatalf("record = %q, %v; want the last one committed", rec.Record, ok)
+	}
+	g := New("s")
+	if err := g.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, f)))); err != nil {
+		t.Fatal(err)
+	}
+	if rec, ok := g.Rollout(web); !ok || string(rec.Record) != `{"state":{"Phase":"Baking"}}` {
+		t.Fatalf("restored record = %q, %v", rec.Record, ok)
+	}
+	if r := mustApply(t, f, &DeleteRollout{FRS: FRSRef{Namespace: "ns", Name: "web", UID: "old"}}); r.Code != CodeNotFound {
+		t.Fatalf("delete with another UID: code %q, want %q", r.Code, CodeNotFound)
+	}
+	if r := mustApply(t, f, &DeleteRollout{FRS: web}); r.Code != CodeOK {
+		t.Fatalf("delete: code %q (%s)", r.Code, r.Msg)
+	}
+	if _, ok := f.Rollout(web); ok {
+		t.Fatal("record still present after its deletion")
+	}
+	if _, err := Encode(&SetRollout{FRS: web, Record: []byte(`{not json`)}); err == nil {
+		t.Fatal("a record that is not JSON was encoded")
+	}
 }

@@ -21,6 +21,9 @@ const (
 	TypeDeleteTargets Type = 6
 	TypeSetHealth     Type = 7
 	TypePruneMembers  Type = 8
+	// 9 is TypeBatch (batch.go).
+	TypeSetRollout    Type = 10
+	TypeDeleteRollout Type = 11
 )
 
 // Version1 is the only encoding version so far: the body is JSON.
@@ -240,6 +243,25 @@ type DeleteTargets struct {
 	FRS FRSRef `json:"frs"`
 }
 
+// MaxRolloutBytes bounds one rollout record (its live revisions' pod
+// templates make most of it).
+const MaxRolloutBytes = 1 << 20
+
+// SetRollout records the rollout state of one FederatedReplicaSet: an
+// opaque JSON document (federation/rollout.Record), so the FSM does not
+// depend on the rollout's types and every replica stores the same bytes.
+type SetRollout struct {
+	Meta
+	FRS    FRSRef          `json:"frs"`
+	Record json.RawMessage `json:"rec"`
+}
+
+// DeleteRollout removes the rollout state of one FederatedReplicaSet.
+type DeleteRollout struct {
+	Meta
+	FRS FRSRef `json:"frs"`
+}
+
 // SetHealth records a member cluster's health.
 type SetHealth struct {
 	Meta
@@ -266,6 +288,12 @@ func (*SetTargets) Type() Type { return TypeSetTargets }
 
 // Type implements Command.
 func (*DeleteTargets) Type() Type { return TypeDeleteTargets }
+
+// Type implements Command.
+func (*SetRollout) Type() Type { return TypeSetRollout }
+
+// Type implements Command.
+func (*DeleteRollout) Type() Type { return TypeDeleteRollout }
 
 // Type implements Command.
 func (*SetHealth) Type() Type { return TypeSetHealth }
@@ -354,6 +382,18 @@ func (c *SetTargets) validate() error {
 
 func (c *DeleteTargets) validate() error { return c.FRS.validate() }
 
+func (c *SetRollout) validate() error {
+	if err := c.FRS.validate(); err != nil {
+		return err
+	}
+	if len(c.Record) == 0 || len(c.Record) > MaxRolloutBytes || !json.Valid(c.Record) {
+		return fmt.Errorf("set rollout for %s: record must be a JSON document of at most %d bytes", c.FRS, MaxRolloutBytes)
+	}
+	return nil
+}
+
+func (c *DeleteRollout) validate() error { return c.FRS.validate() }
+
 func (c *PruneMembers) validate() error {
 	if len(c.Members) > maxItems {
 		return errors.New("prune members: too many members")
@@ -418,6 +458,10 @@ func Decode(b []byte) (Command, error) {
 		cmd = &SetTargets{}
 	case TypeDeleteTargets:
 		cmd = &DeleteTargets{}
+	case TypeSetRollout:
+		cmd = &SetRollout{}
+	case TypeDeleteRollout:
+		cmd = &DeleteRollout{}
 	case TypeSetHealth:
 		cmd = &SetHealth{}
 	case TypePruneMembers:

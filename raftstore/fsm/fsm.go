@@ -159,17 +159,22 @@ func (f *FSM) apply(cmd Command, logTerm uint64) Result {
 		return f.applySetTargets(c)
 	case *DeleteTargets:
 		return f.applyDeleteTargets(c)
+	case *SetRollout:
+		return f.applySetRollout(c)
+	case *DeleteRollout:
+		return f.applyDeleteRollout(c)
 	case *SetHealth:
 		return f.applySetHealth(c)
 	}
 	return Result{Code: CodeInvalid, Msg: fmt.Sprintf("no apply for command %T", cmd)}
 }
 
-// fencedType reports whether cmd changes expectations, and so must carry the
-// term of the raft entry it is committed in.
+// fencedType reports whether cmd changes expectations or a rollout's state,
+// and so must carry the term of the raft entry it is committed in: a
+// deposed leader's late rollout pass must not overwrite the new leader's.
 func fencedType(cmd Command) bool {
 	switch cmd.(type) {
-	case *Reserve, *ExpectDeletes, *Reconcile, *PruneMembers:
+	case *Reserve, *ExpectDeletes, *Reconcile, *PruneMembers, *SetRollout:
 		return true
 	}
 	return false
@@ -223,6 +228,25 @@ func (f *FSM) applyDeleteTargets(c *DeleteTargets) Result {
 		return Result{Code: CodeNotFound, Msg: "no targets for " + k}
 	}
 	delete(s.Targets, k)
+	return Result{}
+}
+
+// applySetRollout records an FRS's rollout state, replacing the one of
+// any earlier object of the same name.
+func (f *FSM) applySetRollout(c *SetRollout) Result {
+	f.st.Rollouts[c.FRS.String()] = &RolloutRecord{FRS: c.FRS, Record: slices.Clone(c.Record)}
+	return Result{}
+}
+
+// applyDeleteRollout forgets an FRS's rollout state; with a UID, only that
+// of that incarnation of the object.
+func (f *FSM) applyDeleteRollout(c *DeleteRollout) Result {
+	k := c.FRS.String()
+	old, ok := f.st.Rollouts[k]
+	if !ok || (c.FRS.UID != "" && old.FRS.UID != c.FRS.UID) {
+		return Result{Code: CodeNotFound, Msg: "no rollout for " + k}
+	}
+	delete(f.st.Rollouts, k)
 	return Result{}
 }
 
@@ -437,6 +461,18 @@ func (f *FSM) Targets(frs FRSRef) (TargetRecord, bool) {
 	return out, true
 }
 
+// Rollout returns a copy of the rollout record of one FederatedReplicaSet.
+// A non-empty frs.UID must match.
+func (f *FSM) Rollout(frs FRSRef) (RolloutRecord, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	rec, ok := f.st.Rollouts[frs.String()]
+	if !ok || (frs.UID != "" && rec.FRS.UID != frs.UID) {
+		return RolloutRecord{}, false
+	}
+	return RolloutRecord{FRS: rec.FRS, Record: slices.Clone(rec.Record)}, true
+}
+
 // AllTargets returns copies of every target record.
 func (f *FSM) AllTargets() []TargetRecord {
 	f.mu.RLock()
@@ -542,6 +578,14 @@ func readSnapshot(r io.Reader) (*state, error) {
 	for k, rec := range st.Targets {
 		if rec == nil {
 			return nil, fmt.Errorf("decoding snapshot: empty targets %q", k)
+		}
+	}
+	if st.Rollouts == nil {
+		st.Rollouts = map[string]*RolloutRecord{}
+	}
+	for k, rec := range st.Rollouts {
+		if rec == nil {
+			return nil, fmt.Errorf("decoding snapshot: empty rollout %q", k)
 		}
 	}
 	return st, nil

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/binary"
+	"encoding/json"
 	"sort"
 	"strings"
 )
@@ -102,6 +103,12 @@ type TargetRecord struct {
 	Targets    map[string]int32 `json:"targets"`
 }
 
+// RolloutRecord holds the rollout state of one FederatedReplicaSet.
+type RolloutRecord struct {
+	FRS    FRSRef          `json:"frs"`
+	Record json.RawMessage `json:"rec"`
+}
+
 // Health is a member cluster's recorded health.
 type Health struct {
 	Healthy bool `json:"healthy"`
@@ -127,7 +134,9 @@ type state struct {
 	Seq     uint64                   `json:"seq"`
 	Keys    map[string]*keyState     `json:"keys"`
 	Targets map[string]*TargetRecord `json:"targets"`
-	Health  map[string]Health        `json:"health"`
+	// Rollouts are absent from snapshots written before rollouts existed.
+	Rollouts map[string]*RolloutRecord `json:"rollouts,omitempty"`
+	Health   map[string]Health         `json:"health"`
 	// Dedup is the window of recent request IDs, oldest first.
 	Dedup []dedupEntry `json:"dedup"`
 
@@ -151,6 +160,7 @@ func newState() *state {
 	return &state{
 		Keys:       map[string]*keyState{},
 		Targets:    map[string]*TargetRecord{},
+		Rollouts:   map[string]*RolloutRecord{},
 		Health:     map[string]Health{},
 		dedupIndex: map[string]int{},
 	}

@@ -52,6 +52,31 @@ func (n *Node) DeleteTargets(ctx context.Context, frs fsm.FRSRef) error {
 	return nil
 }
 
+// SetRollout commits the rollout record (a JSON document) of frs.
+func (n *Node) SetRollout(ctx context.Context, frs fsm.FRSRef, record []byte) error {
+	if _, err := n.Apply(ctx, &fsm.SetRollout{Meta: n.Meta(), FRS: frs, Record: record}); err != nil {
+		return fmt.Errorf("setting rollout of %s: %w", frs, err)
+	}
+	return nil
+}
+
+// Rollout returns the committed rollout record of frs from this node's FSM.
+// A non-empty frs.UID must match.
+func (n *Node) Rollout(frs fsm.FRSRef) ([]byte, bool) {
+	rec, ok := n.fsm.Rollout(frs)
+	return rec.Record, ok
+}
+
+// DeleteRollout removes the rollout record of frs; a missing one is not an
+// error.
+func (n *Node) DeleteRollout(ctx context.Context, frs fsm.FRSRef) error {
+	res, err := n.Apply(ctx, &fsm.DeleteRollout{Meta: n.Meta(), FRS: frs})
+	if err != nil && (res == nil || res.Code != fsm.CodeNotFound) {
+		return fmt.Errorf("deleting rollout of %s: %w", frs, err)
+	}
+	return nil
+}
+
 // SetMemberHealth records a member cluster's health.
 func (n *Node) SetMemberHealth(ctx context.Context, cluster string, healthy bool, since time.Time) error {
 	if _, err := n.Apply(ctx, &fsm.SetHealth{Meta: n.Meta(), Cluster: cluster, Healthy: healthy, Since: since.UnixNano()}); err != nil {

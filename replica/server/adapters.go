@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/worker"
 	"github.com/replicafed/replicafed/federation/hub"
+	"github.com/replicafed/replicafed/federation/rollout"
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/metrics"
 	raftexp "github.com/replicafed/replicafed/raftstore/expectations"
@@ -38,6 +40,38 @@ func (t *targetStore) SetTargets(ctx context.Context, frs fedref.FRS, generation
 func (t *targetStore) DeleteTargets(ctx context.Context, frs fedref.FRS) error {
 	defer observe("delete-targets", time.Now())
 	return t.n.DeleteTargets(ctx, fsm.FRSRefOf(frs))
+}
+
+// rolloutStore adapts the raft node to hub.RolloutStore: records travel
+// and rest as JSON.
+type rolloutStore struct{ n *node.Node }
+
+func (r *rolloutStore) Rollout(frs fedref.FRS) (*rollout.Record, bool) {
+	b, ok := r.n.Rollout(fsm.FRSRefOf(frs))
+	if !ok {
+		return nil, false
+	}
+	rec := &rollout.Record{}
+	if err := json.Unmarshal(b, rec); err != nil {
+		// Only this version writes records; one it cannot read is treated
+		// as none, and the next pass writes a fresh one.
+		return nil, false
+	}
+	return rec, true
+}
+
+func (r *rolloutStore) SetRollout(ctx context.Context, frs fedref.FRS, rec *rollout.Record) error {
+	defer observe("set-rollout", time.Now())
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encoding the rollout of %s: %w", frs, err)
+	}
+	return r.n.SetRollout(ctx, fsm.FRSRefOf(frs), b)
+}
+
+func (r *rolloutStore) DeleteRollout(ctx context.Context, frs fedref.FRS) error {
+	defer observe("delete-rollout", time.Now())
+	return r.n.DeleteRollout(ctx, fsm.FRSRefOf(frs))
 }
 
 func observe(op string, start time.Time) {

@@ -140,6 +140,8 @@ func Run(ctx context.Context, cfg *config.Config) error {
 type hubLink struct {
 	// targets are the per-member targets, kept in raft.
 	targets *targetStore
+	// rollouts adapts the raft node to hub.RolloutStore.
+	rollouts *rolloutStore
 	// triggers queue FederatedReplicaSets for the hub reconciler; every
 	// trigger is kept (a workqueue, not a bounded channel).
 	triggers *hub.Triggers
@@ -256,6 +258,7 @@ func newHubLink(ctx context.Context, local manager.Manager, n *node.Node) hubLin
 	triggers := hub.NewTriggers()
 	return hubLink{
 		targets:  &targetStore{n: n},
+		rollouts: &rolloutStore{n: n},
 		triggers: triggers,
 		reports:  hub.NewReports(triggers.Trigger),
 		replan:   func() { enqueueAll(ctx, local, triggers.Trigger) },
@@ -272,7 +275,7 @@ func newWorkers(cfg *config.Config, local manager.Manager, store *raftexp.Store,
 		BurstReplicas:    cfg.Controller.BurstReplicas,
 		CreateNamespaces: cfg.Controller.CreateNamespaces,
 		Store:            store,
-		Source:           &hub.Workloads{Hub: local.GetClient(), Targets: link.targets, DefaultNodeCost: cfg.Controller.NodeCost.Spec()},
+		Source:           &hub.Workloads{Hub: local.GetClient(), Targets: link.targets, Rollouts: link.rollouts, DefaultNodeCost: cfg.Controller.NodeCost.Spec()},
 		Sink:             link.reports,
 		Gate:             n,
 		// Well inside the expectations TTL, so a key whose informer events
@@ -375,6 +378,7 @@ func newHubReconciler(cfg *config.Config, local manager.Manager, m *members, lin
 		Registered:     m.reg.Registered,
 		RecordedTaints: memberstatus.RecordedTaints(local.GetClient()),
 		Targets:        link.targets,
+		Rollouts:       link.rollouts,
 		Reports:        link.reports,
 		Capacity:       m.tracker,
 		Gate:           n,

@@ -1,0 +1,312 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/engine"
+	"github.com/replicafed/replicafed/federation/rollout"
+	"github.com/replicafed/replicafed/internal/fedref"
+)
+
+// memRollouts keeps records as JSON, as raft does, so a test sees what a
+// new leader would decode.
+type memRollouts struct {
+	mu   sync.Mutex
+	recs map[string][]byte
+}
+
+func (m *memRollouts) Rollout(frs fedref.FRS) (*rollout.Record, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.recs[frs.String()]
+	if !ok {
+		return nil, false
+	}
+	rec := &rollout.Record{}
+	if err := json.Unmarshal(b, rec); err != nil {
+		return nil, false
+	}
+	return rec, true
+}
+
+func (m *memRollouts) SetRollout(_ context.Context, frs fedref.FRS, rec *rollout.Record) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.recs == nil {
+		m.recs = map[string][]byte{}
+	}
+	m.recs[frs.String()] = b
+	return nil
+}
+
+func (m *memRollouts) DeleteRollout(_ context.Context, frs fedref.FRS) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.recs, frs.String())
+	return nil
+}
+
+// rolloutEnv is a hub reconciler over members a, b and c with a rolling
+// web of 6 replicas, and members that do at once what their targets say.
+type rolloutEnv struct {
+	*env
+	t        *testing.T
+	clk      *clocktesting.FakeClock
+	rollouts *memRollouts
+	events   *events.FakeRecorder
+	// ready is false for a revision whose pods never turn Available.
+	ready map[string]bool
+}
+
+func newRolloutEnv(t *testing.T, strategy *v1alpha1.UpdateStrategy) *rolloutEnv {
+	obj := frs(6, func(f *v1alpha1.FederatedReplicaSet) {
+		f.Spec.UpdateStrategy = strategy
+		f.Spec.MoveBudget = v1alpha1.MoveBudget{MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0))}
+	})
+	e := &rolloutEnv{env: newEnv(t, true, obj, healthy("a", "b", "c"), nil, nil), t: t,
+		clk: clocktesting.NewFakeClock(now), rollouts: &memRollouts{}, events: events.NewFakeRecorder(100), ready: map[string]bool{}}
+	e.r.Clock, e.r.Rollouts, e.r.Recorder = e.clk, e.rollouts, e.events
+	return e
+}
+
+// pass runs one reconcile, then lets every member run its targets: pods of
+// a ready revision are Available, others exist but never are.
+func (e *rolloutEnv) pass() {
+	e.t.Helper()
+	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+		e.t.Fatal(err)
+	}
+	rec, ok := e.rollouts.Rollout(fedref.FRS{Namespace: "default", Name: "web"})
+	if !ok {
+		e.t.Fatal("no rollout record after a pass")
+	}
+	for member := range rec.Targets {
+		for _, l := range rec.Revisions {
+			n := rec.Target(member, l.Name)
+			avail := n
+			if ready, set := e.ready[l.Name]; set && !ready {
+				avail = 0
+			}
+			e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: member, Namespace: "default", Name: l.Object},
+				engine.MemberStatus{Target: n, Replicas: n, ReadyReplicas: avail, AvailableReplicas: avail, ReportedAt: e.clk.Now(),
+					Hub: v1alpha1.HubReference{Namespace: "default", Name: "web", UID: "uid-1"}})
+		}
+	}
+	e.clk.Step(10 * time.Second)
+}
+
+func (e *rolloutEnv) record() *rollout.Record {
+	rec, _ := e.rollouts.Rollout(fedref.FRS{Namespace: "default", Name: "web"})
+	return rec
+}
+
+func (e *rolloutEnv) setImage(image string) string {
+	e.t.Helper()
+	f := get(e.t, e.hub)
+	f.Spec.Template.Spec.Containers[0].Image = image
+	if err := e.hub.Update(context.Background(), f); err != nil {
+		e.t.Fatal(err)
+	}
+	h, err := rollout.TemplateHash(&f.Spec.Template, 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rollout.RevisionName("web", h)
+}
+
+func (e *rolloutEnv) reasons() []string {
+	var out []string
+	for _, ev := range drain(e.events.Events) {
+		for _, r := range []string{v1alpha1.ReasonNewRevisionCreated, v1alpha1.ReasonStageBaking, v1alpha1.ReasonAwaitingPromotion,
+			v1alpha1.ReasonRevisionUpdating, v1alpha1.ReasonNewRevisionAvailable, v1alpha1.ReasonAutomaticRollback, "RevisionRetired"} {
+			if strings.Contains(ev, " "+r+" ") {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// An object switched to Rolling adopts what runs; a new template then goes
+// to one canary pod in c, waits for the promotion naming the stage, goes to
+// every member, and the old revision's objects are deleted once empty.
+func TestRollingCanaryPromotionCompletes(t *testing.T) {
+	e := newRolloutEnv(t, &v1alpha1.UpdateStrategy{Type: v1alpha1.UpdateRolling, Stages: []v1alpha1.RolloutStage{
+		{Name: "canary", Clusters: []string{"c"}, Canary: ptr.To(intstr.FromInt32(1)), Promotion: v1alpha1.PromotionManual}}})
+	if err := e.hub.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = e.targets.SetTargets(context.Background(), fedref.FRS{Namespace: "default", Name: "web"}, 3, map[string]int32{"a": 2, "b": 2, "c": 2})
+	for _, m := range []string{"a", "b", "c"} {
+		report(e.env, m, 2)
+	}
+	e.pass()
+	rec := e.record()
+	if len(rec.Revisions) != 1 || rec.Revisions[0].Object != "web" || rec.Revisions[0].Labelled {
+		t.Fatalf("first revision = %+v, want the adopted object web, unlabelled", rec.Revisions)
+	}
+	v1 := rec.Revisions[0].Name
+	v2 := e.setImage("registry.example/web:2")
+	e.pass()
+	if diff := cmp.Diff(map[string]int32{"a": 0, "b": 0, "c": 1}, e.updateTargets(v2)); diff != "" {
+		t.Fatalf("canary targets of %s (-want +got):\n%s", v2, diff)
+	}
+	w := &Workloads{Hub: e.hub, Targets: e.targets, Rollouts: e.rollouts}
+	wl, ok := w.Workload(fedref.MemberObject{Cluster: "c", Namespace: "default", Name: v2})
+	if !ok || wl.Target != 1 || wl.TemplateHash == "" || wl.Template.Labels[v1alpha1.LabelTemplateHash] != wl.TemplateHash ||
+		wl.Selector.MatchLabels[v1alpha1.LabelTemplateHash] != wl.TemplateHash {
+		t.Fatalf("workload of %s in c = %+v, %v; want target 1, labelled with its hash", v2, wl, ok)
+	}
+	for range 4 {
+		e.pass()
+	}
+	st := get(t, e.hub).Status
+	if st.Rollout == nil || st.Rollout.Phase != v1alpha1.PhaseAwaitingPromotion || st.UpdateRevision != v2 || st.CurrentRevision != v1 {
+		t.Fatalf("status before the promotion: rollout %+v, update %q current %q", st.Rollout, st.UpdateRevision, st.CurrentRevision)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionRolloutPaused); c == nil || c.Reason != v1alpha1.ReasonAwaitingPromotion {
+		t.Fatalf("RolloutPaused = %+v, want reason AwaitingPromotion", c)
+	}
+	f := get(t, e.hub)
+	f.Annotations = map[string]string{v1alpha1.AnnotationPromote: "canary"}
+	if err := e.hub.Update(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	for range 12 {
+		e.pass()
+	}
+	st = get(t, e.hub).Status
+	if st.Rollout == nil || st.Rollout.Phase != v1alpha1.PhaseComplete || st.CurrentRevision != v2 || st.UpdatedReplicas != 6 {
+		t.Fatalf("status after the promotion: rollout %+v, current %q, updated %d", st.Rollout, st.CurrentRevision, st.UpdatedReplicas)
+	}
+	if rec := e.record(); len(rec.Revisions) != 1 || rec.Revisions[0].Name != v2 {
+		t.Fatalf("live revisions after completion = %+v, want only %s", rec.Revisions, v2)
+	}
+	got := e.reasons()
+	for _, want := range []string{v1alpha1.ReasonNewRevisionCreated, v1alpha1.ReasonStageBaking, v1alpha1.ReasonAwaitingPromotion, v1alpha1.ReasonNewRevisionAvailable} {
+		if !strings.Contains(strings.Join(got, ","), want) {
+			t.Errorf("events %v lack %s", got, want)
+		}
+	}
+
+	// The next rollout is not promoted by the annotation left from this one.
+	e.setImage("registry.example/web:3")
+	for range 4 {
+		e.pass()
+	}
+	f = get(t, e.hub)
+	if _, left := f.Annotations[v1alpha1.AnnotationPromote]; left || f.Status.Rollout.Phase != v1alpha1.PhaseAwaitingPromotion {
+		t.Fatalf("next rollout: annotation left %v, phase %s; want the annotation cleared and the canary awaiting its promotion", left, f.Status.Rollout.Phase)
+	}
+}
+
+// A template whose pods never turn Available fails its stage at the
+// progress deadline and, with onFailure Rollback, every member returns to
+// the stable revision by itself.
+func TestRollingBadTemplateRollsBack(t *testing.T) {
+	e := newRolloutEnv(t, &v1alpha1.UpdateStrategy{Type: v1alpha1.UpdateRolling, OnFailure: v1alpha1.FailureRollback,
+		ProgressDeadlineSeconds: ptr.To[int32](60),
+		Stages:                  []v1alpha1.RolloutStage{{Name: "canary", Clusters: []string{"c"}, Canary: ptr.To(intstr.FromInt32(1))}}})
+	e.pass() // a new object: its first revision is named after the revision
+	v1 := e.record().Revisions[0].Name
+	e.pass()
+	v2 := e.setImage("registry.example/web:broken")
+	e.ready[v2] = false
+	for range 10 {
+		e.pass()
+	}
+	st := get(t, e.hub).Status
+	if st.Rollout == nil || st.Rollout.Phase != v1alpha1.PhaseRolledBack || st.Rollout.FailedRevision != v2 || st.CurrentRevision != v1 {
+		t.Fatalf("status after the deadline: rollout %+v, current %q", st.Rollout, st.CurrentRevision)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionRolledBack); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("RolledBack = %+v, want True", c)
+	}
+	if diff := cmp.Diff(map[string]int32{"a": 2, "b": 2, "c": 2}, e.revisionTargets(v1)); diff != "" {
+		t.Errorf("targets of the stable revision (-want +got):\n%s", diff)
+	}
+	if got := e.reasons(); !strings.Contains(strings.Join(got, ","), v1alpha1.ReasonAutomaticRollback) {
+		t.Errorf("events %v lack %s", got, v1alpha1.ReasonAutomaticRollback)
+	}
+}
+
+func (e *rolloutEnv) updateTargets(rev string) map[string]int32 { return e.revisionTargets(rev) }
+
+func (e *rolloutEnv) revisionTargets(rev string) map[string]int32 {
+	rec := e.record()
+	out := map[string]int32{}
+	for m := range rec.Targets {
+		out[m] = rec.Target(m, rev)
+	}
+	return out
+}
+
+// Workloads answers for a rolling object's revision objects, and only for
+// live ones; the object of a key's own name always wins.
+func TestWorkloadsRevisionObjects(t *testing.T) {
+	e := newRolloutEnv(t, &v1alpha1.UpdateStrategy{Type: v1alpha1.UpdateRolling})
+	ctx := context.Background()
+	if err := e.hub.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}); err != nil {
+		t.Fatal(err)
+	}
+	plain := frs(1, func(f *v1alpha1.FederatedReplicaSet) { f.Name, f.UID = "web-plain", "uid-2" })
+	if err := e.hub.Create(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	_ = e.targets.SetTargets(ctx, fedref.FRS{Namespace: "default", Name: "web-plain"}, 3, map[string]int32{"a": 1})
+	e.pass() // a new object: its revision's objects are named after it
+	rev := e.record().Revisions[0]
+	w := &Workloads{Hub: e.hub, Targets: e.targets, Rollouts: e.rollouts}
+	for _, tc := range []struct {
+		name       string
+		key        string
+		wantOK     bool
+		wantHub    string
+		wantTarget int32
+	}{
+		{"the revision's object", rev.Object, true, "web", 2},
+		{"the object's own name is no live revision: hands off", "web", false, "", 0},
+		{"an unknown hash: hands off", "web-zzzzzz", false, "", 0},
+		{"a plain object whose name looks like a revision's", "web-plain", true, "web-plain", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wl, ok := w.Workload(fedref.MemberObject{Cluster: "a", Namespace: "default", Name: tc.key})
+			if ok != tc.wantOK {
+				t.Fatalf("Workload(%s) ok = %v, want %v", tc.key, ok, tc.wantOK)
+			}
+			if ok && (wl.Hub.Name != tc.wantHub || wl.Target != tc.wantTarget) {
+				t.Errorf("Workload(%s) = hub %s target %d, want hub %s target %d", tc.key, wl.Hub.Name, wl.Target, tc.wantHub, tc.wantTarget)
+			}
+		})
+	}
+	keys, err := w.WorkloadKeys(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, k := range keys {
+		names = append(names, k.Name)
+	}
+	if diff := cmp.Diff([]string{rev.Object, "web-plain"}, names); diff != "" {
+		t.Errorf("workload keys of a (-want +got):\n%s", diff)
+	}
+}
