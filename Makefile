@@ -10,7 +10,7 @@ export REPLICAFED_BIN_DIR := $(BIN)
 
 # Test control planes need these binaries; `make tools` builds what is
 # missing or out of date (see hack/tools/build.sh).
-TEST_TOOLS := controller-gen etcd kube kwok helm
+TEST_TOOLS := controller-gen etcd kube kwok helm metrics-server
 TEST_TIMEOUT ?= 60m
 GOTESTFLAGS ?= -race
 
@@ -42,6 +42,8 @@ generate: ## Regenerate deepcopy code and CRDs (api/crds, charts/replicafed/file
 	  > charts/replicafed/files/crds/replicafed.io_federatedreplicasets.yaml
 	sed '/^  annotations:$$/a\    helm.sh/resource-policy: keep' api/crds/replicafed.io_memberclusters.yaml \
 	  > charts/replicafed/files/crds/replicafed.io_memberclusters.yaml
+	sed '/^  annotations:$$/a\    helm.sh/resource-policy: keep' api/crds/replicafed.io_federatedhorizontalpodautoscalers.yaml \
+	  > charts/replicafed/files/crds/replicafed.io_federatedhorizontalpodautoscalers.yaml
 	cp api/policy/federatedreplicaset-selector.yaml charts/replicafed/templates/validatingadmissionpolicy.yaml
 	@# Security: member ClusterRole manifests and member chart (federation/memberaccess), Pod Security policies.
 	mkdir -p charts/replicafed-member/crds charts/replicafed/files/policy
@@ -134,6 +136,10 @@ helm-lint: ## Lint and render the Helm chart.
 .PHONY: demo
 demo: tools build ## Start a hub and three members on real control planes, three replicafed replicas, and the example FRS.
 	$(GO) run ./hack/demo --bin-dir $(BIN) --example examples/frontend.yaml
+
+.PHONY: demo-autoscale
+demo-autoscale: tools build ## The demo with autoscaling: metrics-server in the members, the example autoscaler, load raised on one member and dropped.
+	$(GO) run ./hack/demo --bin-dir $(BIN) --example examples/frontend.yaml --autoscaler examples/frontend-autoscaler.yaml
 
 .PHONY: e2e
 e2e: tools ## End-to-end tests on local control planes.

@@ -681,9 +681,9 @@ func ptr[T any](v T) *T { return &v }
 // uninstall` keeps; it matches api/crds apart from that annotation.
 func TestCRDs(t *testing.T) {
 	m := template(t)
-	files := []string{crds.FederatedReplicaSetFile, crds.MemberClusterFile}
+	files := []string{crds.FederatedReplicaSetFile, crds.MemberClusterFile, crds.AutoscalerFile}
 	if len(m.crds) != len(files) {
-		t.Fatalf("want the FederatedReplicaSet and MemberCluster CRDs rendered, got %d CRDs", len(m.crds))
+		t.Fatalf("want the FederatedReplicaSet, MemberCluster and FederatedHorizontalPodAutoscaler CRDs rendered, got %d CRDs", len(m.crds))
 	}
 	for i, file := range files {
 		got := m.crds[i]

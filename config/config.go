@@ -30,6 +30,8 @@ type Config struct {
 	Metrics Metrics `mapstructure:"metrics"`
 	// Health configures the liveness/readiness probe endpoint.
 	Health Health `mapstructure:"health"`
+	// Autoscaling configures the FederatedHorizontalPodAutoscaler controller.
+	Autoscaling Autoscaling `mapstructure:"autoscaling"`
 }
 
 // Logging configures the process logger.

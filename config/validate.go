@@ -150,6 +150,7 @@ func (c *Config) Validate() error {
 	c.validateController(&p)
 	c.validateFailover(&p)
 	c.validateListeners(&p)
+	c.validateAutoscaling(&p)
 	if m := c.Metrics.PerFRS; m != PerFRSOff && m != PerFRSSummary && m != PerFRSMembers {
 		p.add("metrics.perFRS", "must be %s, %s or %s, got %q", PerFRSOff, PerFRSSummary, PerFRSMembers, m)
 	}

@@ -71,6 +71,10 @@ func getFleet(t *testing.T) *fleet.Fleet {
 		sharedFleet, sharedErr = fleet.New(ctx, fleet.Options{
 			Members: allMembers, Log: t.Logf,
 			SecretMembers: true, Proxied: []string{proxiedMember},
+			// Members serve metrics.k8s.io and the replicas autoscale
+			// (TestAutoscale), computing often so the test is short.
+			Metrics: true,
+			Config:  map[string]any{"autoscaling": map[string]any{"enabled": true, "syncPeriod": "3s", "memberTimeout": "2s"}},
 		})
 		if sharedErr == nil {
 			t.Logf("fleet started in %s", time.Since(start).Round(time.Millisecond))

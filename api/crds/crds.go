@@ -19,6 +19,8 @@ const (
 	FederatedReplicaSetFile = "replicafed.io_federatedreplicasets.yaml"
 	MemberReplicaSetFile    = "replicafed.io_memberreplicasets.yaml"
 	MemberClusterFile       = "replicafed.io_memberclusters.yaml"
+	// AutoscalerFile is the FederatedHorizontalPodAutoscaler CRD.
+	AutoscalerFile = "replicafed.io_federatedhorizontalpodautoscalers.yaml"
 )
 
 // Load decodes one embedded CRD by file name.
@@ -36,7 +38,7 @@ func Load(name string) (*apiextensionsv1.CustomResourceDefinition, error) {
 
 // Hub returns the CRDs installed in the hub cluster.
 func Hub() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	return loadAll(FederatedReplicaSetFile, MemberClusterFile)
+	return loadAll(FederatedReplicaSetFile, MemberClusterFile, AutoscalerFile)
 }
 
 // Member returns the CRDs installed in every member cluster.

@@ -151,10 +151,12 @@ func refsOf(refs []metav1.OwnerReference) []metav1.OwnerReference {
 	})
 }
 
-// containersOf keeps what the capacity estimate and the sidecar restart
-// ranking read: requests, and for init containers the name and restart
-// policy. Regular containers without requests add nothing and are dropped.
-// The result is shared with other pods of the same template.
+// containersOf keeps what the capacity estimate, the sidecar restart
+// ranking and the autoscaler read: names and requests, and for init
+// containers the restart policy. Regular containers without requests are
+// kept (by name): the autoscaler refuses a pod whose container lacks the
+// request, as the HorizontalPodAutoscaler does. The result is shared with
+// other pods of the same template.
 func containersOf(cs []corev1.Container, init bool) []corev1.Container {
 	var b strings.Builder
 	if init {
@@ -163,13 +165,10 @@ func containersOf(cs []corev1.Container, init bool) []corev1.Container {
 	kept := 0
 	for i := range cs {
 		c := &cs[i]
-		if !init && len(c.Resources.Requests) == 0 {
-			continue
-		}
 		kept++
+		b.WriteString(c.Name)
+		b.WriteByte(0)
 		if init {
-			b.WriteString(c.Name)
-			b.WriteByte(0)
 			if c.RestartPolicy != nil {
 				b.WriteString(string(*c.RestartPolicy))
 			}
@@ -197,12 +196,9 @@ func containersOf(cs []corev1.Container, init bool) []corev1.Container {
 		out := make([]corev1.Container, 0, kept)
 		for i := range cs {
 			c := &cs[i]
-			if !init && len(c.Resources.Requests) == 0 {
-				continue
-			}
-			t := corev1.Container{Resources: corev1.ResourceRequirements{Requests: c.Resources.Requests}}
+			t := corev1.Container{Name: intern(c.Name), Resources: corev1.ResourceRequirements{Requests: c.Resources.Requests}}
 			if init {
-				t.Name, t.RestartPolicy = intern(c.Name), c.RestartPolicy
+				t.RestartPolicy = c.RestartPolicy
 			}
 			out = append(out, t)
 		}

@@ -37,7 +37,9 @@ func CacheOptions(o *cluster.Options) {
 //     restartPolicy);
 //   - status math: the Ready condition and PodScheduled=False (Unschedulable);
 //   - the hub's capacity estimate: spec.nodeName, phase, container and
-//     init container requests, spec.overhead.
+//     init container requests, spec.overhead;
+//   - the autoscaler (federation/autoscale): requests, phase, the Ready
+//     condition and status.startTime (the CPU initialisation period).
 //
 // Dropped: managedFields, finalizers, other annotations, the rest of the
 // spec (images, env, volumes, tolerations ...), container statuses with no
@@ -67,6 +69,7 @@ func TrimPod(obj any) (any, error) {
 		},
 		Status: corev1.PodStatus{
 			Phase:                 corev1.PodPhase(intern(string(p.Status.Phase))),
+			StartTime:             p.Status.StartTime,
 			Conditions:            trimPodConditions(p.Status.Conditions),
 			ContainerStatuses:     restarted(p.Status.ContainerStatuses),
 			InitContainerStatuses: restarted(p.Status.InitContainerStatuses),

@@ -117,11 +117,12 @@ func TestTrimPod(t *testing.T) {
 					{Name: "setup"},
 					{Name: "proxy", RestartPolicy: &sidecar, Resources: corev1.ResourceRequirements{Requests: req("100m", "64Mi")}},
 				},
-				Containers: []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: req("250m", "128Mi")}}},
+				Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{Requests: req("250m", "128Mi")}}, {Name: "logs"}},
 				Overhead:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")},
 			},
 			Status: corev1.PodStatus{
 				Phase:                 corev1.PodRunning,
+				StartTime:             ptr.To(metav1.NewTime(t0)),
 				Conditions:            []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0.Add(time.Minute))}},
 				ContainerStatuses:     []corev1.ContainerStatus{{Name: "app", RestartCount: 3}},
 				InitContainerStatuses: []corev1.ContainerStatus{{Name: "proxy", RestartCount: 7}},
@@ -142,7 +143,7 @@ func TestTrimPod(t *testing.T) {
 					{Name: "setup"},
 					{Name: "proxy", RestartPolicy: &sidecar, Resources: corev1.ResourceRequirements{Requests: req("100m", "64Mi")}},
 				},
-				Containers: []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: req("250m", "128Mi")}}},
+				Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{Requests: req("250m", "128Mi")}}, {Name: "logs"}},
 				Overhead:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")},
 			},
 			Status: corev1.PodStatus{

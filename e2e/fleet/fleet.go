@@ -62,6 +62,9 @@ type Options struct {
 	// Proxied members are reached by replicafed through a fault proxy on
 	// loopback (see Proxy); tests and the fleet's own clients go direct.
 	Proxied []string
+	// Metrics runs metrics-server in every member, so members serve
+	// metrics.k8s.io (local provider only).
+	Metrics bool
 }
 
 // Fleet is a running installation.
@@ -140,7 +143,7 @@ func (f *Fleet) start(ctx context.Context, o Options) error {
 		}
 	}
 	f.binary, f.provider = binary, o.Provider
-	f.memberSpec = ClusterSpec{Member: true, Nodes: o.Nodes, NodeCPU: o.NodeCPU, NodeMem: o.NodeMem, NodePods: o.NodePods}
+	f.memberSpec = ClusterSpec{Member: true, Nodes: o.Nodes, NodeCPU: o.NodeCPU, NodeMem: o.NodeMem, NodePods: o.NodePods, Metrics: o.Metrics}
 	o.Log("starting hub and %d members", len(o.Members))
 	specs := []ClusterSpec{{Name: "hub"}}
 	for _, m := range o.Members {

@@ -35,6 +35,9 @@ type ClusterSpec struct {
 	NodeCPU  string
 	NodeMem  string
 	NodePods int
+	// Metrics runs metrics-server in a member (local provider only; see
+	// testcluster.Options.Metrics).
+	Metrics bool
 }
 
 // Provider starts clusters.
@@ -65,6 +68,7 @@ func (LocalProvider) Start(ctx context.Context, spec ClusterSpec) (Cluster, erro
 		opts.Scheduler = true
 		opts.Nodes = spec.Nodes
 		opts.NodeCPU, opts.NodeMemory, opts.NodePods = spec.NodeCPU, spec.NodeMem, spec.NodePods
+		opts.Metrics = spec.Metrics
 	}
 	if os.Getenv("REPLICAFED_KEEP_CLUSTERS") == "1" {
 		opts.KeepDir = true

@@ -71,6 +71,9 @@ var memberCRDName = func() string {
 //     resourceNames (the name is not known at authorization time), so the role
 //     does not grant it: whoever grants access (Grant, `replicafed join`, the
 //     replicafed-member chart) installs the CRD with their own credentials.
+//   - metrics.k8s.io pods: list, the autoscaler's reads of the pods' usage;
+//     autoscaling horizontalpodautoscalers: list, to find (and report, never
+//     fight) a member HPA on a MemberReplicaSet. Read-only.
 //   - namespaces: create, only with CreateNamespaces.
 //   - configmaps, secrets, serviceaccounts, persistentvolumeclaims: only
 //     with PropagateDependencies (DependenciesRule).
@@ -85,6 +88,8 @@ func Rules(o RoleOptions) []rbacv1.PolicyRule {
 		{APIGroups: []string{"replicafed.io"}, Resources: []string{"memberreplicasets/status"}, Verbs: []string{"update"}},
 		{APIGroups: []string{"replicafed.io"}, Resources: []string{"memberreplicasets/finalizers"}, Verbs: []string{"update"}},
 		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, ResourceNames: []string{memberCRDName}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{"metrics.k8s.io"}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+		{APIGroups: []string{"autoscaling"}, Resources: []string{"horizontalpodautoscalers"}, Verbs: []string{"list"}},
 		{NonResourceURLs: []string{"/readyz"}, Verbs: []string{"get"}},
 	}
 	// Last, so the chart template can wrap each in one condition.

@@ -4,8 +4,12 @@
 // forming a raft cluster, and the example FederatedReplicaSet. It prints the
 // FederatedReplicaSet and each member's pods as they become Ready, keeps
 // running until interrupted, then removes every process and directory.
+// With --autoscaler the members also run metrics-server, the replicas
+// autoscale, and the demo applies the example autoscaler, raises the load on
+// one member's pods and drops it again, printing the autoscaler as it reacts.
 //
 //	make demo
+//	make demo-autoscale
 package main
 
 import (
@@ -33,14 +37,15 @@ func main() {
 	binDir := flag.String("bin-dir", "bin", "directory with the control-plane binaries and kubectl")
 	example := flag.String("example", "examples/frontend.yaml", "FederatedReplicaSet to apply")
 	interval := flag.Duration("interval", 3*time.Second, "how often to print the state")
+	autoscaler := flag.String("autoscaler", "", "FederatedHorizontalPodAutoscaler to apply with the example, then raise and drop its load; empty: none")
 	flag.Parse()
-	if err := run(*binDir, *example, *interval); err != nil {
+	if err := run(*binDir, *example, *autoscaler, *interval); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(binDir, example string, interval time.Duration) error {
+func run(binDir, example, autoscaler string, interval time.Duration) error {
 	abs, err := filepath.Abs(binDir)
 	if err != nil {
 		return err
@@ -75,6 +80,8 @@ func run(binDir, example string, interval time.Duration) error {
 		Nodes: 3, NodeCPU: "4", NodeMem: "16Gi", NodePods: 20,
 		Binary: binary,
 		Log:    say,
+		// Real metrics.k8s.io in the members for the autoscaler.
+		Metrics: autoscaler != "", Config: autoscaleConfig(autoscaler != ""),
 	})
 	if err != nil {
 		return err
@@ -97,12 +104,17 @@ func run(binDir, example string, interval time.Duration) error {
 	if err := f.HubClient.Create(ctx, frs); err != nil {
 		return fmt.Errorf("creating the example FederatedReplicaSet: %w", err)
 	}
+	if autoscaler != "" {
+		if err := startAutoscaler(ctx, f, autoscaler, frs, say); err != nil {
+			return err
+		}
+	}
 	kubectl := filepath.Join(abs, "kubectl")
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var last string
 	for {
-		show(ctx, f, frs, kubectl, &last)
+		show(ctx, f, frs, kubectl, autoscaler != "", &last)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -114,11 +126,15 @@ func run(binDir, example string, interval time.Duration) error {
 // show prints the FederatedReplicaSet and each member's pods by state, but
 // only when that picture changed since the last call (last holds it), so a
 // fleet scaled to hundreds of pods stays readable.
-func show(ctx context.Context, f *fleet.Fleet, frs *v1alpha1.FederatedReplicaSet, kubectl string, last *string) {
+func show(ctx context.Context, f *fleet.Fleet, frs *v1alpha1.FederatedReplicaSet, kubectl string, autoscaled bool, last *string) {
 	var b strings.Builder
 	if _, err := os.Stat(kubectl); err == nil {
 		out, _ := exec.CommandContext(ctx, kubectl, "--kubeconfig", f.Hub.Kubeconfig(), "get", "frs", "-n", frs.Namespace).CombinedOutput()
 		b.Write(out)
+		if autoscaled {
+			out, _ = exec.CommandContext(ctx, kubectl, "--kubeconfig", f.Hub.Kubeconfig(), "get", "fhpa", "-o", "wide", "-n", frs.Namespace).CombinedOutput()
+			b.Write(out)
+		}
 	} else {
 		got := &v1alpha1.FederatedReplicaSet{}
 		if err := f.HubClient.Get(ctx, client.ObjectKeyFromObject(frs), got); err == nil {

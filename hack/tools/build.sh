@@ -6,7 +6,7 @@
 # Tools: kube (kube-apiserver, kube-scheduler, kube-controller-manager), etcd,
 # kwok (binary plus its fast stage definitions), helm, controller-gen,
 # staticcheck, actionlint and funlen (for `make lint`; not built by default),
-# kind (the kind CLI) and kind-node (everything the kind node image holds,
+# metrics-server (for members that serve metrics.k8s.io), kind (the kind CLI) and kind-node (everything the kind node image holds,
 # into bin/kind-node/: hack/kind/node-image.sh; not built by default).
 set -euo pipefail
 
@@ -84,6 +84,30 @@ build_kwok() {
   echo "$want" > "$bin/.kwok.stamp"
 }
 
+# kwok-metrics.yaml: kwok's own resource-metrics Metric (the kubelet's
+# /metrics/resource per fake node) and its ClusterResourceUsage that reads a
+# pod's usage from the annotations kwok.x-k8s.io/usage-cpu and
+# usage-memory, from the pinned module; the test clusters pass it to kwok
+# when they run metrics-server (internal/test/testcluster, Options.Metrics).
+# Written beside kwok-stages.yaml under a stamp of its own, atomically, so
+# running clusters never read half a file.
+build_kwok_metrics() {
+  local v; v=$(module_version kwok sigs.k8s.io/kwok)
+  local want="sigs.k8s.io/kwok@$v metrics=resource+usage-from-annotation"
+  if up_to_date kwok-metrics "$want" kwok-metrics.yaml; then echo "kwok-metrics $v: up to date"; return; fi
+  local dir; dir=$(cd "$root/hack/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  local tmp="$bin/.kwok-metrics.yaml.tmp"
+  : > "$tmp"
+  local f
+  for f in "$dir"/kustomize/metrics/resource/metrics-resource.yaml "$dir"/kustomize/metrics/usage/usage-from-annotation.yaml; do
+    printf -- '---\n' >> "$tmp"
+    cat "$f" >> "$tmp"
+  done
+  mv "$tmp" "$bin/kwok-metrics.yaml"
+  echo "$want" > "$bin/.kwok-metrics.stamp"
+  echo "kwok-metrics $v: written"
+}
+
 build_helm() { build_one helm helm.sh/helm/v4 helm.sh/helm/v4/cmd/helm "-s -w -X helm.sh/helm/v4/internal/version.version=@V"; }
 
 build_controller_gen() { build_one controller-gen sigs.k8s.io/controller-tools sigs.k8s.io/controller-tools/cmd/controller-gen; }
@@ -93,6 +117,10 @@ build_actionlint() { build_one actionlint github.com/rhysd/actionlint github.com
 build_staticcheck() { build_one staticcheck honnef.co/go/tools honnef.co/go/tools/cmd/staticcheck; }
 
 build_kind() { build_one kind sigs.k8s.io/kind sigs.k8s.io/kind "-s -w"; }
+
+# metrics-server: the test clusters run it against kwok's fake kubelets so a
+# member serves a real metrics.k8s.io (internal/test/testcluster, Options.Metrics).
+build_metrics_server() { build_one metrics-server sigs.k8s.io/metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server "-s -w"; }
 
 # funlen: the project's own main around github.com/ultraware/funlen, so its
 # stamp also names the main's content.
@@ -165,18 +193,19 @@ build_kind_node() {
 }
 
 tools=("$@")
-[ ${#tools[@]} -gt 0 ] || tools=(controller-gen etcd kube kwok helm)
+[ ${#tools[@]} -gt 0 ] || tools=(controller-gen etcd kube kwok helm metrics-server)
 for t in "${tools[@]}"; do
   start=$(date +%s)
   case "$t" in
     kube) build_kube ;;
     etcd) build_etcd ;;
-    kwok) build_kwok ;;
+    kwok) build_kwok; build_kwok_metrics ;;
     helm) build_helm ;;
     controller-gen) build_controller_gen ;;
     actionlint) build_actionlint ;;
     staticcheck) build_staticcheck ;;
     kind) build_kind ;;
+    metrics-server) build_metrics_server ;;
     funlen) build_funlen ;;
     kind-node) build_kind_node ;;
     *) echo "unknown tool: $t" >&2; exit 2 ;;

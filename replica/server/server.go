@@ -37,6 +37,8 @@ import (
 	"github.com/replicafed/replicafed/config"
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/controller/worker"
+	"github.com/replicafed/replicafed/federation/autoscale"
+	"github.com/replicafed/replicafed/federation/autoscaler"
 	"github.com/replicafed/replicafed/federation/capacity"
 	"github.com/replicafed/replicafed/federation/health"
 	"github.com/replicafed/replicafed/federation/hub"
@@ -114,6 +116,9 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		return err
 	}
 	if err := setupHealthRecording(local, mem, link, n, log); err != nil {
+		return err
+	}
+	if err := setupAutoscaler(cfg, local, mem, n); err != nil {
 		return err
 	}
 	if err := addLeadership(cfg, local, store, workers, link, n, log); err != nil {
@@ -448,6 +453,41 @@ func setupHealthRecording(local manager.Manager, m *members, link hubLink, n *no
 		}
 	})
 	return nil
+}
+
+// setupAutoscaler adds the FederatedHorizontalPodAutoscaler controller when
+// autoscaling.enabled; it runs on every replica and computes and writes on
+// the raft leader only.
+func setupAutoscaler(cfg *config.Config, local manager.Manager, m *members, n *node.Node) error {
+	a := cfg.Autoscaling
+	if !a.Enabled {
+		return nil
+	}
+	r := &autoscaler.Reconciler{
+		Hub: local.GetClient(), Members: &autoscaler.ClusterMembers{Engaged: engagedClusters{m.reg}}, Gate: n,
+		Recorder: local.GetEventRecorder("replicafed-autoscaler"),
+		Settings: autoscale.Settings{
+			Tolerance: float64(a.Tolerance), CPUInitializationPeriod: a.CPUInitializationPeriod,
+			InitialReadinessDelay: a.InitialReadinessDelay, DownscaleStabilization: a.DownscaleStabilization,
+		},
+		SyncPeriod: a.SyncPeriod, MemberTimeout: a.MemberTimeout, Clock: clock.RealClock{},
+	}
+	if err := r.SetupWithManager(local); err != nil {
+		return fmt.Errorf("setting up the FederatedHorizontalPodAutoscaler controller: %w", err)
+	}
+	return nil
+}
+
+// engagedClusters gives the autoscaler the registry's member clusters.
+type engagedClusters struct{ reg *registry.Registry }
+
+// Cluster implements autoscaler.Engaged.
+func (e engagedClusters) Cluster(name string) (cluster.Cluster, bool) {
+	m, ok := e.reg.Get(name)
+	if !ok {
+		return nil, false
+	}
+	return m.Cluster, true
 }
 
 // addLeadership adds what runs with raft leadership: the expectations

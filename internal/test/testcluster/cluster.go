@@ -66,6 +66,11 @@ type Options struct {
 	APIServerArgs []string
 	// KeepDir leaves the cluster directory (logs, data) in place after Stop.
 	KeepDir bool
+	// Metrics runs metrics-server, registered as metrics.k8s.io, scraping
+	// the fake nodes' kubelet resource metrics that kwok serves; a pod's
+	// usage is set by the annotations UsageCPUAnnotation and
+	// UsageMemoryAnnotation. It needs Nodes > 0.
+	Metrics bool
 }
 
 // Cluster is a running control plane.
@@ -88,6 +93,8 @@ type Cluster struct {
 	apiserver *Process
 	others    []*Process
 	stopped   bool
+	// metrics is set when Options.Metrics is on.
+	metrics *metricsSetup
 }
 
 // New starts a cluster. The caller must call Stop, also on error paths after
@@ -115,6 +122,12 @@ func New(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	if opts.Nodes > 0 {
 		need = append(need, "kwok", "kwok-stages.yaml")
+	}
+	if opts.Metrics {
+		if opts.Nodes == 0 {
+			return nil, fmt.Errorf("cluster %s: Metrics needs fake nodes (Nodes > 0)", opts.Name)
+		}
+		need = append(need, "metrics-server", "kwok-metrics.yaml")
 	}
 	if err := checkBinaries(bin, need...); err != nil {
 		return nil, err
@@ -172,20 +185,28 @@ func (c *Cluster) start(ctx context.Context) error {
 		}
 	}
 	if c.opts.Nodes > 0 {
-		if err := c.startComponent("kwok",
-			"--kubeconfig="+c.Kubeconfig,
-			"--config="+filepath.Join(c.bin, "kwok-stages.yaml"),
+		args := []string{
+			"--kubeconfig=" + c.Kubeconfig,
+			"--config=" + filepath.Join(c.bin, "kwok-stages.yaml"),
 			"--manage-all-nodes=false",
-			"--manage-nodes-with-annotation-selector="+KwokNodeKey+"="+KwokNodeValue,
-			"--server-address=",
+			"--manage-nodes-with-annotation-selector=" + KwokNodeKey + "=" + KwokNodeValue,
 			// Leases keep fake nodes alive for the node lifecycle controller.
 			"--node-lease-duration-seconds=40",
-		); err != nil {
+		}
+		if c.metrics != nil {
+			args = append(args, c.kwokMetricsArgs()...)
+		} else {
+			args = append(args, "--server-address=")
+		}
+		if err := c.startComponent("kwok", args...); err != nil {
 			return err
 		}
 		if err := c.createNodes(ctx); err != nil {
 			return err
 		}
+	}
+	if c.metrics != nil {
+		return c.startMetricsServer(ctx)
 	}
 	return nil
 }
@@ -286,6 +307,11 @@ func (c *Cluster) prepareAPIServer(token string) error {
 		// not run the service account controllers.
 		"--disable-admission-plugins=ServiceAccount",
 	)
+	if c.opts.Metrics {
+		if err := c.prepareAggregator(certDir); err != nil {
+			return err
+		}
+	}
 	c.apiArgs = append(c.apiArgs, c.opts.APIServerArgs...)
 
 	c.Config = &rest.Config{

@@ -60,11 +60,15 @@ func (c *Cluster) AddNode(ctx context.Context, cs kubernetes.Interface, name str
 	for k, v := range c.opts.NodeLabels {
 		labels[k] = v
 	}
+	annotations := map[string]string{KwokNodeKey: KwokNodeValue}
+	if c.metrics != nil {
+		annotations[resourceMetricsPathAnnotation] = "/metrics/nodes/" + name + "/metrics/resource"
+	}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
 			Labels:      labels,
-			Annotations: map[string]string{KwokNodeKey: KwokNodeValue},
+			Annotations: annotations,
 		},
 		Spec: corev1.NodeSpec{
 			Taints: []corev1.Taint{{Key: KwokNodeKey, Value: KwokNodeValue, Effect: corev1.TaintEffectNoSchedule}},
