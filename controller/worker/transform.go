@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
+	"github.com/replicafed/replicafed/controller/podstate"
 	"github.com/replicafed/replicafed/controller/ranking"
 )
 
@@ -35,7 +36,8 @@ func CacheOptions(o *cluster.Options) {
 //     pod-deletion-cost annotation, restart counts of containers and of
 //     sidecar init containers (which needs the init containers' names and
 //     restartPolicy);
-//   - status math: the Ready condition and PodScheduled=False (Unschedulable);
+//   - status math: the Ready condition, PodScheduled=False (Unschedulable),
+//     restart counts and a CrashLoopBackOff wait (the rollout's health gate);
 //   - the hub's capacity estimate: spec.nodeName, phase, container and
 //     init container requests, spec.overhead;
 //   - the autoscaler (federation/autoscale): requests, phase, the Ready
@@ -135,9 +137,19 @@ func trimPodConditions(cs []corev1.PodCondition) []corev1.PodCondition {
 func restarted(ss []corev1.ContainerStatus) []corev1.ContainerStatus {
 	var out []corev1.ContainerStatus
 	for _, s := range ss {
-		if s.RestartCount > 0 {
-			out = append(out, corev1.ContainerStatus{Name: intern(s.Name), RestartCount: s.RestartCount})
+		// The rollout's health gate counts crash-looping pods.
+		looping := s.State.Waiting != nil && s.State.Waiting.Reason == podstate.ReasonCrashLoopBackOff
+		if s.RestartCount > 0 || looping {
+			c := corev1.ContainerStatus{Name: intern(s.Name), RestartCount: s.RestartCount}
+			if looping {
+				c.State.Waiting = crashLoopBackOff
+			}
+			out = append(out, c)
 		}
 	}
 	return out
 }
+
+// crashLoopBackOff is shared by every cached container status that waits
+// in CrashLoopBackOff; cached pods are never modified in place.
+var crashLoopBackOff = &corev1.ContainerStateWaiting{Reason: podstate.ReasonCrashLoopBackOff}

@@ -265,6 +265,14 @@ func variedPods() []*corev1.Pod {
 		}
 		p.Status.ContainerStatuses[0].RestartCount = int32(i % 3)
 		p.Status.InitContainerStatuses[1].RestartCount = int32(i % 4)
+		switch i % 7 {
+		case 1:
+			p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: podstate.ReasonCrashLoopBackOff, Message: "back-off 5m0s"}}
+		case 3:
+			p.Status.InitContainerStatuses[1].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: podstate.ReasonCrashLoopBackOff}}
+		case 5:
+			p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}
+		}
 		if i%6 == 2 {
 			p.OwnerReferences = nil
 		}
@@ -297,6 +305,8 @@ func TestTrimPodKeepsWhatTheEngineReads(t *testing.T) {
 			{"IsReady", podstate.IsReady(tr), podstate.IsReady(f)},
 			{"ReadySince", podstate.ReadySince(tr).String(), podstate.ReadySince(f).String()},
 			{"IsAvailable", podstate.IsAvailable(tr, 300, now), podstate.IsAvailable(f, 300, now)},
+			{"Restarts", podstate.Restarts(tr), podstate.Restarts(f)},
+			{"CrashLooping", podstate.CrashLooping(tr), podstate.CrashLooping(f)},
 			{"UnschedulableSince", fmt.Sprint(podstate.UnschedulableSince(tr)), fmt.Sprint(podstate.UnschedulableSince(f))},
 			{"DeletionCost", ranking.DeletionCost(tr.Annotations), ranking.DeletionCost(f.Annotations)},
 			{"PodControllerIndex", engine.PodControllerIndexFunc(tr), engine.PodControllerIndexFunc(f)},
