@@ -50,8 +50,24 @@ type Ref struct {
 // name. References with an empty name are ignored, as is the default
 // ServiceAccount. Secrets of the service account's token are not included:
 // the member's token controller provides them.
-func Of(spec *corev1.PodSpec) []Ref {
+func Of(spec *corev1.PodSpec) []Ref { return OfAll(spec) }
+
+// OfAll returns the objects any of specs references, each once, as Of
+// does: a reference is optional only when it is optional in every spec
+// that names it. A rolling FederatedReplicaSet's members run pods of
+// several revisions, and each revision's pods need their own references.
+func OfAll(specs ...*corev1.PodSpec) []Ref {
 	c := collector{seen: map[Key]int{}}
+	for _, spec := range specs {
+		c.spec(spec)
+	}
+	slices.SortFunc(c.refs, func(a, b Ref) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name))
+	})
+	return c.refs
+}
+
+func (c *collector) spec(spec *corev1.PodSpec) {
 	sa := spec.ServiceAccountName
 	if sa == "" {
 		sa = spec.DeprecatedServiceAccount
@@ -77,10 +93,6 @@ func Of(spec *corev1.PodSpec) []Ref {
 		ec := &spec.EphemeralContainers[i].EphemeralContainerCommon
 		c.container(ec.Env, ec.EnvFrom)
 	}
-	slices.SortFunc(c.refs, func(a, b Ref) int {
-		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name))
-	})
-	return c.refs
 }
 
 type collector struct {

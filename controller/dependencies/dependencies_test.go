@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 )
@@ -107,5 +108,31 @@ func TestRequired(t *testing.T) {
 	}
 	if got := Required(nil); got != nil {
 		t.Errorf("Required(nil) = %v", got)
+	}
+}
+
+// OfAll merges the references of several revisions' specs: each object
+// once, required if any revision requires it.
+func TestOfAll(t *testing.T) {
+	optional := true
+	oldSpec := &corev1.PodSpec{Containers: []corev1.Container{{Name: "c", EnvFrom: []corev1.EnvFromSource{
+		{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings-v1"}}},
+		{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "extra"}, Optional: &optional}},
+	}}}}
+	newSpec := &corev1.PodSpec{ServiceAccountName: "web", Containers: []corev1.Container{{Name: "c", EnvFrom: []corev1.EnvFromSource{
+		{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings-v2"}}},
+		{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "extra"}}},
+	}}}}
+	want := []Ref{
+		{Kind: ConfigMap, Name: "settings-v1"},
+		{Kind: ConfigMap, Name: "settings-v2"},
+		{Kind: Secret, Name: "extra"},
+		{Kind: ServiceAccount, Name: "web"},
+	}
+	if diff := cmp.Diff(want, OfAll(oldSpec, newSpec)); diff != "" {
+		t.Errorf("OfAll (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(Of(oldSpec), OfAll(oldSpec)); diff != "" {
+		t.Errorf("OfAll of one spec differs from Of (-Of +OfAll):\n%s", diff)
 	}
 }

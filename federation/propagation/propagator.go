@@ -96,6 +96,11 @@ type Options struct {
 	Health hub.HealthSource
 	// Targets are the committed per-member targets.
 	Targets hub.TargetStore
+	// Rollouts are the rollout records of rolling FederatedReplicaSets:
+	// the references of every live revision are copied, not the spec
+	// template's alone, since old pods keep running and a rollback creates
+	// them again; optional.
+	Rollouts hub.RolloutStore
 	// Gate lets only the raft leader act.
 	Gate hub.Gate
 	// Poker asks a member worker to sync a key once its dependencies are
@@ -339,7 +344,7 @@ func newPass(ns string) *pass {
 // it is deleted with orphaning. Invalid references are recorded as problems.
 func (p *Propagator) want(ps *pass, frs *v1alpha1.FederatedReplicaSet) dependencies.Want {
 	ps.frs[frs.Name] = frs
-	refs, invalid := dependencies.Split(dependencies.Of(&frs.Spec.Template.Spec))
+	refs, invalid := dependencies.Split(dependencies.OfAll(p.specs(frs)...))
 	for _, bad := range invalid {
 		// Never read: only the namespace's own objects, by name, are copied.
 		ps.problems[frs.Name] = append(ps.problems[frs.Name], problem{Key: bad.Ref.Key(), Reason: ReasonDependencyInvalidReference,
@@ -362,6 +367,23 @@ func (p *Propagator) want(ps *pass, frs *v1alpha1.FederatedReplicaSet) dependenc
 		slices.Sort(w.Members)
 	}
 	return w
+}
+
+// specs are the pod specs whose references frs needs copied: its
+// template's, and those of its rollout's live revisions.
+func (p *Propagator) specs(frs *v1alpha1.FederatedReplicaSet) []*corev1.PodSpec {
+	specs := []*corev1.PodSpec{&frs.Spec.Template.Spec}
+	if p.o.Rollouts == nil {
+		return specs
+	}
+	rec, ok := p.o.Rollouts.Rollout(fedref.FRS{Namespace: frs.Namespace, Name: frs.Name, UID: string(frs.UID)})
+	if !ok {
+		return specs
+	}
+	for i := range rec.Revisions {
+		specs = append(specs, &rec.Revisions[i].Template.Spec)
+	}
+	return specs
 }
 
 // writeConditions writes the DependenciesPropagated condition of every

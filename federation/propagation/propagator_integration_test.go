@@ -28,6 +28,7 @@ import (
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/dependencies"
 	"github.com/replicafed/replicafed/federation/propagation"
+	"github.com/replicafed/replicafed/federation/rollout"
 	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
@@ -101,10 +102,38 @@ func (p *pokes) has(k fedref.MemberObject) bool {
 	return slices.Contains(p.keys, k)
 }
 
+// rollouts is a rollout record store kept in memory.
+type rollouts struct {
+	mu sync.Mutex
+	m  map[string]*rollout.Record
+}
+
+func (r *rollouts) Rollout(frs fedref.FRS) (*rollout.Record, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec, ok := r.m[frs.Namespace+"/"+frs.Name]
+	return rec, ok
+}
+
+func (r *rollouts) SetRollout(_ context.Context, frs fedref.FRS, rec *rollout.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.m[frs.Namespace+"/"+frs.Name] = rec
+	return nil
+}
+
+func (r *rollouts) DeleteRollout(_ context.Context, frs fedref.FRS) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.m, frs.Namespace+"/"+frs.Name)
+	return nil
+}
+
 type env struct {
 	t        *testing.T
 	hub, mem client.Client
 	targets  *targets
+	rollouts *rollouts
 	pokes    *pokes
 	rec      *events.FakeRecorder
 	prop     *propagation.Propagator
@@ -123,7 +152,8 @@ func start(t *testing.T) *env {
 	hubC := testcluster.Start(t, testcluster.Options{Name: "hub", CRDs: hubCRDs, BinDir: bin})
 	memC := testcluster.Start(t, testcluster.Options{Name: member, BinDir: bin})
 	s := kubescheme.Must()
-	e := &env{t: t, targets: &targets{m: map[string]map[string]int32{}}, pokes: &pokes{}, rec: events.NewFakeRecorder(100)}
+	e := &env{t: t, targets: &targets{m: map[string]map[string]int32{}}, rollouts: &rollouts{m: map[string]*rollout.Record{}},
+		pokes: &pokes{}, rec: events.NewFakeRecorder(100)}
 	if e.hub, err = client.New(hubC.Config, client.Options{Scheme: s}); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +173,7 @@ func start(t *testing.T) *env {
 	}
 	e.prop = propagation.New(propagation.Options{
 		Hub: mgr.GetClient(), HubLive: mgr.GetAPIReader(), Members: members{{Name: member, Cluster: mc}},
-		Targets: e.targets, Gate: openGate{}, Poker: e.pokes, Recorder: e.rec,
+		Targets: e.targets, Rollouts: e.rollouts, Gate: openGate{}, Poker: e.pokes, Recorder: e.rec,
 		Orphaned: func(f *v1alpha1.FederatedReplicaSet) bool {
 			return f.Spec.DeletionPolicy == v1alpha1.DeletionPolicyOrphan
 		},
@@ -471,4 +501,60 @@ func TestCrossNamespaceReferenceRefused(t *testing.T) {
 	if !warned {
 		t.Error("no DependencyInvalidReference event")
 	}
+}
+
+// A rolling FederatedReplicaSet's members run pods of every live revision:
+// a ConfigMap only the old template names stays in the member while the
+// rollout record lists the old revision (old pods run, a rollback creates
+// them again), and goes once the old revision leaves the record.
+func TestRollingRevisionsKeepTheirDependencies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs real control planes")
+	}
+	e := start(t)
+	ctx := context.Background()
+	e.create(e.hub, &corev1.ConfigMap{ObjectMeta: objMeta("conf"), Data: map[string]string{"mode": "v1"}})
+	e.create(e.hub, &corev1.Secret{ObjectMeta: objMeta("db"), Data: map[string][]byte{"PASSWORD": []byte("x")}})
+	e.create(e.hub, &corev1.ServiceAccount{ObjectMeta: objMeta("runner")})
+	e.create(e.hub, &corev1.PersistentVolumeClaim{ObjectMeta: objMeta("data"), Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+	}})
+	e.create(e.hub, &corev1.ConfigMap{ObjectMeta: objMeta("settings-v1")})
+	e.create(e.hub, &corev1.ConfigMap{ObjectMeta: objMeta("settings-v2")})
+	e.create(e.mem, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	old := frs("roll", "settings-v1")
+	e.create(e.hub, old)
+	key := fedref.FRS{Namespace: ns, Name: "roll", UID: string(old.UID)}
+	oldRev := rollout.LiveRevision{Name: "roll-v1", Object: "roll", Template: old.Spec.Template}
+	_ = e.rollouts.SetRollout(ctx, key, &rollout.Record{Revisions: []rollout.LiveRevision{oldRev}})
+	e.setTargets("roll", map[string]int32{member: 2})
+	v1 := &corev1.ConfigMap{ObjectMeta: objMeta("settings-v1")}
+	e.eventually("settings-v1 copied", func() (bool, string) { return e.memberObj(v1), "absent" })
+
+	// The new template names settings-v2 instead; the record lists both.
+	next := frs("roll", "settings-v2")
+	cur := &v1alpha1.FederatedReplicaSet{}
+	if err := e.hub.Get(ctx, client.ObjectKeyFromObject(old), cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.Template = next.Spec.Template
+	if err := e.hub.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	newRev := rollout.LiveRevision{Name: "roll-v2", Object: "roll-v2", Labelled: true, Template: next.Spec.Template}
+	_ = e.rollouts.SetRollout(ctx, key, &rollout.Record{Revisions: []rollout.LiveRevision{oldRev, newRev}})
+	e.setTargets("roll", map[string]int32{member: 2})
+	v2 := &corev1.ConfigMap{ObjectMeta: objMeta("settings-v2")}
+	e.eventually("settings-v2 copied", func() (bool, string) { return e.memberObj(v2), "absent" })
+	if !e.memberObj(&corev1.ConfigMap{ObjectMeta: objMeta("settings-v1")}) {
+		t.Fatal("settings-v1 removed from the member while the old revision is live")
+	}
+
+	// The old revision retired: its ConfigMap goes.
+	_ = e.rollouts.SetRollout(ctx, key, &rollout.Record{Revisions: []rollout.LiveRevision{newRev}})
+	e.setTargets("roll", map[string]int32{member: 2})
+	e.eventually("settings-v1 removed", func() (bool, string) {
+		return !e.memberObj(&corev1.ConfigMap{ObjectMeta: objMeta("settings-v1")}), "still there"
+	})
 }

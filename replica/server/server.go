@@ -339,7 +339,7 @@ func setupMembers(ctx context.Context, mgr mcmanager.Manager, opts registry.Opti
 func setupPropagation(local manager.Manager, m *members, workers *worker.Manager, link hubLink, n *node.Node) (*propagation.Propagator, *hub.DeletionIntents, error) {
 	intents := &hub.DeletionIntents{}
 	prop := propagation.New(propagation.Options{
-		Hub: local.GetClient(), HubLive: local.GetAPIReader(), Members: m.reg, Health: m.monitor, Targets: link.targets,
+		Hub: local.GetClient(), HubLive: local.GetAPIReader(), Members: m.reg, Health: m.monitor, Targets: link.targets, Rollouts: link.rollouts,
 		Gate: n, Poker: workers, Recorder: local.GetEventRecorder("replicafed"), Orphaned: intents.Orphans,
 	})
 	if err := prop.SetupWithManager(local); err != nil {
