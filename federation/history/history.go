@@ -104,12 +104,11 @@ func Record(ctx context.Context, c client.Client, frs *v1alpha1.FederatedReplica
 	if err != nil {
 		return err
 	}
-	err = c.Create(ctx, want)
-	if err == nil || !apierrors.IsAlreadyExists(err) {
-		if err != nil {
-			return fmt.Errorf("creating history record %s/%s: %w", want.Namespace, want.Name, err)
-		}
+	switch err := c.Create(ctx, want); {
+	case err == nil:
 		return nil
+	case !apierrors.IsAlreadyExists(err):
+		return fmt.Errorf("creating history record %s/%s: %w", want.Namespace, want.Name, err)
 	}
 	var got appsv1.ControllerRevision
 	if err := c.Get(ctx, client.ObjectKeyFromObject(want), &got); err != nil {
