@@ -285,8 +285,15 @@ func TestSyncCreatesOwnerThenPods(t *testing.T) {
 		p.Annotations["a"] != "b" || len(p.Finalizers) != 1 || !strings.HasPrefix(p.Name, "web-") || p.Spec.Containers[0].Image != "img" {
 		t.Fatalf("pod = %+v", p.ObjectMeta)
 	}
-	if ev := h.events(); len(ev) != 3 || !strings.Contains(ev[0], "SuccessfulCreate") {
+	// One event for the sync's three creates, naming them.
+	ev := h.events()
+	if len(ev) != 1 || !strings.Contains(ev[0], "SuccessfulCreate Created 3 pods: ") {
 		t.Fatalf("events = %v", ev)
+	}
+	for _, p := range pods {
+		if !strings.Contains(ev[0], p.Name) {
+			t.Fatalf("event %q does not name pod %s", ev[0], p.Name)
+		}
 	}
 	// Target change updates the owner spec and bumps generation.
 	w.Target = 1

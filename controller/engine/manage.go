@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -57,6 +58,7 @@ func (e *Engine) createPods(ctx context.Context, key fedref.MemberObject, mrs *v
 	done := make([]bool, len(names))
 	createErrs := make([]error, len(names))
 	sent := make([]bool, len(names))
+	created := make([]string, len(names))
 	successes, err := slowstart.Run(len(names), 1, func(i int) error {
 		pod := NewPod(mrs, &w.Template, names[i])
 		sent[i] = true
@@ -64,7 +66,9 @@ func (e *Engine) createPods(ctx context.Context, key fedref.MemberObject, mrs *v
 		switch {
 		case cerr == nil:
 			done[i] = true
-			e.event(mrs, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Create", "Created pod: %v", pod.Name)
+			// The API server names the pod when the store gives no name.
+			created[i] = pod.Name
+			countPodOperation(e.o.Cluster, ReasonSuccessfulCreate)
 			return nil
 		case names[i] != "" && apierrors.IsAlreadyExists(cerr):
 			// A reserved name that exists was created by an earlier attempt.
@@ -80,6 +84,7 @@ func (e *Engine) createPods(ctx context.Context, key fedref.MemberObject, mrs *v
 		e.event(mrs, corev1.EventTypeWarning, ReasonFailedCreate, "Create", "Error creating: %v", cerr)
 		return fmt.Errorf("creating pod for %s: %w", klog.KObj(mrs), cerr)
 	})
+	e.podsEvent(mrs, ReasonSuccessfulCreate, "Create", "Created", created)
 	if skipped := len(names) - successes; skipped > 0 {
 		log.V(2).Info("Slow-start failure, lowering expectations", "skipped", skipped)
 	}
@@ -97,23 +102,74 @@ func (e *Engine) createPods(ctx context.Context, key fedref.MemberObject, mrs *v
 	return err
 }
 
-// event counts a pod create or delete outcome and records the event in the
-// member.
+// event counts a failed pod create or delete and records the event in the
+// member, one per failure as upstream.
 func (e *Engine) event(mrs *v1alpha1.MemberReplicaSet, typ, reason, action, note string, args ...any) {
-	// Every pod create and delete outcome passes here once, so the counters
-	// follow the events an operator sees in the member.
-	switch reason {
-	case ReasonSuccessfulCreate:
-		metrics.PodOperations.WithLabelValues(e.o.Cluster, "create", "success").Inc()
-	case ReasonFailedCreate:
-		metrics.PodOperations.WithLabelValues(e.o.Cluster, "create", "failure").Inc()
-	case ReasonSuccessfulDelete:
-		metrics.PodOperations.WithLabelValues(e.o.Cluster, "delete", "success").Inc()
-	case ReasonFailedDelete:
-		metrics.PodOperations.WithLabelValues(e.o.Cluster, "delete", "failure").Inc()
-	}
+	countPodOperation(e.o.Cluster, reason)
 	if e.o.Recorder != nil {
 		e.o.Recorder.Eventf(mrs, nil, typ, reason, action, note, args...)
+	}
+}
+
+// podsEvent records one Normal event for the pods one sync created or
+// deleted ("" entries are skipped). Upstream records one per pod; with the
+// events.k8s.io recorder the second event of an object, reason and action
+// starts a series, which costs a PATCH at once and another 6 - 12 minutes
+// later. One event per sync costs a single write for a MemberReplicaSet of
+// a few pods, and a sync that touches one pod writes upstream's exact note.
+func (e *Engine) podsEvent(mrs *v1alpha1.MemberReplicaSet, reason, action, verb string, names []string) {
+	note, ok := podsNote(verb, names)
+	if !ok || e.o.Recorder == nil {
+		return
+	}
+	e.o.Recorder.Eventf(mrs, nil, corev1.EventTypeNormal, reason, action, "%s", note)
+}
+
+// maxNotedPods is how many pod names one event's note lists; events.k8s.io
+// notes are limited to 1 kB.
+const maxNotedPods = 10
+
+// podsNote is the note of an event for the named pods ("" entries are
+// skipped): upstream's "Created pod: a" for one, "Created 3 pods: a, b, c"
+// for several, the names cut after maxNotedPods. ok is false when no name
+// is left.
+func podsNote(verb string, names []string) (note string, ok bool) {
+	var listed []string
+	n := 0
+	for _, name := range names {
+		if name == "" {
+			continue
+		}
+		n++
+		if len(listed) < maxNotedPods {
+			listed = append(listed, name)
+		}
+	}
+	switch {
+	case n == 0:
+		return "", false
+	case n == 1:
+		return fmt.Sprintf("%s pod: %s", verb, listed[0]), true
+	}
+	note = fmt.Sprintf("%s %d pods: %s", verb, n, strings.Join(listed, ", "))
+	if n > len(listed) {
+		note += fmt.Sprintf(" and %d more", n-len(listed))
+	}
+	return note, true
+}
+
+// countPodOperation counts a pod create or delete outcome by its event
+// reason: every outcome passes here once.
+func countPodOperation(cluster, reason string) {
+	switch reason {
+	case ReasonSuccessfulCreate:
+		metrics.PodOperations.WithLabelValues(cluster, "create", "success").Inc()
+	case ReasonFailedCreate:
+		metrics.PodOperations.WithLabelValues(cluster, "create", "failure").Inc()
+	case ReasonSuccessfulDelete:
+		metrics.PodOperations.WithLabelValues(cluster, "delete", "success").Inc()
+	case ReasonFailedDelete:
+		metrics.PodOperations.WithLabelValues(cluster, "delete", "failure").Inc()
 	}
 }
 
@@ -188,15 +244,17 @@ func (e *Engine) deletePods(ctx context.Context, key fedref.MemberObject, mrs *v
 // in the store; a delete that fails settles its expectation at once.
 func (e *Engine) deleteExact(ctx context.Context, key fedref.MemberObject, mrs *v1alpha1.MemberReplicaSet, pods []expectations.PodRef) error {
 	errs := make(chan error, len(pods))
+	deleted := make([]string, len(pods))
 	var wg sync.WaitGroup
-	for _, p := range pods {
+	for i, p := range pods {
 		wg.Go(func() {
 			target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: mrs.Namespace, Name: p.Name}}
 			uid := p.UID
 			err := e.o.Client.Delete(ctx, target, client.Preconditions{UID: &uid})
 			switch {
 			case err == nil:
-				e.event(mrs, corev1.EventTypeNormal, ReasonSuccessfulDelete, "Delete", "Deleted pod: %v", p.Name)
+				deleted[i] = p.Name
+				countPodOperation(e.o.Cluster, ReasonSuccessfulDelete)
 				return
 			case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 				// Our pod is gone (or replaced): nothing to wait for.
@@ -217,6 +275,7 @@ func (e *Engine) deleteExact(ctx context.Context, key fedref.MemberObject, mrs *
 		})
 	}
 	wg.Wait()
+	e.podsEvent(mrs, ReasonSuccessfulDelete, "Delete", "Deleted", deleted)
 	select {
 	case err := <-errs:
 		return err
