@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/replicafed/replicafed/internal/metrics"
 	"github.com/replicafed/replicafed/raftstore/fsm"
 )
@@ -40,16 +42,74 @@ type applier struct {
 // be the leader) and returns the FSM's result.
 func (n *Node) applyLocal(data []byte) (*fsm.Result, error) {
 	p := &pendingApply{data: data, done: make(chan struct{})}
+	n.enqueue(p)
+	<-p.done
+	return p.res, p.err
+}
+
+// ApplyAll commits cmds, in order, and returns one result per command
+// (each command's own refusal is in its result, see fsm.Result.Error). On
+// the leader they are queued together, so they share one raft entry when
+// group commit is allowed and they fit (fsm.MaxBatchCommands, 1 MiB); on a
+// follower each is forwarded to the leader in turn, as Apply does. err is
+// the first failure to commit; a command whose result is nil has an
+// unknown outcome (it may still commit, see Apply).
+func (n *Node) ApplyAll(ctx context.Context, cmds []fsm.Command) ([]*fsm.Result, error) {
+	out := make([]*fsm.Result, len(cmds))
+	data := make([][]byte, len(cmds))
+	for i, c := range cmds {
+		d, err := fsm.Encode(c)
+		if err != nil {
+			return out, err
+		}
+		data[i] = d
+	}
+	if n.stopped() {
+		return out, raft.ErrRaftShutdown
+	}
+	if err := ctx.Err(); err != nil {
+		return out, fmt.Errorf("applying %d commands: %w", len(cmds), err)
+	}
+	if n.raft.State() != raft.Leader {
+		var first error
+		for i, c := range cmds {
+			res, err := n.Apply(ctx, c)
+			if res != nil {
+				err = nil // committed; a refusal is in the result
+			}
+			out[i] = res
+			if err != nil && first == nil {
+				first = err
+			}
+		}
+		return out, first
+	}
+	ps := make([]*pendingApply, len(data))
+	for i, d := range data {
+		ps[i] = &pendingApply{data: d, done: make(chan struct{})}
+	}
+	n.enqueue(ps...)
+	var first error
+	for i, p := range ps {
+		<-p.done
+		out[i] = p.res
+		if p.err != nil && first == nil {
+			first = p.err
+		}
+	}
+	return out, first
+}
+
+// enqueue queues ps, in order, for the committer, starting it if idle.
+func (n *Node) enqueue(ps ...*pendingApply) {
 	a := &n.applier
 	a.mu.Lock()
-	a.queue = append(a.queue, p)
+	a.queue = append(a.queue, ps...)
 	if !a.running {
 		a.running = true
 		go n.commitQueued()
 	}
 	a.mu.Unlock()
-	<-p.done
-	return p.res, p.err
 }
 
 // commitQueued commits what is queued, one entry at a time, until the queue
