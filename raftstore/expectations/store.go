@@ -51,6 +51,24 @@ type Store struct {
 	maxPending int
 	epoch      uint64 // bumped when pending observations are dropped
 	kick       chan struct{}
+
+	// linger is how long the first reservation of a round waits for
+	// others to share its raft entry (ReservationLinger).
+	linger  time.Duration
+	rmu     sync.Mutex
+	rqueue  []*reserveCall
+	running bool
+}
+
+// reserveCall is one ExpectCreations waiting for its Reserve to commit.
+type reserveCall struct {
+	ctx  context.Context
+	cmd  *fsm.Reserve
+	done chan struct{}
+	res  *fsm.Result
+	err  error
+	// unsent is true when the command was never proposed.
+	unsent bool
 }
 
 var (
@@ -67,7 +85,7 @@ func New(n *node.Node, log logr.Logger) *Store {
 	s := &Store{
 		node: n, fsm: n.FSM(), log: log, clock: clock.RealClock{},
 		ttl: cfg.ExpectationsTTL, batchSize: min(cfg.ObservationBatchSize, maxBatch), interval: cfg.ObservationFlushInterval,
-		kick: make(chan struct{}, 1),
+		kick: make(chan struct{}, 1), linger: cfg.ReservationLinger,
 	}
 	s.maxPending = max(minMaxPending, 16*s.batchSize)
 	// A leader handing over commits what it observed up to the drain, so
@@ -134,9 +152,11 @@ func (s *Store) ExpectCreations(ctx context.Context, key fedref.MemberObject, in
 		Meta: s.meta(s.term(ctx)), Key: k, Target: intent.Target, Active: intent.Active, Count: intent.Count,
 		Prefix: prefix, TTL: int64(s.ttl), Settle: drained,
 	}
-	res, err := s.node.Apply(ctx, cmd)
+	res, unsent, err := s.reserve(ctx, cmd)
 	if err != nil {
-		if res == nil {
+		if unsent {
+			s.requeue(drained)
+		} else if res == nil {
 			// Not known to be committed: keep the observations (settling is
 			// idempotent). Names it may have reserved are not released: no
 			// create was sent for them, but they stay reserved until a
@@ -148,6 +168,127 @@ func (s *Store) ExpectCreations(ctx context.Context, key fedref.MemberObject, in
 	}
 	logr.FromContextOrDiscard(ctx).V(2).Info("Reserved pod names", "cluster", key.Cluster, "key", key.String(), "names", len(res.Names))
 	return res.Names, nil
+}
+
+// reserve commits cmd together with the other reservations that arrive
+// within the linger (and every pending observation, so the periodic flush
+// has less to do): one raft entry for many keys. unsent is true when cmd
+// was never proposed (its context ended first).
+func (s *Store) reserve(ctx context.Context, cmd *fsm.Reserve) (res *fsm.Result, unsent bool, err error) {
+	c := &reserveCall{ctx: ctx, cmd: cmd, done: make(chan struct{})}
+	s.rmu.Lock()
+	s.rqueue = append(s.rqueue, c)
+	start := !s.running
+	s.running = true
+	s.rmu.Unlock()
+	if start {
+		go s.commitReservations()
+	}
+	<-c.done
+	return c.res, c.unsent, c.err
+}
+
+// maxReservationsPerEntry leaves room in one batch entry for the
+// observations that ride along.
+const maxReservationsPerEntry = fsm.MaxBatchCommands - 1
+
+// commitReservations commits queued reservations, a round at a time, until
+// none is left. The first round waits the linger for company; a round
+// that finds more queued after a commit goes at once (those waited while
+// the entry before was committed).
+func (s *Store) commitReservations() {
+	if s.linger > 0 {
+		time.Sleep(s.linger)
+	}
+	for {
+		s.rmu.Lock()
+		n := min(len(s.rqueue), maxReservationsPerEntry)
+		if n == 0 {
+			s.running = false
+			s.rmu.Unlock()
+			return
+		}
+		round := s.rqueue[:n:n]
+		s.rqueue = s.rqueue[n:]
+		s.rmu.Unlock()
+		s.commitRound(round)
+	}
+}
+
+// commitRound proposes one round's reservations as one entry, preceded by
+// a Settle of the pending observations, and hands each caller its result.
+// Every caller holds flushMu shared, so no Flush runs meanwhile and the
+// observations taken here are the only ones in flight.
+func (s *Store) commitRound(round []*reserveCall) {
+	cmds := make([]fsm.Command, 0, len(round)+1)
+	calls := round[:0:0]
+	for _, c := range round {
+		if err := c.ctx.Err(); err != nil {
+			c.unsent, c.err = true, err
+			close(c.done)
+			continue
+		}
+		calls = append(calls, c)
+		cmds = append(cmds, c.cmd)
+	}
+	if len(calls) == 0 {
+		return
+	}
+	batch := s.takeRideAlong()
+	if len(batch) > 0 {
+		cmds = append([]fsm.Command{&fsm.Settle{Meta: s.node.Meta(), Items: batch}}, cmds...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*s.node.Config().ApplyTimeout)
+	defer cancel()
+	res, err := s.node.ApplyAll(ctx, cmds)
+	if len(batch) > 0 {
+		s.settleRideAlong(batch, res[0], err)
+		res = res[1:]
+	}
+	for i, c := range calls {
+		c.res = res[i]
+		switch {
+		case res[i] != nil:
+			c.err = res[i].Error()
+		case err != nil:
+			c.err = err
+		default:
+			c.err = errors.New("reserving pod names: no result")
+		}
+		close(c.done)
+	}
+}
+
+// takeRideAlong moves up to a batch of pending observations in flight,
+// where Satisfied still counts them.
+func (s *Store) takeRideAlong() []fsm.Settlement {
+	if _, _, ok := s.node.Leading(); !ok {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := min(len(s.pending), s.batchSize)
+	if n == 0 {
+		return nil
+	}
+	batch := append([]fsm.Settlement(nil), s.pending[:n]...)
+	s.pending = append([]fsm.Settlement(nil), s.pending[n:]...)
+	s.inflight = batch
+	return batch
+}
+
+// settleRideAlong ends the flight of observations committed with a round:
+// dropped once committed (or malformed), pending again otherwise.
+func (s *Store) settleRideAlong(batch []fsm.Settlement, res *fsm.Result, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight = nil
+	if res != nil && (res.Error() == nil || errors.Is(res.Error(), fsm.ErrMalformed)) {
+		return
+	}
+	if err != nil || res != nil {
+		s.pending = append(batch, s.pending...)
+	}
 }
 
 // learnIndeterminate learns the outcome of a Reserve whose Apply failed

@@ -239,6 +239,11 @@ func (n *Node) batchAllowed() bool {
 	return g.ok
 }
 
+// CombinesCommands reports whether this node, as leader, would now combine
+// commands into one entry (every server has said it applies batch
+// entries); it starts a check when the answer is stale.
+func (n *Node) CombinesCommands() bool { return n.batchAllowed() }
+
 // checkBatchSupport asks every other server of the configuration for its
 // features and records whether all apply batch entries.
 func (n *Node) checkBatchSupport(ctx context.Context) bool {
