@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -56,6 +57,46 @@ type writeCounter struct {
 	writes, podCreates *atomic.Int64
 	// nodeGets counts GETs of single nodes (not the informer's list/watch).
 	nodeGets *atomic.Int64
+	// kinds counts writes by method and kind (kindOf).
+	kinds *writeKinds
+}
+
+// writeKinds counts writes by method and kind.
+type writeKinds struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (k *writeKinds) add(r *http.Request) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.n == nil {
+		k.n = map[string]int{}
+	}
+	k.n[r.Method+" "+kindOf(r.URL.Path)]++
+}
+
+// get returns the writes of method and kind.
+func (k *writeKinds) get(method, kind string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.n[method+" "+kind]
+}
+
+// kindOf names what a request path writes: "events", "pods",
+// "memberreplicasets", "memberreplicasets/status", ...
+func kindOf(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	for i, p := range parts {
+		if p == "namespaces" && i+2 < len(parts) {
+			kind := parts[i+2]
+			if i+4 < len(parts) {
+				kind += "/" + parts[i+4]
+			}
+			return kind
+		}
+	}
+	return path
 }
 
 func (w writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -64,6 +105,7 @@ func (w writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	if r.Method != http.MethodGet {
 		w.writes.Add(1)
+		w.kinds.add(r)
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/pods") {
 			w.podCreates.Add(1)
 		}
@@ -88,6 +130,8 @@ type env struct {
 	podCreates *atomic.Int64
 	// nodeGets counts GETs of single nodes by the member's client.
 	nodeGets *atomic.Int64
+	// kinds counts the member client's writes by method and kind.
+	kinds *writeKinds
 }
 
 type envOpts struct {
@@ -141,7 +185,7 @@ func startEnv(t testing.TB, o envOpts) *env {
 		}
 		c = testcluster.Start(t, opts)
 	}
-	e := &env{t: t, c: c, ns: ns, src: testworkload.NewSource(), writes: &atomic.Int64{}, podCreates: &atomic.Int64{}, nodeGets: &atomic.Int64{}}
+	e := &env{t: t, c: c, ns: ns, src: testworkload.NewSource(), writes: &atomic.Int64{}, podCreates: &atomic.Int64{}, nodeGets: &atomic.Int64{}, kinds: &writeKinds{}}
 	e.store = &countingStore{Memory: expectations.NewMemory(0, nil)}
 	var err2 error
 	if e.cl, err2 = client.New(c.Config, client.Options{Scheme: scheme()}); err2 != nil {
@@ -161,7 +205,7 @@ func startEnv(t testing.TB, o envOpts) *env {
 		cfg.QPS, cfg.Burst = -1, 0
 	}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		return writeCounter{rt: rt, writes: e.writes, podCreates: e.podCreates, nodeGets: e.nodeGets}
+		return writeCounter{rt: rt, writes: e.writes, podCreates: e.podCreates, nodeGets: e.nodeGets, kinds: e.kinds}
 	}
 	// The product's member cache: slim pods and nodes (worker.CacheOptions).
 	mc, err := cluster.New(cfg, func(co *cluster.Options) { co.Scheme = scheme(); worker.CacheOptionsFor(o.maxCachedPods)(co) })
