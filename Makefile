@@ -152,8 +152,11 @@ chaos: tools ## Long chaos suite on the e2e fleet (>= 50 leader disruptions); ta
 .PHONY: e2e-kind
 # One platform: the image only has to run on this machine's kind nodes.
 e2e-kind: IMAGE_PLATFORMS = linux/$(shell $(GO) env GOARCH)
-e2e-kind: tools image kind-image ## The kind suite (e2e/kind): the chart helm-installed in a kind hub with the image loaded, kind members joined (installs and starts Docker when it does not answer).
-	REPLICAFED_KIND_NODE_IMAGE=$$(BIN=$(BIN) hack/kind/node-image.sh | tail -1) REPLICAFED_E2E_PROVIDER=kind REPLICAFED_E2E_IMAGE_ARCHIVE=$(IMAGE_OUT)/replicafed.oci.tar REPLICAFED_E2E_IMAGE=$(IMAGE_REPO):$(VERSION) \
+e2e-kind: tools image kind-image ## The kind suite (e2e/kind): the chart helm-installed in a kind hub with the image loaded, kind members joined, and an upgrade from the previous release (installs and starts Docker when it does not answer).
+	@# The previous release's image for the upgrade test; its script exits 3
+	@# in a clone without that commit, and the test then skips saying so.
+	prev=$$(hack/kind/previous-image.sh | tail -1) || { rc=$$?; [ $$rc = 3 ] || exit $$rc; prev=; }; \
+	REPLICAFED_E2E_PREVIOUS_IMAGE_ARCHIVE=$$prev REPLICAFED_KIND_NODE_IMAGE=$$(BIN=$(BIN) hack/kind/node-image.sh | tail -1) REPLICAFED_E2E_PROVIDER=kind REPLICAFED_E2E_IMAGE_ARCHIVE=$(IMAGE_OUT)/replicafed.oci.tar REPLICAFED_E2E_IMAGE=$(IMAGE_REPO):$(VERSION) \
 	  $(GO) test $(GOTESTFLAGS) -count=1 -v -timeout $(TEST_TIMEOUT) ./e2e/kind/
 
 # `make test`'s kind step: the kind suite when Docker answers (or
