@@ -73,7 +73,7 @@ lint: ## go vet, a gofmt check, staticcheck (pinned in hack/tools/staticcheck), 
 	GOFLAGS="$${GOFLAGS:-} $(CHECKFLAGS)" $(BIN)/staticcheck ./...
 	@# No product function over 80 lines (tests, generated code, e2e and hack
 	@# aside); exceptions, each with its reason, in hack/lint/funlen-exceptions.txt.
-	$(BIN)/funlen -lines 80 -exceptions hack/lint/funlen-exceptions.txt $$($(GO) list ./... | grep -v -e /e2e -e /hack/ -e /internal/test)
+	GOFLAGS="$${GOFLAGS:-} $(CHECKFLAGS)" $(BIN)/funlen -lines 80 -exceptions hack/lint/funlen-exceptions.txt $$($(GO) list ./... | grep -v -e /e2e -e /hack/ -e /internal/test)
 	@# shellcheck and pyflakes off: their presence differs between machines.
 	$(BIN)/actionlint -shellcheck= -pyflakes=
 
