@@ -28,7 +28,7 @@ const (
 // workloads: the splits hold, the hub status is written, and after the
 // member joins again with least-privilege credentials a scale-up lands.
 func TestHelmUpgradeFromPrevious(t *testing.T) {
-	install(t) // the same skips as every kind test
+	skipUnlessKind(t)
 	archive := os.Getenv(previousImageArchive)
 	if archive == "" {
 		t.Skipf("%s is not set: `make e2e-kind` sets it to hack/kind/previous-image.sh's archive (that script exits 3 in a shallow clone)", previousImageArchive)
