@@ -65,10 +65,14 @@ type Member struct {
 	Pods []*corev1.Pod
 	// Usage is metrics.k8s.io's answer, by pod name.
 	Usage map[string]Usage
-	// Missing, when set, says why the member's metrics could not be read;
-	// its pods then count as pods without metrics and no scale-down
-	// happens on what the others report.
+	// Missing, when set, says why the member's metrics.k8s.io could not be
+	// read (set only when the spec has resource metrics); its pods then
+	// count as pods without metrics and no scale-down happens on what the
+	// others report.
 	Missing string
+	// Custom are the member's answers for the spec's Pods, Object and
+	// External metrics, by the metric's index in the spec.
+	Custom map[int]Values
 }
 
 // Settings are the controller-wide knobs, the upstream controller's flags.
