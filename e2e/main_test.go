@@ -73,7 +73,7 @@ func getFleet(t *testing.T) *fleet.Fleet {
 			SecretMembers: true, Proxied: []string{proxiedMember},
 			// Members serve metrics.k8s.io and the replicas autoscale
 			// (TestAutoscale), computing often so the test is short.
-			Metrics: true,
+			Metrics: true, CustomMetrics: []string{memberA}, // TestAutoscalePodsMetric
 			Config:  map[string]any{"autoscaling": map[string]any{"enabled": true, "syncPeriod": "3s", "memberTimeout": "2s"}},
 		})
 		if sharedErr == nil {
