@@ -74,7 +74,7 @@ func getFleet(t *testing.T) *fleet.Fleet {
 			// Members serve metrics.k8s.io and the replicas autoscale
 			// (TestAutoscale), computing often so the test is short.
 			Metrics: true, CustomMetrics: []string{memberA}, // TestAutoscalePodsMetric
-			Config:  map[string]any{"autoscaling": map[string]any{"enabled": true, "syncPeriod": "3s", "memberTimeout": "2s"}},
+			Config: map[string]any{"autoscaling": map[string]any{"enabled": true, "syncPeriod": "3s", "memberTimeout": "2s"}},
 		})
 		if sharedErr == nil {
 			t.Logf("fleet started in %s", time.Since(start).Round(time.Millisecond))
