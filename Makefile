@@ -10,7 +10,7 @@ export REPLICAFED_BIN_DIR := $(BIN)
 
 # Test control planes need these binaries; `make tools` builds what is
 # missing or out of date (see hack/tools/build.sh).
-TEST_TOOLS := controller-gen etcd kube kwok helm metrics-server
+TEST_TOOLS := controller-gen etcd kube kwok helm metrics-server custom-metrics
 TEST_TIMEOUT ?= 60m
 GOTESTFLAGS ?= -race
 

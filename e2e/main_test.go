@@ -73,7 +73,9 @@ func getFleet(t *testing.T) *fleet.Fleet {
 			SecretMembers: true, Proxied: []string{proxiedMember},
 			// Members serve metrics.k8s.io and the replicas autoscale
 			// (TestAutoscale), computing often so the test is short.
-			Metrics: true, CustomMetrics: []string{memberA}, // TestAutoscalePodsMetric
+			Metrics: true,
+			// memberA also serves custom metrics (TestAutoscalePodsMetric).
+			CustomMetrics: []string{memberA},
 			Config: map[string]any{"autoscaling": map[string]any{"enabled": true, "syncPeriod": "3s", "memberTimeout": "2s"}},
 		})
 		if sharedErr == nil {
