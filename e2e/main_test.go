@@ -76,7 +76,7 @@ func getFleet(t *testing.T) *fleet.Fleet {
 			Metrics: true,
 			// memberA also serves custom metrics (TestAutoscalePodsMetric).
 			CustomMetrics: []string{memberA},
-			Config: map[string]any{"autoscaling": map[string]any{"enabled": true, "syncPeriod": "3s", "memberTimeout": "2s"}},
+			Config:        map[string]any{"autoscaling": map[string]any{"enabled": true, "syncPeriod": "3s", "memberTimeout": "2s"}},
 		})
 		if sharedErr == nil {
 			t.Logf("fleet started in %s", time.Since(start).Round(time.Millisecond))
