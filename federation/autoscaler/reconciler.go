@@ -260,7 +260,7 @@ func (r *Reconciler) gather(ctx context.Context, log logr.Logger, frs *v1alpha1.
 		if err != nil || len(pods) == 0 {
 			pods = placeholders(frs, cs)
 		}
-		am.Pods = pods
+		am.Pods = withPodLevelRequests(pods, frs)
 		if resources {
 			if am.Usage, err = m.PodMetrics(mctx, frs.Namespace, sel); err != nil {
 				am.Missing = "metrics.k8s.io: " + err.Error()
@@ -287,6 +287,24 @@ func (r *Reconciler) gather(ctx context.Context, log logr.Logger, frs *v1alpha1.
 		out = append(out, am)
 	}
 	return out, conflicts
+}
+
+// withPodLevelRequests gives the listed pods the template's pod-level
+// resources (spec.resources), which the member cache does not keep: every
+// pod of the target is made from the template, and the pod-level requests
+// are what a Resource metric's utilisation is measured against when set.
+// The pods are the cache's copies, not shared objects.
+func withPodLevelRequests(pods []*corev1.Pod, frs *v1alpha1.FederatedReplicaSet) []*corev1.Pod {
+	rr := frs.Spec.Template.Spec.Resources
+	if rr == nil {
+		return pods
+	}
+	for _, p := range pods {
+		if p.Spec.Resources == nil {
+			p.Spec.Resources = rr.DeepCopy()
+		}
+	}
+	return pods
 }
 
 func isResource(s v1alpha1.MetricSpec) bool {

@@ -444,3 +444,26 @@ func (s *killedSub) Update(ctx context.Context, obj client.Object, opts ...clien
 	}
 	return s.SubResourceClient.Update(ctx, obj, opts...)
 }
+
+// Pod-level requests in the template (which the member cache does not
+// keep on pods) are what utilisation is measured against.
+func TestPodLevelRequestsFromTemplate(t *testing.T) {
+	cl, fhpa := setup(t, 4, row("a", 4))
+	frs := &v1alpha1.FederatedReplicaSet{}
+	if err := cl.Get(context.Background(), client.ObjectKeyFromObject(fhpa), frs); err != nil {
+		t.Fatal(err)
+	}
+	frs.Spec.Template.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}
+	if err := cl.Update(context.Background(), frs); err != nil {
+		t.Fatal(err)
+	}
+	// 1 cpu used of 2 requested at the pod level is the 50 % target; of the
+	// containers' 1 cpu it would be 100 % and ask for 8.
+	_, got, replicas := reconcile(t, cl, members{"a": loaded("a", 4, 1000)}, &gate{leading: true}, fhpa)
+	if replicas != 4 {
+		t.Errorf("spec.replicas = %d, want 4 (utilisation of the pod-level request)", replicas)
+	}
+	if u := got.Status.CurrentMetrics[0].Resource.Current.AverageUtilization; u == nil || *u != 50 {
+		t.Errorf("current utilisation %v, want 50", u)
+	}
+}
