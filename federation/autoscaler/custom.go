@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
+	externalv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 	custommetrics "k8s.io/metrics/pkg/client/custom_metrics"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
@@ -42,7 +44,9 @@ func (m *clusterMember) CustomMetric(ctx context.Context, namespace string, sel 
 		if err != nil {
 			return autoscale.Values{}, err
 		}
-		list, err := cc.NamespacedMetrics(namespace).GetForObjects(schema.GroupKind{Kind: "Pod"}, sel, spec.Pods.Metric.Name, msel)
+		list, err := bounded(ctx, func() (*v1beta2.MetricValueList, error) {
+			return cc.NamespacedMetrics(namespace).GetForObjects(schema.GroupKind{Kind: "Pod"}, sel, spec.Pods.Metric.Name, msel)
+		})
 		if err != nil {
 			return autoscale.Values{}, fmt.Errorf("reading pods metric %s: %w", spec.Pods.Metric.Name, err)
 		}
@@ -63,7 +67,9 @@ func (m *clusterMember) CustomMetric(ctx context.Context, namespace string, sel 
 		if err != nil {
 			return autoscale.Values{}, err
 		}
-		list, err := c.external.NamespacedMetrics(namespace).List(spec.External.Metric.Name, msel)
+		list, err := bounded(ctx, func() (*externalv1beta1.ExternalMetricValueList, error) {
+			return c.external.NamespacedMetrics(namespace).List(spec.External.Metric.Name, msel)
+		})
 		if err != nil {
 			return autoscale.Values{}, fmt.Errorf("reading external metric %s: %w", spec.External.Metric.Name, err)
 		}
@@ -100,7 +106,7 @@ func (m *clusterMember) objectMetric(ctx context.Context, c *memberMetrics, name
 		// Metrics of a namespace are root-scoped, as upstream reads them.
 		metrics = cc.RootScopedMetrics()
 	}
-	v, err := metrics.GetForObject(gk, ref.Name, src.Metric.Name, msel)
+	v, err := bounded(ctx, func() (*v1beta2.MetricValue, error) { return metrics.GetForObject(gk, ref.Name, src.Metric.Name, msel) })
 	switch {
 	case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
 		// The member does not have the object (or its kind): it adds
@@ -141,7 +147,7 @@ func (m *clusterMember) serves(ctx context.Context, c *memberMetrics, group stri
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		groups, err := c.discovery.ServerGroups()
+		groups, err := bounded(ctx, c.discovery.ServerGroups)
 		if err != nil {
 			return fmt.Errorf("discovering the member's APIs: %w", err)
 		}
@@ -153,6 +159,28 @@ func (m *clusterMember) serves(ctx context.Context, c *memberMetrics, group stri
 		}
 	}
 	return fmt.Errorf("%s not served", group)
+}
+
+// bounded runs a call of a client that takes no context and returns when
+// it does or ctx ends, whichever comes first (the call itself ends at the
+// client's own timeout, ClusterMembers.Timeout).
+func bounded[T any](ctx context.Context, call func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := call()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, fmt.Errorf("no answer: %w", ctx.Err())
+	}
 }
 
 func metricSelector(s *metav1.LabelSelector) (labels.Selector, error) {
