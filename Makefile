@@ -10,7 +10,7 @@ export REPLICAFED_BIN_DIR := $(BIN)
 
 # Test control planes need these binaries; `make tools` builds what is
 # missing or out of date (see hack/tools/build.sh).
-TEST_TOOLS := controller-gen etcd kube kwok helm metrics-server
+TEST_TOOLS := controller-gen etcd kube kwok helm metrics-server custom-metrics
 TEST_TIMEOUT ?= 60m
 GOTESTFLAGS ?= -race
 # Build flags of the checks that compile replicafed's packages before the
@@ -139,12 +139,13 @@ helm-lint: ## Lint and render the Helm chart.
 	@if [ -d charts/replicafed-member ]; then $(BIN)/helm lint charts/replicafed-member; fi
 
 .PHONY: demo
-demo: tools build ## Start a hub and three members on real control planes, three replicafed replicas, and the example FRS.
-	$(GO) run ./hack/demo --bin-dir $(BIN) --example examples/frontend.yaml
+# DEMO_AUTOSCALER= (empty) leaves the autoscaler (and metrics-server) out.
+DEMO_AUTOSCALER ?= examples/frontend-autoscaler.yaml
+demo: tools build ## Start a hub and three members on real control planes, three replicafed replicas, the example FRS; once spread, its autoscaler with load raised on one member and dropped.
+	$(GO) run ./hack/demo --bin-dir $(BIN) --example examples/frontend.yaml --autoscaler "$(DEMO_AUTOSCALER)"
 
 .PHONY: demo-autoscale
-demo-autoscale: tools build ## The demo with autoscaling: metrics-server in the members, the example autoscaler, load raised on one member and dropped.
-	$(GO) run ./hack/demo --bin-dir $(BIN) --example examples/frontend.yaml --autoscaler examples/frontend-autoscaler.yaml
+demo-autoscale: demo ## Same as demo (which now shows the autoscaler).
 
 .PHONY: e2e
 e2e: tools ## End-to-end tests on local control planes.

@@ -6,7 +6,8 @@
 # Tools: kube (kube-apiserver, kube-scheduler, kube-controller-manager), etcd,
 # kwok (binary plus its fast stage definitions), helm, controller-gen,
 # staticcheck, actionlint and funlen (for `make lint`; not built by default),
-# metrics-server (for members that serve metrics.k8s.io), kind (the kind CLI) and kind-node (everything the kind node image holds,
+# metrics-server (for members that serve metrics.k8s.io), custom-metrics (for members that serve
+# custom.metrics.k8s.io and external.metrics.k8s.io), kind (the kind CLI) and kind-node (everything the kind node image holds,
 # into bin/kind-node/: hack/kind/node-image.sh; not built by default).
 set -euo pipefail
 
@@ -120,6 +121,20 @@ build_kind() { build_one kind sigs.k8s.io/kind sigs.k8s.io/kind "-s -w"; }
 
 # metrics-server: the test clusters run it against kwok's fake kubelets so a
 # member serves a real metrics.k8s.io (internal/test/testcluster, Options.Metrics).
+# custom-metrics: custom-metrics-apiserver's test provider behind a small
+# main of ours (hack/tools/custom-metrics/main.go: its write endpoint on a
+# port of the caller's choosing), so test clusters serve real custom and
+# external metrics APIs whose values tests set. The stamp covers main.go.
+build_custom_metrics() {
+  local dir=$root/hack/tools/custom-metrics
+  local v; v=$(module_version custom-metrics sigs.k8s.io/custom-metrics-apiserver)
+  local want; want="sigs.k8s.io/custom-metrics-apiserver@$v main.go:$(sha256sum "$dir/main.go" | cut -c1-12) $gover"
+  if up_to_date custom-metrics "$want" custom-metrics; then echo "custom-metrics $v: up to date"; return; fi
+  echo "custom-metrics $v: building"
+  (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$bin/custom-metrics" .)
+  echo "$want" > "$bin/.custom-metrics.stamp"
+}
+
 build_metrics_server() { build_one metrics-server sigs.k8s.io/metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server "-s -w"; }
 
 # funlen: the project's own main around github.com/ultraware/funlen, so its
@@ -140,7 +155,7 @@ build_funlen() {
 . "$root/hack/tools/kind-node.sh"
 
 tools=("$@")
-[ ${#tools[@]} -gt 0 ] || tools=(controller-gen etcd kube kwok helm metrics-server)
+[ ${#tools[@]} -gt 0 ] || tools=(controller-gen etcd kube kwok helm metrics-server custom-metrics)
 for t in "${tools[@]}"; do
   start=$(date +%s)
   case "$t" in
@@ -153,6 +168,7 @@ for t in "${tools[@]}"; do
     staticcheck) build_staticcheck ;;
     kind) build_kind ;;
     metrics-server) build_metrics_server ;;
+    custom-metrics) build_custom_metrics ;;
     funlen) build_funlen ;;
     kind-node) build_kind_node ;;
     *) echo "unknown tool: $t" >&2; exit 2 ;;
