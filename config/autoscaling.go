@@ -22,8 +22,9 @@ type Autoscaling struct {
 	// InitialReadinessDelay: a pod unready within it after starting is taken
 	// as never ready.
 	InitialReadinessDelay time.Duration `mapstructure:"initialReadinessDelay"`
-	// MemberTimeout bounds each read of a member's metrics.k8s.io and
-	// autoscalers; a member that does not answer in time is missing.
+	// MemberTimeout bounds the reads of a member's metrics APIs
+	// (metrics.k8s.io, custom and external metrics) and autoscalers; a
+	// member that does not answer in time is missing.
 	MemberTimeout time.Duration `mapstructure:"memberTimeout"`
 }
 

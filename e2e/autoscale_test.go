@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -282,4 +283,67 @@ func TestAutoscaleLeaderChange(t *testing.T) {
 	}
 	e.pollAutoscale("the next step once the period is over", func(context.Context) (bool, error) { return *e.getFRS(name).Spec.Replicas >= 6, nil })
 	logf(t, "second step %s after the first", time.Since(stepped).Round(time.Second))
+}
+
+// TestAutoscalePodsMetric scales on a Pods metric read from the members'
+// custom.metrics.k8s.io: memberA runs a real custom metrics adapter
+// (custom-metrics-apiserver's test provider), memberB serves none. A
+// value raised on memberA's pod scales the FederatedReplicaSet up (memberB's
+// pod counts as missing, 0 on a scale-up) and memberB's row says why its
+// data is missing.
+func TestAutoscalePodsMetric(t *testing.T) {
+	if os.Getenv("REPLICAFED_E2E_PROVIDER") == "kind" {
+		t.Skip("the kind members run no custom metrics adapter")
+	}
+	e := newEnv(t, "autoscale-pods")
+	ctx := context.Background()
+	name := "per-pod"
+	frs := builder.FRS(e.ns, name).Replicas(2).Label("e2e-app", name).
+		PodSpec(corev1.PodSpec{
+			Containers:  []corev1.Container{{Name: "app", Image: builder.DefaultImage}},
+			Tolerations: []corev1.Toleration{testcluster.KwokToleration},
+		}).
+		Placement(v1alpha1.Placement{Clusters: []v1alpha1.ClusterPreference{pref(memberA, 1, -1), pref(memberB, 1, -1)}}).Obj()
+	if err := e.f.HubClient.Create(ctx, frs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.dumpIfFailed(); e.deleteAndWait(name) })
+	fhpa := &v1alpha1.FederatedHorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
+		Spec: v1alpha1.FederatedHorizontalPodAutoscalerSpec{
+			ScaleTargetRef: v1alpha1.CrossVersionObjectReference{Kind: "FederatedReplicaSet", Name: name},
+			MinReplicas:    ptr.To[int32](2), MaxReplicas: 4,
+			Metrics: []v1alpha1.MetricSpec{{Type: v1alpha1.PodsMetricSourceType, Pods: &v1alpha1.PodsMetricSource{
+				Metric: v1alpha1.MetricIdentifier{Name: "requests_per_second"},
+				Target: v1alpha1.MetricTarget{Type: v1alpha1.AverageValueMetricType, AverageValue: ptr.To(resource.MustParse("10"))}}}},
+		},
+	}
+	if err := e.f.HubClient.Create(ctx, fhpa); err != nil {
+		t.Fatal(err)
+	}
+	e.waitSplit(name, split{memberA: 1, memberB: 1})
+	pods, err := e.pods(ctx, memberA, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logf(t, "setting requests_per_second to 50 on %s's pod", memberA)
+	for _, p := range pods {
+		if err := e.f.SetCustomMetric(ctx, memberA, e.ns, "pods", p.Name, "requests_per_second", resource.MustParse("50")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 50 over 2 pods is 25 per pod against 10: 5 replicas, capped at 4.
+	e.pollAutoscale("scale-up to 4 on memberA's metric, placed in the members", func(ctx context.Context) (bool, error) {
+		return *e.getFRS(name).Spec.Replicas == 4 && e.activeIn(ctx, name, memberA, memberB) == 4, nil
+	})
+	e.waitAutoscaler(name, "reporting the metric and memberB's missing API", func(f *v1alpha1.FederatedHorizontalPodAutoscaler) bool {
+		var rowB *v1alpha1.AutoscalerClusterStatus
+		for i := range f.Status.Clusters {
+			if f.Status.Clusters[i].Name == memberB {
+				rowB = &f.Status.Clusters[i]
+			}
+		}
+		return len(f.Status.CurrentMetrics) == 1 && f.Status.CurrentMetrics[0].Pods != nil &&
+			rowB != nil && !rowB.MetricsAvailable && strings.Contains(rowB.Message, "custom.metrics.k8s.io not served")
+	})
 }

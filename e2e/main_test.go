@@ -74,7 +74,9 @@ func getFleet(t *testing.T) *fleet.Fleet {
 			// Members serve metrics.k8s.io and the replicas autoscale
 			// (TestAutoscale), computing often so the test is short.
 			Metrics: true,
-			Config:  map[string]any{"autoscaling": map[string]any{"enabled": true, "syncPeriod": "3s", "memberTimeout": "2s"}},
+			// memberA also serves custom metrics (TestAutoscalePodsMetric).
+			CustomMetrics: []string{memberA},
+			Config:        map[string]any{"autoscaling": map[string]any{"enabled": true, "syncPeriod": "3s", "memberTimeout": "2s"}},
 		})
 		if sharedErr == nil {
 			t.Logf("fleet started in %s", time.Since(start).Round(time.Millisecond))

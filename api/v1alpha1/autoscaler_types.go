@@ -9,12 +9,14 @@ import (
 // The FederatedHorizontalPodAutoscaler mirrors autoscaling/v2's
 // HorizontalPodAutoscaler field for field (same JSON names, enums and
 // meaning), so an HPA manifest becomes one by changing its kind and the
-// scaleTargetRef. Only resource metrics are accepted for now (Resource and
-// ContainerResource, from every member's metrics.k8s.io); the schema refuses
-// the other metric types rather than ignore them. See docs/autoscaling.md.
+// scaleTargetRef. Resource and ContainerResource metrics come from every
+// member's metrics.k8s.io, Pods and Object metrics from their
+// custom.metrics.k8s.io and External metrics from their
+// external.metrics.k8s.io; how members' values are combined is in
+// docs/autoscaling.md.
 
 // AutoscalerMetricSourceType names a kind of metric source.
-// +kubebuilder:validation:Enum=Resource;ContainerResource
+// +kubebuilder:validation:Enum=Resource;ContainerResource;Pods;Object;External
 type AutoscalerMetricSourceType string
 
 const (
@@ -24,10 +26,20 @@ const (
 	// ContainerResourceMetricSourceType is a resource of one named container
 	// of each pod.
 	ContainerResourceMetricSourceType AutoscalerMetricSourceType = "ContainerResource"
+	// PodsMetricSourceType is a metric of each pod, from the members'
+	// custom.metrics.k8s.io, averaged over the federation's pods.
+	PodsMetricSourceType AutoscalerMetricSourceType = "Pods"
+	// ObjectMetricSourceType is a metric of one named object, from the
+	// members' custom.metrics.k8s.io, summed over the members that have it.
+	ObjectMetricSourceType AutoscalerMetricSourceType = "Object"
+	// ExternalMetricSourceType is a metric from outside the clusters, from
+	// the members' external.metrics.k8s.io; the highest member's value
+	// counts.
+	ExternalMetricSourceType AutoscalerMetricSourceType = "External"
 )
 
 // AutoscalerMetricTargetType says how a metric is compared with its target.
-// +kubebuilder:validation:Enum=Utilization;AverageValue
+// +kubebuilder:validation:Enum=Utilization;Value;AverageValue
 type AutoscalerMetricTargetType string
 
 const (
@@ -37,6 +49,9 @@ const (
 	// AverageValueMetricType compares the mean usage per pod with
 	// averageValue.
 	AverageValueMetricType AutoscalerMetricTargetType = "AverageValue"
+	// ValueMetricType compares the metric's value with value (Object and
+	// External metrics).
+	ValueMetricType AutoscalerMetricTargetType = "Value"
 )
 
 // ScalingPolicySelect chooses among the policies of one direction.
@@ -99,9 +114,10 @@ type CrossVersionObjectReference struct {
 }
 
 // MetricSpec is one metric to scale on.
-// +kubebuilder:validation:XValidation:rule="self.type == 'Resource' ? (has(self.resource) && !has(self.containerResource)) : (has(self.containerResource) && !has(self.resource))",message="set exactly the field named by type (resource or containerResource)"
+// +kubebuilder:validation:XValidation:rule="(self.type == 'Resource') == has(self.resource) && (self.type == 'ContainerResource') == has(self.containerResource) && (self.type == 'Pods') == has(self.pods) && (self.type == 'Object') == has(self.object) && (self.type == 'External') == has(self.external)",message="set exactly the field named by type (resource, containerResource, pods, object or external)"
 type MetricSpec struct {
-	// Type of the metric source: Resource or ContainerResource.
+	// Type of the metric source: Resource, ContainerResource, Pods, Object
+	// or External.
 	Type AutoscalerMetricSourceType `json:"type"`
 	// Resource is a resource of whole pods.
 	// +optional
@@ -109,9 +125,80 @@ type MetricSpec struct {
 	// ContainerResource is a resource of one container of each pod.
 	// +optional
 	ContainerResource *ContainerResourceMetricSource `json:"containerResource,omitempty"`
+	// Pods is a metric of each pod of the target, in every member.
+	// +optional
+	Pods *PodsMetricSource `json:"pods,omitempty"`
+	// Object is a metric of one named object in the members.
+	// +optional
+	Object *ObjectMetricSource `json:"object,omitempty"`
+	// External is a metric from outside the clusters.
+	// +optional
+	External *ExternalMetricSource `json:"external,omitempty"`
+}
+
+// MetricIdentifier names a custom or external metric.
+type MetricIdentifier struct {
+	// Name of the metric.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Selector narrows the metric's series (passed to the metrics API).
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
+// PodsMetricSource targets the mean of a metric over the target's pods in
+// every member (read from custom.metrics.k8s.io); only AverageValue
+// targets, as for an HPA.
+// +kubebuilder:validation:XValidation:rule="self.target.type == 'AverageValue'",message="a Pods metric takes an AverageValue target"
+type PodsMetricSource struct {
+	// Metric names the metric.
+	Metric MetricIdentifier `json:"metric"`
+	// Target value.
+	Target MetricTarget `json:"target"`
+}
+
+// MetricObjectReference names the object an Object metric describes, in
+// the autoscaler's namespace of each member.
+type MetricObjectReference struct {
+	// Kind of the object, for example Service or Ingress.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+	// Name of the object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// APIVersion of the object.
+	// +optional
+	APIVersion string `json:"apiVersion,omitempty"`
+}
+
+// ObjectMetricSource targets a metric of one object (read from
+// custom.metrics.k8s.io); the values of the members that have the object
+// are summed.
+// +kubebuilder:validation:XValidation:rule="self.target.type != 'Utilization'",message="an Object metric takes a Value or AverageValue target"
+type ObjectMetricSource struct {
+	// DescribedObject is the object.
+	DescribedObject MetricObjectReference `json:"describedObject"`
+	// Target value.
+	Target MetricTarget `json:"target"`
+	// Metric names the metric.
+	Metric MetricIdentifier `json:"metric"`
+}
+
+// ExternalMetricSource targets a metric from outside the clusters (read
+// from external.metrics.k8s.io); the highest member's value counts.
+// +kubebuilder:validation:XValidation:rule="self.target.type != 'Utilization'",message="an External metric takes a Value or AverageValue target"
+type ExternalMetricSource struct {
+	// Metric names the metric.
+	Metric MetricIdentifier `json:"metric"`
+	// Target value.
+	Target MetricTarget `json:"target"`
 }
 
 // ResourceMetricSource targets a resource of whole pods.
+// +kubebuilder:validation:XValidation:rule="self.target.type != 'Value'",message="a resource metric takes a Utilization or AverageValue target"
 type ResourceMetricSource struct {
 	// Name of the resource: cpu or memory.
 	// +kubebuilder:validation:Enum=cpu;memory
@@ -121,6 +208,7 @@ type ResourceMetricSource struct {
 }
 
 // ContainerResourceMetricSource targets a resource of one container.
+// +kubebuilder:validation:XValidation:rule="self.target.type != 'Value'",message="a resource metric takes a Utilization or AverageValue target"
 type ContainerResourceMetricSource struct {
 	// Name of the resource: cpu or memory.
 	// +kubebuilder:validation:Enum=cpu;memory
@@ -134,11 +222,14 @@ type ContainerResourceMetricSource struct {
 }
 
 // MetricTarget is the value a metric is held at.
-// +kubebuilder:validation:XValidation:rule="self.type == 'Utilization' ? (has(self.averageUtilization) && !has(self.averageValue)) : (has(self.averageValue) && !has(self.averageUtilization))",message="Utilization needs averageUtilization, AverageValue needs averageValue, and not the other"
+// +kubebuilder:validation:XValidation:rule="(self.type == 'Utilization') == has(self.averageUtilization) && (self.type == 'AverageValue') == has(self.averageValue) && (self.type == 'Value') == has(self.value)",message="Utilization needs averageUtilization, AverageValue needs averageValue, Value needs value, and none of the others"
 type MetricTarget struct {
-	// Type is Utilization or AverageValue (resource metrics have no Value
-	// target).
+	// Type is Utilization, Value or AverageValue (which a source takes is
+	// as for an HPA).
 	Type AutoscalerMetricTargetType `json:"type"`
+	// Value is the wanted value of the metric; more than zero.
+	// +optional
+	Value *resource.Quantity `json:"value,omitempty"`
 	// AverageValue is the wanted mean usage per pod; more than zero.
 	// +optional
 	AverageValue *resource.Quantity `json:"averageValue,omitempty"`
@@ -223,6 +314,10 @@ type FederatedHorizontalPodAutoscalerSpec struct {
 
 // MetricValueStatus is a metric's current value.
 type MetricValueStatus struct {
+	// Value is the metric's value (Object and External metrics with a
+	// Value target).
+	// +optional
+	Value *resource.Quantity `json:"value,omitempty"`
 	// AverageValue is the mean usage per pod.
 	// +optional
 	AverageValue *resource.Quantity `json:"averageValue,omitempty"`
@@ -250,6 +345,33 @@ type ContainerResourceMetricStatus struct {
 	Current MetricValueStatus `json:"current"`
 }
 
+// PodsMetricStatus is a Pods metric's current mean over the pods.
+type PodsMetricStatus struct {
+	// Metric names the metric.
+	Metric MetricIdentifier `json:"metric"`
+	// Current value.
+	Current MetricValueStatus `json:"current"`
+}
+
+// ObjectMetricStatus is an Object metric's current value, summed over the
+// members that have the object.
+type ObjectMetricStatus struct {
+	// Metric names the metric.
+	Metric MetricIdentifier `json:"metric"`
+	// Current value.
+	Current MetricValueStatus `json:"current"`
+	// DescribedObject is the object.
+	DescribedObject MetricObjectReference `json:"describedObject"`
+}
+
+// ExternalMetricStatus is an External metric's current value.
+type ExternalMetricStatus struct {
+	// Metric names the metric.
+	Metric MetricIdentifier `json:"metric"`
+	// Current value.
+	Current MetricValueStatus `json:"current"`
+}
+
 // MetricStatus is the current value of one metric of the spec.
 type MetricStatus struct {
 	// Type of the metric source.
@@ -260,6 +382,15 @@ type MetricStatus struct {
 	// ContainerResource is set for ContainerResource metrics.
 	// +optional
 	ContainerResource *ContainerResourceMetricStatus `json:"containerResource,omitempty"`
+	// Pods is set for Pods metrics.
+	// +optional
+	Pods *PodsMetricStatus `json:"pods,omitempty"`
+	// Object is set for Object metrics.
+	// +optional
+	Object *ObjectMetricStatus `json:"object,omitempty"`
+	// External is set for External metrics.
+	// +optional
+	External *ExternalMetricStatus `json:"external,omitempty"`
 }
 
 // AutoscalerClusterStatus is what one member contributed to the last
@@ -269,10 +400,12 @@ type AutoscalerClusterStatus struct {
 	Name string `json:"name"`
 	// Pods is the number of the target's pods in the member.
 	Pods int32 `json:"pods"`
-	// PodsWithMetrics is how many of them metrics.k8s.io reported.
+	// PodsWithMetrics is how many of them had a sample (of a resource
+	// metric, or else of a Pods metric).
 	PodsWithMetrics int32 `json:"podsWithMetrics"`
-	// MetricsAvailable is false when the member's metrics could not be
-	// read; the autoscaler then does not scale down.
+	// MetricsAvailable is false when a metric the autoscaler asks for
+	// could not be read in the member (its API not served, or not
+	// answering); the autoscaler then does not scale down.
 	MetricsAvailable bool `json:"metricsAvailable"`
 	// Message says why metrics were not available.
 	// +optional
@@ -328,7 +461,7 @@ type FederatedHorizontalPodAutoscalerStatus struct {
 }
 
 // FederatedHorizontalPodAutoscaler scales a FederatedReplicaSet on its pods'
-// resource usage in every member cluster, like a HorizontalPodAutoscaler.
+// metrics in every member cluster, like a HorizontalPodAutoscaler.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=fhpa,categories=all

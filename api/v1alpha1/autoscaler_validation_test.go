@@ -25,6 +25,16 @@ func validFHPA(name string) *v1alpha1.FederatedHorizontalPodAutoscaler {
 				{Type: v1alpha1.ContainerResourceMetricSourceType, ContainerResource: &v1alpha1.ContainerResourceMetricSource{
 					Name: corev1.ResourceMemory, Container: "app",
 					Target: v1alpha1.MetricTarget{Type: v1alpha1.AverageValueMetricType, AverageValue: ptr.To(resource.MustParse("200Mi"))}}},
+				{Type: v1alpha1.PodsMetricSourceType, Pods: &v1alpha1.PodsMetricSource{
+					Metric: v1alpha1.MetricIdentifier{Name: "requests_per_second", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"verb": "GET"}}},
+					Target: v1alpha1.MetricTarget{Type: v1alpha1.AverageValueMetricType, AverageValue: ptr.To(resource.MustParse("10"))}}},
+				{Type: v1alpha1.ObjectMetricSourceType, Object: &v1alpha1.ObjectMetricSource{
+					DescribedObject: v1alpha1.MetricObjectReference{Kind: "Ingress", Name: "web", APIVersion: "networking.k8s.io/v1"},
+					Metric:          v1alpha1.MetricIdentifier{Name: "hits"},
+					Target:          v1alpha1.MetricTarget{Type: v1alpha1.ValueMetricType, Value: ptr.To(resource.MustParse("100"))}}},
+				{Type: v1alpha1.ExternalMetricSourceType, External: &v1alpha1.ExternalMetricSource{
+					Metric: v1alpha1.MetricIdentifier{Name: "queue_length"},
+					Target: v1alpha1.MetricTarget{Type: v1alpha1.AverageValueMetricType, AverageValue: ptr.To(resource.MustParse("30"))}}},
 			},
 			Behavior: &v1alpha1.HorizontalPodAutoscalerBehavior{
 				ScaleDown: &v1alpha1.HPAScalingRules{
@@ -65,8 +75,29 @@ func TestFederatedHorizontalPodAutoscalerValidation(t *testing.T) {
 			"scaleTargetRef.kind must be FederatedReplicaSet"},
 		{"target another group", func(s *v1alpha1.FederatedHorizontalPodAutoscalerSpec) { s.ScaleTargetRef.APIVersion = "apps/v1" },
 			"scaleTargetRef.apiVersion must be replicafed.io/v1alpha1"},
-		{"Pods metric", func(s *v1alpha1.FederatedHorizontalPodAutoscalerSpec) { s.Metrics[0].Type = "Pods" },
+		{"unknown metric type", func(s *v1alpha1.FederatedHorizontalPodAutoscalerSpec) { s.Metrics[0].Type = "Prometheus" },
 			"spec.metrics[0].type"},
+		{"type names another field", func(s *v1alpha1.FederatedHorizontalPodAutoscalerSpec) { s.Metrics[0].Type = "Pods" },
+			"set exactly the field named by type"},
+		{"Pods metric with a Value target", func(s *v1alpha1.FederatedHorizontalPodAutoscalerSpec) {
+			s.Metrics[2].Pods.Target = v1alpha1.MetricTarget{Type: v1alpha1.ValueMetricType, Value: ptr.To(resource.MustParse("1"))}
+		}, "a Pods metric takes an AverageValue target"},
+		{"Object metric with a Utilization target", func(s *v1alpha1.FederatedHorizontalPodAutoscalerSpec) {
+			s.Metrics[3].Object.Target = v1alpha1.MetricTarget{Type: v1alpha1.UtilizationMetricType, AverageUtilization: ptr.To[int32](50)}
+		}, "an Object metric takes a Value or AverageValue target"},
+		{"External metric with a Utilization target", func(s *v1alpha1.FederatedHorizontalPodAutoscalerSpec) {
+			s.Metrics[4].External.Target = v1alpha1.MetricTarget{Type: v1alpha1.UtilizationMetricType, AverageUtilization: ptr.To[int32](50)}
+		}, "an External metric takes a Value or AverageValue target"},
+		{"resource metric with a Value target", func(s *v1alpha1.FederatedHorizontalPodAutoscalerSpec) {
+			s.Metrics[0].Resource.Target = v1alpha1.MetricTarget{Type: v1alpha1.ValueMetricType, Value: ptr.To(resource.MustParse("1"))}
+		}, "a resource metric takes a Utilization or AverageValue target"},
+		{"Value without value", func(s *v1alpha1.FederatedHorizontalPodAutoscalerSpec) {
+			s.Metrics[3].Object.Target = v1alpha1.MetricTarget{Type: v1alpha1.ValueMetricType, AverageValue: ptr.To(resource.MustParse("1"))}
+		}, "Value needs value"},
+		{"metric without a name", func(s *v1alpha1.FederatedHorizontalPodAutoscalerSpec) { s.Metrics[2].Pods.Metric.Name = "" },
+			"spec.metrics[2].pods.metric.name"},
+		{"object without a kind", func(s *v1alpha1.FederatedHorizontalPodAutoscalerSpec) { s.Metrics[3].Object.DescribedObject.Kind = "" },
+			"spec.metrics[3].object.describedObject.kind"},
 		{"both sources", func(s *v1alpha1.FederatedHorizontalPodAutoscalerSpec) {
 			s.Metrics[0].ContainerResource = s.Metrics[1].ContainerResource
 		}, "set exactly the field named by type"},

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -65,6 +67,10 @@ type Options struct {
 	// Metrics runs metrics-server in every member, so members serve
 	// metrics.k8s.io (local provider only).
 	Metrics bool
+	// CustomMetrics names the members that also run a custom metrics
+	// adapter (custom.metrics.k8s.io and external.metrics.k8s.io; local
+	// provider only, with Metrics); SetCustomMetric feeds it.
+	CustomMetrics []string
 }
 
 // Fleet is a running installation.
@@ -149,6 +155,7 @@ func (f *Fleet) start(ctx context.Context, o Options) error {
 	for _, m := range o.Members {
 		s := f.memberSpec
 		s.Name = m
+		s.CustomMetrics = slices.Contains(o.CustomMetrics, m)
 		specs = append(specs, s)
 	}
 	clusters := make([]Cluster, len(specs))
@@ -511,4 +518,18 @@ func (f *Fleet) StartMember(ctx context.Context, name string) (Cluster, client.C
 		return nil, nil, fmt.Errorf("member %s client: %w", name, err)
 	}
 	return c, cl, nil
+}
+
+// SetCustomMetric sets the value member's custom metrics adapter reports
+// for metric of the named object of resource (such as "pods") in
+// namespace; the member must be one of Options.CustomMetrics.
+func (f *Fleet) SetCustomMetric(ctx context.Context, member, namespace, resourceName, name, metric string, value resource.Quantity) error {
+	type setter interface {
+		SetCustomMetric(ctx context.Context, namespace, resourceName, name, metric string, value resource.Quantity) error
+	}
+	s, ok := f.Member(member).(setter)
+	if !ok {
+		return fmt.Errorf("member %s has no custom metrics adapter the fleet can feed", member)
+	}
+	return s.SetCustomMetric(ctx, namespace, resourceName, name, metric, value)
 }

@@ -64,7 +64,8 @@ const WorkloadImage = "replicafed.local/workload:v1"
 const kindWait = "5m"
 
 // Start implements Provider. A hub (spec.Member false) gets
-// hack/kind/hub.yaml's three nodes and the replicafed image; a member gets
+// hack/kind/hub.yaml's three nodes (hack/kind/cluster.yaml's one with
+// spec.Nodes 1) and the replicafed image; a member gets
 // hack/kind/cluster.yaml's one node.
 func (p KindProvider) Start(ctx context.Context, spec ClusterSpec) (Cluster, error) {
 	k, err := p.resolve()
@@ -86,7 +87,7 @@ func (p KindProvider) Start(ctx context.Context, spec ClusterSpec) (Cluster, err
 		name += "-" + hex.EncodeToString(suffix)
 	}
 	config := k.config
-	if !spec.Member {
+	if !spec.Member && spec.Nodes != 1 {
 		config = k.hubConfig
 	}
 	c := &KindCluster{name: spec.Name, kind: name, kubeconfig: filepath.Join(dir, "kubeconfig"), dir: dir, tools: k, keep: keep}
@@ -214,6 +215,12 @@ type KindCluster struct {
 	cfg                         *rest.Config
 	tools                       kindTools
 	keep                        bool
+}
+
+// LoadImage imports an OCI image archive into every node of the cluster and
+// checks that the control-plane node has image (repository:tag) after it.
+func (k *KindCluster) LoadImage(ctx context.Context, archive, image string) error {
+	return k.tools.loadImage(ctx, k.kind, archive, image)
 }
 
 // Name is the cluster's name in the fleet (the member name).

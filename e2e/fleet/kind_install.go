@@ -14,6 +14,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/internal/kubescheme"
@@ -33,6 +35,22 @@ type KindInstallOptions struct {
 	Binary string
 	// HelmSet are extra `helm --set` values for the chart.
 	HelmSet []string
+	// Chart is the chart installed first (a directory or a packaged .tgz);
+	// empty is this checkout's charts/replicafed.
+	Chart string
+	// Image and ImageArchive are the image that chart runs (repository:tag)
+	// and its OCI archive, loaded into the hub; empty means
+	// $REPLICAFED_E2E_IMAGE and $REPLICAFED_E2E_IMAGE_ARCHIVE. The
+	// environment's image is loaded in every case, so the release can be
+	// upgraded to it.
+	Image, ImageArchive string
+	// HubNodes is the hub's node count: 3 (the default, one per chart
+	// replica) or 1.
+	HubNodes int
+	// RegisterWithSecrets registers each member as chart 0.1.0 did, before
+	// `replicafed join` existed: a kubeconfig Secret with the member's admin
+	// credentials, labelled for clusters.secretSelector.
+	RegisterWithSecrets bool
 	// Log receives progress lines; nil discards them.
 	Log func(format string, args ...any)
 }
@@ -75,9 +93,15 @@ func NewKindInstallation(ctx context.Context, o KindInstallOptions) (*KindInstal
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}
-	image := os.Getenv(ImageEnv)
-	if os.Getenv(ImageArchiveEnv) == "" || image == "" || !strings.Contains(image, ":") {
+	if env := os.Getenv(ImageEnv); os.Getenv(ImageArchiveEnv) == "" || !strings.Contains(env, ":") {
 		return nil, fmt.Errorf("%s and %s (repository:tag) must name the image `make image` built; `make e2e-kind` sets them", ImageArchiveEnv, ImageEnv)
+	}
+	image := o.Image
+	if image == "" {
+		image = os.Getenv(ImageEnv)
+	}
+	if !strings.Contains(image, ":") {
+		return nil, fmt.Errorf("image %q is not repository:tag", image)
 	}
 	bin, err := testcluster.FindBinDir()
 	if err != nil {
@@ -98,6 +122,8 @@ func NewKindInstallation(ctx context.Context, o KindInstallOptions) (*KindInstal
 	return k, nil
 }
 
+// start builds the binary, starts the clusters, installs the first chart
+// and registers the members.
 func (k *KindInstallation) start(ctx context.Context) error {
 	o := k.opts
 	root, err := moduleRoot(ctx)
@@ -105,13 +131,44 @@ func (k *KindInstallation) start(ctx context.Context) error {
 		return err
 	}
 	k.chart = filepath.Join(root, "charts", "replicafed")
+	first := o.Chart
+	if first == "" {
+		first = k.chart
+	}
 	if k.binary == "" {
 		o.Log("building replicafed")
 		if k.binary, err = buildBinary(ctx, k.dir); err != nil {
 			return err
 		}
 	}
-	specs := []ClusterSpec{{Name: "hub"}}
+	if err := k.startClusters(ctx); err != nil {
+		return err
+	}
+	if err := k.connect(); err != nil {
+		return err
+	}
+	start := time.Now()
+	if out, err := k.HelmInstall(ctx, first); err != nil {
+		return fmt.Errorf("helm install: %w\n%s\n%s", err, out, k.Describe(ctx))
+	}
+	o.Log("chart %s installed in %s", filepath.Base(first), time.Since(start).Round(time.Second))
+	register := k.Join
+	if o.RegisterWithSecrets {
+		register = k.registerWithSecret
+	}
+	for _, m := range k.Members {
+		if err := register(ctx, m.Name()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startClusters starts the hub and the members, two at a time, and loads
+// the first chart's image into the hub when it is not the environment's.
+func (k *KindInstallation) startClusters(ctx context.Context) error {
+	o := k.opts
+	specs := []ClusterSpec{{Name: "hub", Nodes: o.HubNodes}}
 	for _, m := range o.Members {
 		specs = append(specs, ClusterSpec{Name: m, Member: true})
 	}
@@ -145,6 +202,14 @@ func (k *KindInstallation) start(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	if o.ImageArchive != "" {
+		return k.Hub.LoadImage(ctx, o.ImageArchive, k.Image)
+	}
+	return nil
+}
+
+// connect makes the host's clients of the hub and the members.
+func (k *KindInstallation) connect() error {
 	scheme, err := kubescheme.New()
 	if err != nil {
 		return err
@@ -159,27 +224,23 @@ func (k *KindInstallation) start(ctx context.Context) error {
 		}
 		k.MemberClients[m.Name()] = c
 	}
-	start := time.Now()
-	if out, err := k.HelmInstall(ctx, k.chart); err != nil {
-		return fmt.Errorf("helm install: %w\n%s\n%s", err, out, k.Describe(ctx))
-	}
-	o.Log("chart installed in %s", time.Since(start).Round(time.Second))
-	for _, m := range k.Members {
-		if err := k.Join(ctx, m.Name()); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
 // HelmInstall installs or upgrades the release from chart (a directory or
 // archive) with the installation's image, waiting for every pod Ready.
 func (k *KindInstallation) HelmInstall(ctx context.Context, chart string, set ...string) ([]byte, error) {
-	repo, tag := k.Image[:strings.LastIndex(k.Image, ":")], k.Image[strings.LastIndex(k.Image, ":")+1:]
+	return k.HelmUpgrade(ctx, chart, k.Image, []string{"--wait", "--timeout", "10m"}, set...)
+}
+
+// HelmUpgrade runs `helm upgrade --install` with an image (repository:tag)
+// and the helm flags given, such as --take-ownership or --wait.
+func (k *KindInstallation) HelmUpgrade(ctx context.Context, chart, image string, flags []string, set ...string) ([]byte, error) {
+	repo, tag := image[:strings.LastIndex(image, ":")], image[strings.LastIndex(image, ":")+1:]
 	args := []string{"upgrade", "--install", k.Release, chart, "--kubeconfig", k.Hub.Kubeconfig(),
 		"--namespace", Namespace, "--create-namespace",
-		"--set", "image.repository=" + repo, "--set", "image.tag=" + tag,
-		"--wait", "--timeout", "10m"}
+		"--set", "image.repository=" + repo, "--set", "image.tag=" + tag}
+	args = append(args, flags...)
 	for _, s := range append(append([]string{}, k.opts.HelmSet...), set...) {
 		args = append(args, "--set", s)
 	}
@@ -190,16 +251,23 @@ func (k *KindInstallation) HelmInstall(ctx context.Context, chart string, set ..
 // address, with the labels of KindInstallOptions.MemberLabels. A member
 // already joined is left as it is.
 func (k *KindInstallation) Join(ctx context.Context, name string) error {
-	m := k.Member(name)
-	if m == nil {
-		return fmt.Errorf("no member %s", name)
-	}
 	err := k.HubClient.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: name}, &corev1.Secret{})
 	if err == nil {
 		return nil
 	}
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("reading %s's hub Secret: %w", name, err)
+	}
+	return k.Rejoin(ctx, name)
+}
+
+// Rejoin runs `replicafed join` for a member whether or not it is
+// registered: join replaces the credentials of a registered member with its
+// own least-privilege ones.
+func (k *KindInstallation) Rejoin(ctx context.Context, name string) error {
+	m := k.Member(name)
+	if m == nil {
+		return fmt.Errorf("no member %s", name)
 	}
 	server, err := m.InternalServer(ctx)
 	if err != nil {
@@ -219,6 +287,40 @@ func (k *KindInstallation) Join(ctx context.Context, name string) error {
 		return fmt.Errorf("replicafed join %s: %w\n%s", name, err, out)
 	}
 	k.opts.Log("joined %s at %s", name, server)
+	return nil
+}
+
+// registerWithSecret registers a member as chart 0.1.0's README did: a
+// kubeconfig Secret in the release namespace, labelled for the default
+// clusters.secretSelector, holding the member's admin credentials at its
+// address on the kind network. A member already registered is left alone.
+func (k *KindInstallation) registerWithSecret(ctx context.Context, name string) error {
+	m := k.Member(name)
+	if m == nil {
+		return fmt.Errorf("no member %s", name)
+	}
+	server, err := m.InternalServer(ctx)
+	if err != nil {
+		return err
+	}
+	cfg := m.Config()
+	raw, err := kubeconfig(name, server, cfg.CAData, &clientcmdapi.AuthInfo{
+		ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken,
+	})
+	if err != nil {
+		return err
+	}
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name, Labels: map[string]string{secretLabel: "true"}},
+		Data:       map[string][]byte{"kubeconfig": raw},
+	}
+	for key, v := range k.opts.MemberLabels[name] {
+		sec.Labels[key] = v
+	}
+	if err := k.HubClient.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the kubeconfig Secret of %s: %w", name, err)
+	}
+	k.opts.Log("registered %s at %s with a kubeconfig Secret", name, server)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"os"
 
 	"k8s.io/client-go/rest"
@@ -38,6 +39,10 @@ type ClusterSpec struct {
 	// Metrics runs metrics-server in a member (local provider only; see
 	// testcluster.Options.Metrics).
 	Metrics bool
+	// CustomMetrics runs a custom metrics adapter in a member as well
+	// (local provider only, with Metrics; see
+	// testcluster.Options.CustomMetrics).
+	CustomMetrics bool
 }
 
 // Provider starts clusters.
@@ -69,6 +74,7 @@ func (LocalProvider) Start(ctx context.Context, spec ClusterSpec) (Cluster, erro
 		opts.Nodes = spec.Nodes
 		opts.NodeCPU, opts.NodeMemory, opts.NodePods = spec.NodeCPU, spec.NodeMem, spec.NodePods
 		opts.Metrics = spec.Metrics
+		opts.CustomMetrics = spec.CustomMetrics
 	}
 	if os.Getenv("REPLICAFED_KEEP_CLUSTERS") == "1" {
 		opts.KeepDir = true
@@ -88,6 +94,11 @@ func (l *localCluster) Kubeconfig() string                       { return l.c.Ku
 func (l *localCluster) StopAPIServer() error                     { l.c.StopAPIServer(); return nil }
 func (l *localCluster) StartAPIServer(ctx context.Context) error { return l.c.StartAPIServer(ctx) }
 func (l *localCluster) Stop()                                    { l.c.Stop() }
+
+// SetCustomMetric sets an object's custom metric in the cluster's adapter.
+func (l *localCluster) SetCustomMetric(ctx context.Context, namespace, resourceName, name, metric string, value resource.Quantity) error {
+	return l.c.SetCustomMetric(ctx, namespace, resourceName, name, metric, value)
+}
 
 // Logs returns the tail of the cluster's component logs.
 func (l *localCluster) Logs() string { return l.c.Logs(3000) }

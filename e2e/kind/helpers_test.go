@@ -40,7 +40,12 @@ type env struct {
 
 func newEnv(t *testing.T, ns string) *env {
 	t.Helper()
-	k := install(t)
+	return newEnvOn(t, install(t), ns)
+}
+
+// newEnvOn is newEnv on an installation of the test's own.
+func newEnvOn(t *testing.T, k *fleet.KindInstallation, ns string) *env {
+	t.Helper()
 	e := &env{t: t, k: k, ns: ns}
 	err := k.HubClient.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	if err != nil && !apierrors.IsAlreadyExists(err) {

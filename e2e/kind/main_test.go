@@ -50,12 +50,7 @@ func TestMain(m *testing.M) {
 // skips the test when the kind suite is not asked for.
 func install(t *testing.T) *fleet.KindInstallation {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("the kind suite needs Docker and kind clusters; skipped with -short")
-	}
-	if p := os.Getenv("REPLICAFED_E2E_PROVIDER"); p != "kind" {
-		t.Skipf("the kind suite runs with REPLICAFED_E2E_PROVIDER=kind (make e2e-kind), not %q", p)
-	}
+	skipUnlessKind(t)
 	sharedOnce.Do(func() {
 		// Three clusters, two at a time, and the chart: minutes on a
 		// loaded 2-core machine.
@@ -73,6 +68,17 @@ func install(t *testing.T) *fleet.KindInstallation {
 		t.Fatalf("starting the kind installation: %v", sharedErr)
 	}
 	return shared
+}
+
+// skipUnlessKind skips the test unless the kind suite is asked for.
+func skipUnlessKind(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("the kind suite needs Docker and kind clusters; skipped with -short")
+	}
+	if p := os.Getenv("REPLICAFED_E2E_PROVIDER"); p != "kind" {
+		t.Skipf("the kind suite runs with REPLICAFED_E2E_PROVIDER=kind (make e2e-kind), not %q", p)
+	}
 }
 
 // logf logs with the wall time, for reading a slow run's log.

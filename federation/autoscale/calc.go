@@ -18,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	resourcehelpers "k8s.io/component-helpers/resource"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 )
@@ -65,10 +66,14 @@ type Member struct {
 	Pods []*corev1.Pod
 	// Usage is metrics.k8s.io's answer, by pod name.
 	Usage map[string]Usage
-	// Missing, when set, says why the member's metrics could not be read;
-	// its pods then count as pods without metrics and no scale-down
-	// happens on what the others report.
+	// Missing, when set, says why the member's metrics.k8s.io could not be
+	// read (set only when the spec has resource metrics); its pods then
+	// count as pods without metrics and no scale-down happens on what the
+	// others report.
 	Missing string
+	// Custom are the member's answers for the spec's Pods, Object and
+	// External metrics, by the metric's index in the spec.
+	Custom map[int]Values
 }
 
 // Settings are the controller-wide knobs, the upstream controller's flags.
@@ -292,7 +297,18 @@ func usageOf(u Usage, name corev1.ResourceName, container string) (int64, bool) 
 
 // podRequest sums the containers' (and sidecars') requests, or takes the
 // one container's; a container without a request is an error, as upstream.
+// A pod with pod-level requests (spec.resources, PodLevelResources: on by
+// default since Kubernetes 1.34) uses them for a Resource metric, as
+// upstream does since then; a ContainerResource metric keeps the
+// container's.
 func podRequest(p *corev1.Pod, name corev1.ResourceName, container string) (int64, error) {
+	if container == "" && resourcehelpers.IsPodLevelRequestsSet(p) {
+		q, ok := resourcehelpers.PodRequests(p, resourcehelpers.PodResourcesOptions{})[name]
+		if !ok {
+			return 0, fmt.Errorf("missing pod-level request for %s in pod %s", name, p.Name)
+		}
+		return q.MilliValue(), nil
+	}
 	cs := append([]corev1.Container{}, p.Spec.Containers...)
 	for _, c := range p.Spec.InitContainers {
 		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {

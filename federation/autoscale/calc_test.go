@@ -204,3 +204,51 @@ func TestContainerResource(t *testing.T) {
 		t.Errorf("replicas %d utilisation %d, want 5 and 100", r.replicas, *r.status.ContainerResource.Current.AverageUtilization)
 	}
 }
+
+// Pod-level requests (spec.resources) are the request of a Resource
+// metric when set, as upstream's calculateRequests: a resource the pod
+// level leaves out comes from the containers, and a ContainerResource
+// metric always takes its container's.
+func TestPodLevelRequests(t *testing.T) {
+	podLevel := func(rl corev1.ResourceList) Member {
+		m := member("a", cool(600, 1000, 1400)) // containers request 1 cpu in all
+		for _, p := range m.Pods {
+			p.Spec.Resources = &corev1.ResourceRequirements{Requests: rl}
+		}
+		return m
+	}
+	appAt := func(percent int32) v1alpha1.MetricSpec {
+		return v1alpha1.MetricSpec{Type: v1alpha1.ContainerResourceMetricSourceType, ContainerResource: &v1alpha1.ContainerResourceMetricSource{
+			Name: corev1.ResourceCPU, Container: "app", Target: v1alpha1.MetricTarget{Type: v1alpha1.UtilizationMetricType, AverageUtilization: ptr.To(percent)}}}
+	}
+	cases := []struct {
+		name     string
+		metric   v1alpha1.MetricSpec
+		m        Member
+		want     int32
+		wantUtil int32
+	}{
+		{"no pod-level requests: the containers' 1 cpu", cpuUtil(50), member("a", cool(600, 1000, 1400)), 6, 100},
+		{"pod-level 2 cpu halves the utilisation", cpuUtil(50), podLevel(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}), 3, 50},
+		{"pod-level 4 cpu: a quarter", cpuUtil(50), podLevel(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}), 2, 25},
+		{"pod-level memory only: cpu from the containers", cpuUtil(50), podLevel(corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}), 6, 100},
+		{"a ContainerResource metric keeps the container's 500m", appAt(100), podLevel(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}), 3, 100},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := resourceMetric(now, tc.metric, 3, []Member{tc.m}, DefaultSettings())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var util *int32
+			if r.status.Resource != nil {
+				util = r.status.Resource.Current.AverageUtilization
+			} else {
+				util = r.status.ContainerResource.Current.AverageUtilization
+			}
+			if r.replicas != tc.want || util == nil || *util != tc.wantUtil {
+				t.Errorf("replicas %d utilisation %v, want %d and %d", r.replicas, util, tc.want, tc.wantUtil)
+			}
+		})
+	}
+}

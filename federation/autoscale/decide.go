@@ -2,6 +2,8 @@ package autoscale
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -29,6 +31,9 @@ type Input struct {
 	Spec v1alpha1.FederatedHorizontalPodAutoscalerSpec
 	// Current is the target's spec.replicas (through its scale subresource).
 	Current int32
+	// StatusReplicas is the target's status.replicas: per-pod Object and
+	// External targets divide by it, as upstream does.
+	StatusReplicas int32
 	// Members are the members the target runs in.
 	Members []Member
 	// Settings are the controller-wide knobs.
@@ -147,8 +152,8 @@ func (d *Decision) metrics(in Input) (int32, string, error) {
 	var name string
 	var firstErr error
 	failed := 0
-	for _, s := range specs {
-		r, err := resourceMetric(in.Now, s, in.Current, in.Members, in.Settings)
+	for i, s := range specs {
+		r, err := metricOf(in, i, s)
 		if err != nil {
 			failed++
 			if firstErr == nil {
@@ -167,12 +172,51 @@ func (d *Decision) metrics(in Input) (int32, string, error) {
 	return best, name, nil
 }
 
+// metricOf computes the spec's metric at index i.
+func metricOf(in Input, i int, s v1alpha1.MetricSpec) (metricResult, error) {
+	switch {
+	case s.Type == v1alpha1.PodsMetricSourceType && s.Pods != nil:
+		return podsMetric(i, s, in.Current, in.Members, in.Settings.Tolerance)
+	case s.Type == v1alpha1.ObjectMetricSourceType && s.Object != nil:
+		return objectMetric(i, s, in)
+	case s.Type == v1alpha1.ExternalMetricSourceType && s.External != nil:
+		return externalMetric(i, s, in)
+	case s.Type == v1alpha1.ResourceMetricSourceType && s.Resource != nil,
+		s.Type == v1alpha1.ContainerResourceMetricSourceType && s.ContainerResource != nil:
+		return resourceMetric(in.Now, s, in.Current, in.Members, in.Settings)
+	}
+	// The schema refuses these; an object stored before it did is
+	// reported, not guessed at.
+	return metricResult{}, fmt.Errorf("metric of type %q lacks the field its type names", s.Type)
+}
+
 func metricName(s v1alpha1.MetricSpec) string {
+	switch {
+	case s.Pods != nil:
+		return "pods metric " + s.Pods.Metric.Name
+	case s.Object != nil:
+		return fmt.Sprintf("%s metric %s", strings.ToLower(s.Object.DescribedObject.Kind), s.Object.Metric.Name)
+	case s.External != nil:
+		return "external metric " + s.External.Metric.Name
+	}
 	n, c, _ := metricParts(s)
 	if c != "" {
 		return fmt.Sprintf("%s resource of container %s", n, c)
 	}
 	return fmt.Sprintf("%s resource", n)
+}
+
+// hasSample: the pod has a resource sample or a value of a Pods metric.
+func hasSample(m Member, pod string) bool {
+	if _, ok := m.Usage[pod]; ok && m.Missing == "" {
+		return true
+	}
+	for _, v := range m.Custom {
+		if _, ok := v.Pods[pod]; ok && v.Missing == "" {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *Decision) set(typ string, ok bool, reason, msg string) {
@@ -192,23 +236,44 @@ func (d *Decision) set(typ string, ok bool, reason, msg string) {
 func missingMembers(ms []Member) []string {
 	missing := map[string]string{}
 	for _, m := range ms {
-		if m.Missing != "" {
-			missing[m.Name] = m.Missing
+		if why := whyMissing(m); why != "" {
+			missing[m.Name] = why
 		}
 	}
 	return sortedMembers(missing)
 }
 
+// whyMissing joins the reasons the member's data is missing, for every
+// metrics API the spec reads there, sorted by metric index.
+func whyMissing(m Member) string {
+	var why []string
+	if m.Missing != "" {
+		why = append(why, m.Missing)
+	}
+	idx := make([]int, 0, len(m.Custom))
+	for i := range m.Custom {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	for _, i := range idx {
+		if w := m.Custom[i].Missing; w != "" && !slices.Contains(why, w) {
+			why = append(why, w)
+		}
+	}
+	return strings.Join(why, "; ")
+}
+
 func clusterRows(ms []Member) []v1alpha1.AutoscalerClusterStatus {
 	out := make([]v1alpha1.AutoscalerClusterStatus, 0, len(ms))
 	for _, m := range ms {
-		row := v1alpha1.AutoscalerClusterStatus{Name: m.Name, MetricsAvailable: m.Missing == "", Message: m.Missing}
+		why := whyMissing(m)
+		row := v1alpha1.AutoscalerClusterStatus{Name: m.Name, MetricsAvailable: why == "", Message: why}
 		for _, p := range m.Pods {
 			if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed {
 				continue
 			}
 			row.Pods++
-			if _, ok := m.Usage[p.Name]; ok && m.Missing == "" {
+			if hasSample(m, p.Name) {
 				row.PodsWithMetrics++
 			}
 		}

@@ -4,14 +4,19 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+	custommetrics "k8s.io/metrics/pkg/client/custom_metrics"
+	externalmetrics "k8s.io/metrics/pkg/client/external_metrics"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
@@ -30,16 +35,28 @@ type Engaged interface {
 // read live, with the member's client configuration (and so its rate limits).
 type ClusterMembers struct {
 	Engaged Engaged
+	// Timeout bounds one request to a member's custom or external metrics
+	// API, whose clients take no context; 10 s when zero.
+	Timeout time.Duration
 
 	mu      sync.Mutex
-	metrics map[string]memberMetrics
+	metrics map[string]*memberMetrics
 }
 
-// memberMetrics is a metrics client built for one member configuration; a
-// refreshed member (new credentials) gets a new one.
+// memberMetrics are the metrics clients built for one member
+// configuration; a refreshed member (new credentials) gets new ones.
 type memberMetrics struct {
-	cfg    *rest.Config
-	client metricsclient.Interface
+	cfg       *rest.Config
+	client    metricsclient.Interface
+	discovery discovery.DiscoveryInterface
+	external  externalmetrics.ExternalMetricsClient
+	// custom are custom.metrics.k8s.io clients by API version; the member
+	// says which it serves.
+	custom map[schema.GroupVersion]custommetrics.CustomMetricsClient
+	mapper meta.RESTMapper
+	// bounded is cfg with the request timeout, for the clients that take
+	// no context.
+	bounded *rest.Config
 }
 
 // Member implements Members.
@@ -48,29 +65,60 @@ func (c *ClusterMembers) Member(name string) (Member, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &clusterMember{cl: cl, metrics: func() (metricsclient.Interface, error) { return c.metricsFor(name, cl.GetConfig()) }}, true
+	return &clusterMember{cl: cl, parent: c, clients: func() (*memberMetrics, error) { return c.clientsFor(name, cl) }}, true
 }
 
-func (c *ClusterMembers) metricsFor(name string, cfg *rest.Config) (metricsclient.Interface, error) {
+func (c *ClusterMembers) clientsFor(name string, cl cluster.Cluster) (*memberMetrics, error) {
+	cfg := cl.GetConfig()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if m, ok := c.metrics[name]; ok && m.cfg == cfg {
-		return m.client, nil
+		return m, nil
 	}
-	mc, err := metricsclient.NewForConfig(cfg)
-	if err != nil {
+	m := &memberMetrics{cfg: cfg, mapper: cl.GetRESTMapper(), custom: map[schema.GroupVersion]custommetrics.CustomMetricsClient{}}
+	var err error
+	if m.client, err = metricsclient.NewForConfig(cfg); err != nil {
 		return nil, fmt.Errorf("building the metrics.k8s.io client of member %s: %w", name, err)
 	}
-	if c.metrics == nil {
-		c.metrics = map[string]memberMetrics{}
+	m.bounded = rest.CopyConfig(cfg)
+	m.bounded.Timeout = c.Timeout
+	if m.bounded.Timeout == 0 {
+		m.bounded.Timeout = 10 * time.Second
 	}
-	c.metrics[name] = memberMetrics{cfg: cfg, client: mc}
-	return mc, nil
+	if m.discovery, err = discovery.NewDiscoveryClientForConfig(m.bounded); err != nil {
+		return nil, fmt.Errorf("building the discovery client of member %s: %w", name, err)
+	}
+	if m.external, err = externalmetrics.NewForConfig(m.bounded); err != nil {
+		return nil, fmt.Errorf("building the external.metrics.k8s.io client of member %s: %w", name, err)
+	}
+	if c.metrics == nil {
+		c.metrics = map[string]*memberMetrics{}
+	}
+	c.metrics[name] = m
+	return m, nil
+}
+
+// customFor returns the custom metrics client of one API version.
+func (c *ClusterMembers) customFor(m *memberMetrics, gv schema.GroupVersion) (custommetrics.CustomMetricsClient, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cc, ok := m.custom[gv]; ok {
+		return cc, nil
+	}
+	cc, err := custommetrics.NewForVersionForConfig(rest.CopyConfig(m.bounded), m.mapper, gv)
+	if err != nil {
+		return nil, fmt.Errorf("building the %s client: %w", gv, err)
+	}
+	m.custom[gv] = cc
+	return cc, nil
 }
 
 type clusterMember struct {
 	cl      cluster.Cluster
-	metrics func() (metricsclient.Interface, error)
+	clients func() (*memberMetrics, error)
+	parent  *ClusterMembers
+	// groups is the member's discovery answer, read once per computation.
+	groups *metav1.APIGroupList
 }
 
 func (m *clusterMember) Pods(ctx context.Context, namespace string, sel labels.Selector) ([]*corev1.Pod, error) {
@@ -86,11 +134,11 @@ func (m *clusterMember) Pods(ctx context.Context, namespace string, sel labels.S
 }
 
 func (m *clusterMember) PodMetrics(ctx context.Context, namespace string, sel labels.Selector) (map[string]autoscale.Usage, error) {
-	mc, err := m.metrics()
+	c, err := m.clients()
 	if err != nil {
 		return nil, err
 	}
-	list, err := mc.MetricsV1beta1().PodMetricses(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	list, err := c.client.MetricsV1beta1().PodMetricses(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
 		return nil, fmt.Errorf("listing pod metrics: %w", err)
 	}

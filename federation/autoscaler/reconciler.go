@@ -47,6 +47,10 @@ type Member interface {
 	// PodMetrics reads metrics.k8s.io's pod metrics in namespace matching
 	// sel, by pod name.
 	PodMetrics(ctx context.Context, namespace string, sel labels.Selector) (map[string]autoscale.Usage, error)
+	// CustomMetric reads the spec's Pods, Object or External metric in
+	// namespace (Pods: of the pods matching sel); a member that does not
+	// serve the metric's API answers with an error saying so.
+	CustomMetric(ctx context.Context, namespace string, sel labels.Selector, spec v1alpha1.MetricSpec) (autoscale.Values, error)
 	// Autoscalers lists the member's HorizontalPodAutoscalers in namespace
 	// that target the MemberReplicaSet name.
 	Autoscalers(ctx context.Context, namespace, name string) ([]string, error)
@@ -142,9 +146,10 @@ func (r *Reconciler) sync(ctx context.Context, log logr.Logger, fhpa *v1alpha1.F
 		setCondition(fhpa, v1alpha1.AutoscalerScalingActive, false, "InvalidSelector", err.Error())
 		return err
 	}
-	members, conflicts := r.gather(ctx, log, frs, sel)
+	members, conflicts := r.gather(ctx, log, frs, sel, fhpa.Spec.Metrics)
 	h := r.historyOf(fhpa)
-	d := autoscale.Decide(autoscale.Input{Now: now, Spec: fhpa.Spec, Current: scale.Spec.Replicas, Members: members, Settings: r.Settings}, h)
+	d := autoscale.Decide(autoscale.Input{Now: now, Spec: fhpa.Spec, Current: scale.Spec.Replicas, StatusReplicas: scale.Status.Replicas,
+		Members: members, Settings: r.Settings}, h)
 	st.CurrentReplicas, st.DesiredReplicas = scale.Status.Replicas, d.Desired
 	st.CurrentMetrics, st.Clusters = d.Metrics, d.Clusters
 	for _, c := range d.Conditions {
@@ -216,21 +221,36 @@ func (r *Reconciler) rescale(ctx context.Context, log logr.Logger, fhpa *v1alpha
 	return nil
 }
 
-// gather reads every member the target runs in: its pods, their metrics and
-// the member's autoscalers on the MemberReplicaSet. A member that is not
-// engaged or does not answer is Missing; its pods (cached, or as many as it
-// last reported, from the template) count as pods without metrics.
-func (r *Reconciler) gather(ctx context.Context, log logr.Logger, frs *v1alpha1.FederatedReplicaSet, sel labels.Selector) ([]autoscale.Member, []string) {
+// gather reads every member the target runs in: its pods, the metrics the
+// spec asks for (metrics.k8s.io only for resource metrics, so a member
+// without metrics-server is not missing data for custom metrics) and the
+// member's autoscalers on the MemberReplicaSet. A member that is not
+// engaged, does not serve a metric's API or does not answer is missing
+// data for that metric; its pods (cached, or as many as it last reported,
+// from the template) count as pods without metrics.
+func (r *Reconciler) gather(ctx context.Context, log logr.Logger, frs *v1alpha1.FederatedReplicaSet, sel labels.Selector,
+	specs []v1alpha1.MetricSpec) ([]autoscale.Member, []string) {
 	var out []autoscale.Member
 	var conflicts []string
+	resources := len(specs) == 0
+	for _, s := range specs {
+		resources = resources || s.Resource != nil || s.ContainerResource != nil
+	}
 	for _, cs := range frs.Status.Clusters {
 		if cs.Target == 0 && cs.Replicas == 0 {
 			continue
 		}
-		am := autoscale.Member{Name: cs.Name}
+		am := autoscale.Member{Name: cs.Name, Custom: map[int]autoscale.Values{}}
 		m, ok := r.Members.Member(cs.Name)
 		if !ok {
-			am.Missing = "member not engaged"
+			if resources {
+				am.Missing = "member not engaged"
+			}
+			for i, s := range specs {
+				if !isResource(s) {
+					am.Custom[i] = autoscale.Values{Missing: "member not engaged"}
+				}
+			}
 			am.Pods = placeholders(frs, cs)
 			out = append(out, am)
 			continue
@@ -240,9 +260,21 @@ func (r *Reconciler) gather(ctx context.Context, log logr.Logger, frs *v1alpha1.
 		if err != nil || len(pods) == 0 {
 			pods = placeholders(frs, cs)
 		}
-		am.Pods = pods
-		if am.Usage, err = m.PodMetrics(mctx, frs.Namespace, sel); err != nil {
-			am.Missing = "metrics.k8s.io: " + err.Error()
+		am.Pods = withPodLevelRequests(pods, frs)
+		if resources {
+			if am.Usage, err = m.PodMetrics(mctx, frs.Namespace, sel); err != nil {
+				am.Missing = "metrics.k8s.io: " + err.Error()
+			}
+		}
+		for i, s := range specs {
+			if isResource(s) {
+				continue
+			}
+			v, err := m.CustomMetric(mctx, frs.Namespace, sel, s)
+			if err != nil {
+				v = autoscale.Values{Missing: err.Error()}
+			}
+			am.Custom[i] = v
 		}
 		hpas, err := m.Autoscalers(mctx, frs.Namespace, frs.Name)
 		cancel()
@@ -255,6 +287,28 @@ func (r *Reconciler) gather(ctx context.Context, log logr.Logger, frs *v1alpha1.
 		out = append(out, am)
 	}
 	return out, conflicts
+}
+
+// withPodLevelRequests gives the listed pods the template's pod-level
+// resources (spec.resources), which the member cache does not keep: every
+// pod of the target is made from the template, and the pod-level requests
+// are what a Resource metric's utilisation is measured against when set.
+// The pods are the cache's copies, not shared objects.
+func withPodLevelRequests(pods []*corev1.Pod, frs *v1alpha1.FederatedReplicaSet) []*corev1.Pod {
+	rr := frs.Spec.Template.Spec.Resources
+	if rr == nil {
+		return pods
+	}
+	for _, p := range pods {
+		if p.Spec.Resources == nil {
+			p.Spec.Resources = rr.DeepCopy()
+		}
+	}
+	return pods
+}
+
+func isResource(s v1alpha1.MetricSpec) bool {
+	return s.Type == v1alpha1.ResourceMetricSourceType || s.Type == v1alpha1.ContainerResourceMetricSourceType
 }
 
 // placeholders stands for a member's pods when none can be listed: as many

@@ -53,6 +53,9 @@ type member struct {
 	usage    map[string]int64
 	down     bool
 	memberHP []string
+	// perPod is each pod's value of every Pods metric; nil: the member
+	// does not serve custom.metrics.k8s.io.
+	perPod map[string]int64
 }
 
 func (m *member) Pods(context.Context, string, labels.Selector) ([]*corev1.Pod, error) {
@@ -67,6 +70,17 @@ func (m *member) PodMetrics(context.Context, string, labels.Selector) (map[strin
 	for name, u := range m.usage {
 		out[name] = autoscale.Usage{Timestamp: time.Now(), Window: 10 * time.Second,
 			Containers: map[string]corev1.ResourceList{"web": {corev1.ResourceCPU: *resource.NewMilliQuantity(u, resource.DecimalSI)}}}
+	}
+	return out, nil
+}
+
+func (m *member) CustomMetric(_ context.Context, _ string, _ labels.Selector, spec v1alpha1.MetricSpec) (autoscale.Values, error) {
+	if m.perPod == nil || spec.Pods == nil {
+		return autoscale.Values{}, errors.New("custom.metrics.k8s.io not served")
+	}
+	out := autoscale.Values{Pods: map[string]autoscale.PodValue{}}
+	for name, v := range m.perPod {
+		out.Pods[name] = autoscale.PodValue{Value: v, Timestamp: time.Now()}
 	}
 	return out, nil
 }
@@ -261,6 +275,9 @@ func TestScaleWriteIsConditional(t *testing.T) {
 		t.Errorf("spec.replicas = %d, want the other writer's 9", replicas)
 	}
 	wantCondition(t, got, v1alpha1.AutoscalerAbleToScale, metav1.ConditionFalse, "FailedUpdateScale")
+	if len(got.Status.RecentScaleEvents) != 0 {
+		t.Errorf("a step that failed is still recorded: %+v", got.Status.RecentScaleEvents)
+	}
 }
 
 // racingClient scales the FederatedReplicaSet to 9 (as a user or a former
@@ -318,4 +335,135 @@ func TestNewLeaderKeepsRatePolicies(t *testing.T) {
 		t.Errorf("new leader scaled to %d within the policy period, want 6", replicas)
 	}
 	wantCondition(t, got, v1alpha1.AutoscalerScalingLimited, metav1.ConditionTrue, "ScaleUpLimit")
+}
+
+// podsMetric switches the autoscaler to a Pods metric "qps" at an average
+// of 10 per pod.
+func podsMetric(t *testing.T, cl client.Client, fhpa *v1alpha1.FederatedHorizontalPodAutoscaler) {
+	t.Helper()
+	fhpa.Spec.Metrics = []v1alpha1.MetricSpec{{Type: v1alpha1.PodsMetricSourceType, Pods: &v1alpha1.PodsMetricSource{
+		Metric: v1alpha1.MetricIdentifier{Name: "qps"},
+		Target: v1alpha1.MetricTarget{Type: v1alpha1.AverageValueMetricType, AverageValue: ptr.To(resource.MustParse("10"))}}}}
+	if err := cl.Update(context.Background(), fhpa); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A Pods metric is read from every member's custom.metrics.k8s.io; a
+// member that does not serve it is reported and holds scale-down, but
+// not the scale-up the others' load asks for.
+func TestPodsMetricAcrossMembers(t *testing.T) {
+	cl, fhpa := setup(t, 4, row("a", 2), row("b", 2))
+	podsMetric(t, cl, fhpa)
+	a, b := loaded("a", 2, 0), loaded("b", 2, 0)
+	a.perPod = map[string]int64{"web-0": 30000, "web-1": 30000} // milli: 30 per pod
+	r, got, replicas := reconcile(t, cl, members{"a": a, "b": b}, &gate{leading: true}, fhpa)
+	// 60 over 4 pods (b's count 0 on a scale-up) is 15 per pod: 1.5 × 4.
+	if replicas != 6 {
+		t.Fatalf("spec.replicas = %d, want 6", replicas)
+	}
+	if v := got.Status.CurrentMetrics[0].Pods.Current.AverageValue; v == nil || v.MilliValue() != 30000 {
+		t.Errorf("current average %v, want 30", v)
+	}
+	if row := got.Status.Clusters[1]; row.MetricsAvailable || row.Message != "custom.metrics.k8s.io not served" {
+		t.Errorf("row of b %+v, want metrics unavailable: custom.metrics.k8s.io not served", row)
+	}
+
+	a.perPod = map[string]int64{"web-0": 1000, "web-1": 1000}
+	got, replicas = again(t, r, cl, fhpa)
+	if replicas != 6 {
+		t.Errorf("spec.replicas = %d with b's metric missing, want 6 (no scale-down on partial data)", replicas)
+	}
+	wantCondition(t, got, v1alpha1.AutoscalerScalingLimited, metav1.ConditionTrue, autoscale.ReasonMetricsMissing)
+}
+
+// A leader that dies after recording a step in the status and before
+// writing the scale leaves one decision, not two: the next leader counts
+// the recorded step against the rate policy, so it takes no second step
+// within the policy period, and after it one step of the policy's size.
+func TestLeaderKilledBetweenStatusAndScaleWrites(t *testing.T) {
+	cl, fhpa := setup(t, 4, row("a", 4))
+	fhpa.Spec.Behavior.ScaleUp = &v1alpha1.HPAScalingRules{Policies: []v1alpha1.HPAScalingPolicy{{Type: v1alpha1.PodsScalingPolicy, Value: 2, PeriodSeconds: 60}}}
+	if err := cl.Update(context.Background(), fhpa); err != nil {
+		t.Fatal(err)
+	}
+	ms := members{"a": loaded("a", 4, 2000)}
+	clk := clocktesting.NewFakeClock(time.Now())
+	ctx, kill := context.WithCancel(context.Background())
+	defer kill()
+	dying := &Reconciler{Hub: &killedOnScale{Client: cl, kill: kill}, Members: ms, Gate: &gate{leading: true},
+		Settings: autoscale.DefaultSettings(), SyncPeriod: 15 * time.Second, MemberTimeout: 5 * time.Second, Clock: clk}
+	if _, err := dying.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(fhpa)}); err == nil {
+		t.Fatal("the killed leader's reconcile succeeded, want it cut off")
+	}
+	got := &v1alpha1.FederatedHorizontalPodAutoscaler{}
+	if err := cl.Get(context.Background(), client.ObjectKeyFromObject(fhpa), got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.RecentScaleEvents) != 1 || got.Status.RecentScaleEvents[0].Change != 2 {
+		t.Fatalf("recorded events %+v, want the one step of +2 the killed leader recorded", got.Status.RecentScaleEvents)
+	}
+
+	// A new leader: a new reconciler, no history, the same API server.
+	clk.Step(time.Second)
+	next := &Reconciler{Hub: cl, Members: ms, Gate: &gate{leading: true}, Settings: autoscale.DefaultSettings(),
+		SyncPeriod: 15 * time.Second, MemberTimeout: 5 * time.Second, Clock: clk}
+	got, replicas := again(t, next, cl, fhpa)
+	if replicas != 4 {
+		t.Fatalf("new leader scaled to %d within the period of the recorded step, want 4", replicas)
+	}
+	wantCondition(t, got, v1alpha1.AutoscalerScalingLimited, metav1.ConditionTrue, "ScaleUpLimit")
+	clk.Step(61 * time.Second)
+	if _, replicas = again(t, next, cl, fhpa); replicas != 6 {
+		t.Fatalf("after the period the new leader scaled to %d, want one step of 2 to 6", replicas)
+	}
+}
+
+// killedOnScale stands for a process killed as it was about to write the
+// scale: the write does not happen, and nothing after it reaches the API
+// server (the context is cancelled).
+type killedOnScale struct {
+	client.Client
+	kill context.CancelFunc
+}
+
+func (c *killedOnScale) SubResource(sub string) client.SubResourceClient {
+	return &killedSub{SubResourceClient: c.Client.SubResource(sub), sub: sub, kill: c.kill}
+}
+
+type killedSub struct {
+	client.SubResourceClient
+	sub  string
+	kill context.CancelFunc
+}
+
+func (s *killedSub) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	if s.sub == "scale" {
+		s.kill()
+		return context.Canceled
+	}
+	return s.SubResourceClient.Update(ctx, obj, opts...)
+}
+
+// Pod-level requests in the template (which the member cache does not
+// keep on pods) are what utilisation is measured against.
+func TestPodLevelRequestsFromTemplate(t *testing.T) {
+	cl, fhpa := setup(t, 4, row("a", 4))
+	frs := &v1alpha1.FederatedReplicaSet{}
+	if err := cl.Get(context.Background(), client.ObjectKeyFromObject(fhpa), frs); err != nil {
+		t.Fatal(err)
+	}
+	frs.Spec.Template.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}
+	if err := cl.Update(context.Background(), frs); err != nil {
+		t.Fatal(err)
+	}
+	// 1 cpu used of 2 requested at the pod level is the 50 % target; of the
+	// containers' 1 cpu it would be 100 % and ask for 8.
+	_, got, replicas := reconcile(t, cl, members{"a": loaded("a", 4, 1000)}, &gate{leading: true}, fhpa)
+	if replicas != 4 {
+		t.Errorf("spec.replicas = %d, want 4 (utilisation of the pod-level request)", replicas)
+	}
+	if u := got.Status.CurrentMetrics[0].Resource.Current.AverageUtilization; u == nil || *u != 50 {
+		t.Errorf("current utilisation %v, want 50", u)
+	}
 }

@@ -72,6 +72,9 @@ var memberCRDName = func() string {
 //     does not grant it: whoever grants access (Grant, `replicafed join`, the
 //     replicafed-member chart) installs the CRD with their own credentials.
 //   - metrics.k8s.io pods: list, the autoscaler's reads of the pods' usage;
+//     custom.metrics.k8s.io and external.metrics.k8s.io (any resource, as
+//     metric paths name the described resource): get and list, its reads of
+//     Pods, Object and External metrics where a member serves them;
 //     autoscaling horizontalpodautoscalers: list, to find (and report, never
 //     fight) a member HPA on a MemberReplicaSet. Read-only.
 //   - namespaces: create, only with CreateNamespaces.
@@ -89,6 +92,7 @@ func Rules(o RoleOptions) []rbacv1.PolicyRule {
 		{APIGroups: []string{"replicafed.io"}, Resources: []string{"memberreplicasets/finalizers"}, Verbs: []string{"update"}},
 		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, ResourceNames: []string{memberCRDName}, Verbs: []string{"get", "update"}},
 		{APIGroups: []string{"metrics.k8s.io"}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+		{APIGroups: []string{"custom.metrics.k8s.io", "external.metrics.k8s.io"}, Resources: []string{"*"}, Verbs: []string{"get", "list"}},
 		{APIGroups: []string{"autoscaling"}, Resources: []string{"horizontalpodautoscalers"}, Verbs: []string{"list"}},
 		{NonResourceURLs: []string{"/readyz"}, Verbs: []string{"get"}},
 	}

@@ -23,9 +23,10 @@ func autoscaleConfig(on bool) map[string]any {
 	return map[string]any{"autoscaling": map[string]any{"enabled": true, "syncPeriod": "5s", "memberTimeout": "3s"}}
 }
 
-// startAutoscaler applies the autoscaler in path and plays the load: after
-// a minute member-a's pods use 4x their cpu request (kwok's usage
-// annotation, read by metrics-server), three minutes later every pod idles.
+// startAutoscaler, once the example is spread (all its replicas ready),
+// applies the autoscaler in path and plays the load: a minute later
+// member-a's pods use 4x their cpu request (kwok's usage annotation, read by
+// metrics-server), three minutes after that every pod idles.
 func startAutoscaler(ctx context.Context, f *fleet.Fleet, path string, frs *v1alpha1.FederatedReplicaSet, say func(string, ...any)) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -35,11 +36,15 @@ func startAutoscaler(ctx context.Context, f *fleet.Fleet, path string, frs *v1al
 	if err := yaml.UnmarshalStrict(raw, fhpa); err != nil {
 		return fmt.Errorf("decoding %s: %w", path, err)
 	}
-	say("applying %s", path)
-	if err := f.HubClient.Create(ctx, fhpa); err != nil {
-		return fmt.Errorf("creating the example autoscaler: %w", err)
-	}
 	go func() {
+		if !waitSpread(ctx, f, frs) {
+			return
+		}
+		say("spread; applying %s", path)
+		if err := f.HubClient.Create(ctx, fhpa); err != nil {
+			say("creating the example autoscaler: %v", err)
+			return
+		}
 		steps := []struct {
 			after   time.Duration
 			members []string
@@ -63,6 +68,24 @@ func startAutoscaler(ctx context.Context, f *fleet.Fleet, path string, frs *v1al
 		}
 	}()
 	return nil
+}
+
+// waitSpread waits until every replica of the example is ready, or ctx ends.
+func waitSpread(ctx context.Context, f *fleet.Fleet, frs *v1alpha1.FederatedReplicaSet) bool {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		got := &v1alpha1.FederatedReplicaSet{}
+		if err := f.HubClient.Get(ctx, client.ObjectKeyFromObject(frs), got); err == nil &&
+			got.Spec.Replicas != nil && got.Status.ReadyReplicas >= *got.Spec.Replicas {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
 }
 
 // setUsage sets kwok's cpu usage annotation on the FederatedReplicaSet's

@@ -4,12 +4,13 @@
 // forming a raft cluster, and the example FederatedReplicaSet. It prints the
 // FederatedReplicaSet and each member's pods as they become Ready, keeps
 // running until interrupted, then removes every process and directory.
-// With --autoscaler the members also run metrics-server, the replicas
-// autoscale, and the demo applies the example autoscaler, raises the load on
-// one member's pods and drops it again, printing the autoscaler as it reacts.
+// With --autoscaler (as `make demo` runs it) the members also run
+// metrics-server, the replicas autoscale, and once the example is spread the
+// demo applies the example autoscaler, raises the load on one member's pods
+// and drops it again, printing the autoscaler as it reacts.
 //
-//	make demo
-//	make demo-autoscale
+//	make demo                    # with the autoscaler
+//	make demo DEMO_AUTOSCALER=   # without
 package main
 
 import (

@@ -8,7 +8,7 @@
 #
 # The image is replicafed/kind-node:<kubernetes version>-<key>, the key a
 # hash of every input: the tool modules' go.mod/go.sum (the pins) and their
-# build script, this directory's image sources, the Go version. The cache,
+# build script (hack/tools/kind-node.sh), this directory's image sources, the Go version. The cache,
 # $REPLICAFED_KIND_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/replicafed/kind),
 # outlives a checkout: it keeps a `docker save` of the image, the base
 # rootfs tarball and the kind binary, so a fresh clone on the same machine
@@ -53,7 +53,7 @@ kver=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$root/hack/tools/kube
 key=$( {
   cd "$root"
   for t in "${NODE_TOOLS[@]}"; do sha256sum "hack/tools/$t/go.mod" "hack/tools/$t/go.sum"; done
-  sha256sum hack/tools/build.sh
+  sha256sum hack/tools/kind-node.sh
   # What goes into the image; the cluster scripts and configs do not.
   find hack/kind/node hack/kind/images hack/kind/pause hack/kind/workload hack/kind/node-image.sh hack/kind/base.sh \
     -type f ! -name '*_test.go' | LC_ALL=C sort | xargs sha256sum

@@ -6,7 +6,8 @@
 # Tools: kube (kube-apiserver, kube-scheduler, kube-controller-manager), etcd,
 # kwok (binary plus its fast stage definitions), helm, controller-gen,
 # staticcheck, actionlint and funlen (for `make lint`; not built by default),
-# metrics-server (for members that serve metrics.k8s.io), kind (the kind CLI) and kind-node (everything the kind node image holds,
+# metrics-server (for members that serve metrics.k8s.io), custom-metrics (for members that serve
+# custom.metrics.k8s.io and external.metrics.k8s.io), kind (the kind CLI) and kind-node (everything the kind node image holds,
 # into bin/kind-node/: hack/kind/node-image.sh; not built by default).
 set -euo pipefail
 
@@ -120,6 +121,20 @@ build_kind() { build_one kind sigs.k8s.io/kind sigs.k8s.io/kind "-s -w"; }
 
 # metrics-server: the test clusters run it against kwok's fake kubelets so a
 # member serves a real metrics.k8s.io (internal/test/testcluster, Options.Metrics).
+# custom-metrics: custom-metrics-apiserver's test provider behind a small
+# main of ours (hack/tools/custom-metrics/main.go: its write endpoint on a
+# port of the caller's choosing), so test clusters serve real custom and
+# external metrics APIs whose values tests set. The stamp covers main.go.
+build_custom_metrics() {
+  local dir=$root/hack/tools/custom-metrics
+  local v; v=$(module_version custom-metrics sigs.k8s.io/custom-metrics-apiserver)
+  local want; want="sigs.k8s.io/custom-metrics-apiserver@$v main.go:$(sha256sum "$dir/main.go" | cut -c1-12) $gover"
+  if up_to_date custom-metrics "$want" custom-metrics; then echo "custom-metrics $v: up to date"; return; fi
+  echo "custom-metrics $v: building"
+  (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$bin/custom-metrics" .)
+  echo "$want" > "$bin/.custom-metrics.stamp"
+}
+
 build_metrics_server() { build_one metrics-server sigs.k8s.io/metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server "-s -w"; }
 
 # funlen: the project's own main around github.com/ultraware/funlen, so its
@@ -133,67 +148,14 @@ build_funlen() {
   echo "$want" > "$bin/.funlen.stamp"
 }
 
-# kind_node_part <name> <tool dir> <module> <extra stamp> <outputs> <cmd...>:
-# runs cmd in hack/tools/<tool dir> unless bin/.kind-node-<name>.stamp names
-# the pinned version (and the extra stamp text) and every output exists.
-kind_node_part() {
-  local name=$1 dir=$2 mod=$3 extra=$4 outputs=$5; shift 5
-  local v; v=$(module_version "$dir" "$mod")
-  local want="$mod@$v $gover $extra"
-  # shellcheck disable=SC2086
-  if up_to_date "kind-node-$name" "$want" $outputs; then echo "kind-node $name $v: up to date"; return; fi
-  echo "kind-node $name $v: building"
-  local start; start=$(date +%s)
-  (cd "$root/hack/tools/$dir" && V=$v "$@")
-  echo "$want" > "$bin/.kind-node-$name.stamp"
-  echo "  (kind-node $name: $(( $(date +%s) - start ))s)"
-}
-
-# The kind node image's binaries. The Kubernetes ones build with the same
-# flags as build_kube (cgo on, as the Go default here), so they share its
-# build cache; the node and the images made from them carry glibc
-# (hack/kind/images). runc needs cgo and libseccomp for the seccomp filters
-# kubeadm's static pods ask for (RuntimeDefault).
-build_kind_node() {
-  local out=$bin/kind-node
-  mkdir -p "$out/cni"
-  local v; v=$(module_version kube-node k8s.io/kubernetes)
-  local minor=${v#v1.}; minor=${minor%%.*}
-  local ld="-s -w" p
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ld="$ld -X $p.gitVersion=$v -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
-  done
-  local k8s="kubelet kubeadm kubectl kube-proxy kube-apiserver kube-controller-manager kube-scheduler"
-  kind_node_part containerd containerd github.com/containerd/containerd/v2 "" \
-    "kind-node/containerd kind-node/containerd-shim-runc-v2 kind-node/ctr" \
-    sh -c 'cv="-s -w -X github.com/containerd/containerd/v2/version.Version=$V" &&
-      go build -trimpath -tags "urfave_cli_no_docs no_btrfs no_zfs no_devmapper" -ldflags "$cv" -o "$1/" \
-        github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/ctr &&
-      CGO_ENABLED=0 go build -trimpath -tags "urfave_cli_no_docs no_grpc" -ldflags "$cv" -o "$1/" \
-        github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2' _ "$out"
-  # runc 1.5 defaults to libpathrs (a Rust library Debian bookworm lacks);
-  # without the tag it uses its Go implementation.
-  kind_node_part runc runc github.com/opencontainers/runc "" kind-node/runc \
-    sh -c 'CGO_ENABLED=1 go build -trimpath -buildmode=pie -tags "seccomp urfave_cli_no_docs" -ldflags "-s -w" -o "$1/runc" github.com/opencontainers/runc' _ "$out"
-  kind_node_part crictl crictl sigs.k8s.io/cri-tools "" kind-node/crictl \
-    sh -c 'CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$V" -o "$1/crictl" sigs.k8s.io/cri-tools/cmd/crictl' _ "$out"
-  local cni="bridge loopback ptp host-local portmap"
-  kind_node_part cni cni-plugins github.com/containernetworking/plugins "$cni" "$(printf 'kind-node/cni/%s ' $cni)" \
-    sh -c 'CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$1/cni/" \
-      github.com/containernetworking/plugins/plugins/main/bridge github.com/containernetworking/plugins/plugins/main/loopback \
-      github.com/containernetworking/plugins/plugins/main/ptp github.com/containernetworking/plugins/plugins/ipam/host-local \
-      github.com/containernetworking/plugins/plugins/meta/portmap' _ "$out"
-  kind_node_part coredns coredns github.com/coredns/coredns "" kind-node/coredns \
-    sh -c 'CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$1/coredns" github.com/coredns/coredns' _ "$out"
-  # Last: the Kubernetes binaries share build_kube's cache, so they build
-  # fastest after it.
-  kind_node_part kube kube-node k8s.io/kubernetes "" "$(printf 'kind-node/%s ' $k8s) kind-node/etcd" \
-    sh -c 'go build -trimpath -ldflags "$1" -o "$2/" $(for c in $3; do echo k8s.io/kubernetes/cmd/$c; done) &&
-      go build -trimpath -ldflags "-s -w" -o "$2/etcd" go.etcd.io/etcd/server/v3' _ "$ld" "$out" "$k8s"
-}
+# The kind node image's binaries (kind-node): hack/tools/kind-node.sh, a file
+# of its own so that the node image's cache key (hack/kind/node-image.sh)
+# changes with it and not with every other tool here.
+# shellcheck source=kind-node.sh
+. "$root/hack/tools/kind-node.sh"
 
 tools=("$@")
-[ ${#tools[@]} -gt 0 ] || tools=(controller-gen etcd kube kwok helm metrics-server)
+[ ${#tools[@]} -gt 0 ] || tools=(controller-gen etcd kube kwok helm metrics-server custom-metrics)
 for t in "${tools[@]}"; do
   start=$(date +%s)
   case "$t" in
@@ -206,6 +168,7 @@ for t in "${tools[@]}"; do
     staticcheck) build_staticcheck ;;
     kind) build_kind ;;
     metrics-server) build_metrics_server ;;
+    custom-metrics) build_custom_metrics ;;
     funlen) build_funlen ;;
     kind-node) build_kind_node ;;
     *) echo "unknown tool: $t" >&2; exit 2 ;;

@@ -71,6 +71,11 @@ type Options struct {
 	// usage is set by the annotations UsageCPUAnnotation and
 	// UsageMemoryAnnotation. It needs Nodes > 0.
 	Metrics bool
+	// CustomMetrics runs a custom metrics adapter, registered as
+	// custom.metrics.k8s.io and external.metrics.k8s.io, whose object
+	// metrics a test sets with SetCustomMetric. It needs Metrics (the
+	// aggregation layer's set-up).
+	CustomMetrics bool
 }
 
 // Cluster is a running control plane.
@@ -95,6 +100,8 @@ type Cluster struct {
 	stopped   bool
 	// metrics is set when Options.Metrics is on.
 	metrics *metricsSetup
+	// customMetrics is set when Options.CustomMetrics is on.
+	customMetrics *customMetricsSetup
 }
 
 // New starts a cluster. The caller must call Stop, also on error paths after
@@ -128,6 +135,12 @@ func New(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, fmt.Errorf("cluster %s: Metrics needs fake nodes (Nodes > 0)", opts.Name)
 		}
 		need = append(need, "metrics-server", "kwok-metrics.yaml")
+	}
+	if opts.CustomMetrics {
+		if !opts.Metrics {
+			return nil, fmt.Errorf("cluster %s: CustomMetrics needs Metrics", opts.Name)
+		}
+		need = append(need, "custom-metrics")
 	}
 	if err := checkBinaries(bin, need...); err != nil {
 		return nil, err
@@ -206,7 +219,12 @@ func (c *Cluster) start(ctx context.Context) error {
 		}
 	}
 	if c.metrics != nil {
-		return c.startMetricsServer(ctx)
+		if err := c.startMetricsServer(ctx); err != nil {
+			return err
+		}
+	}
+	if c.opts.CustomMetrics {
+		return c.startCustomMetrics(ctx)
 	}
 	return nil
 }

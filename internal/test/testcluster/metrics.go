@@ -141,58 +141,72 @@ func (c *Cluster) startMetricsServer(ctx context.Context) error {
 	); err != nil {
 		return err
 	}
+	return c.registerAPIServices(ctx, "metrics-server", m.serverPort, schema.GroupVersion{Group: "metrics.k8s.io", Version: "v1beta1"})
+}
+
+// registerAPIServices registers the aggregated API server on the host's
+// port as the given group versions, then waits until the API server
+// reports each APIService available.
+func (c *Cluster) registerAPIServices(ctx context.Context, name string, port int, gvs ...schema.GroupVersion) error {
 	cs, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {
-		return fmt.Errorf("building client for metrics-server registration: %w", err)
+		return fmt.Errorf("building client for %s registration: %w", name, err)
 	}
 	// An ExternalName Service lets the aggregator reach a process on the
 	// host: there is no kube-proxy, so a ClusterIP would lead nowhere.
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "metrics-server", Namespace: metav1.NamespaceSystem},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "127.0.0.1",
-			Ports: []corev1.ServicePort{{Name: "https", Port: int32(m.serverPort)}}},
+			Ports: []corev1.ServicePort{{Name: "https", Port: int32(port)}}},
 	}
 	if _, err := cs.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the metrics-server Service: %w", err)
+		return fmt.Errorf("creating the %s Service: %w", name, err)
 	}
 	dyn, err := dynamic.NewForConfig(c.Config)
 	if err != nil {
-		return fmt.Errorf("building client for metrics-server registration: %w", err)
+		return fmt.Errorf("building client for %s registration: %w", name, err)
 	}
 	apiServices := dyn.Resource(schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"})
-	apiService := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-		"metadata": map[string]any{"name": "v1beta1.metrics.k8s.io"},
-		"spec": map[string]any{
-			"group": "metrics.k8s.io", "version": "v1beta1",
-			"service": map[string]any{"namespace": metav1.NamespaceSystem, "name": "metrics-server", "port": int64(m.serverPort)},
-			// metrics-server's certificate is self-signed (--cert-dir).
-			"insecureSkipTLSVerify": true,
-			"groupPriorityMinimum":  int64(100), "versionPriority": int64(100),
-		},
-	}}
-	if _, err := apiServices.Create(ctx, apiService, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("registering metrics-server as v1beta1.metrics.k8s.io: %w", err)
+	for _, gv := range gvs {
+		apiService := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+			"metadata": map[string]any{"name": gv.Version + "." + gv.Group},
+			"spec": map[string]any{
+				"group": gv.Group, "version": gv.Version,
+				"service": map[string]any{"namespace": metav1.NamespaceSystem, "name": name, "port": int64(port)},
+				// The server's certificate is self-signed (--cert-dir).
+				"insecureSkipTLSVerify": true,
+				"groupPriorityMinimum":  int64(100), "versionPriority": int64(100),
+			},
+		}}
+		if _, err := apiServices.Create(ctx, apiService, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("registering %s as %s: %w", name, gv, err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	return waitFor(ctx, nil, "metrics-server APIService Available", func(ctx context.Context) error {
-		got, err := apiServices.Get(ctx, "v1beta1.metrics.k8s.io", metav1.GetOptions{})
-		if err != nil {
+	for _, gv := range gvs {
+		if err := waitFor(ctx, nil, gv.String()+" APIService Available", func(ctx context.Context) error {
+			got, err := apiServices.Get(ctx, gv.Version+"."+gv.Group, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+			for _, raw := range conds {
+				cond, _ := raw.(map[string]any)
+				if cond["type"] == "Available" {
+					if cond["status"] == "True" {
+						return nil
+					}
+					return fmt.Errorf("APIService not available: %v: %v", cond["reason"], cond["message"])
+				}
+			}
+			return fmt.Errorf("APIService has no Available condition yet")
+		}); err != nil {
 			return err
 		}
-		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-		for _, raw := range conds {
-			cond, _ := raw.(map[string]any)
-			if cond["type"] == "Available" {
-				if cond["status"] == "True" {
-					return nil
-				}
-				return fmt.Errorf("APIService not available: %v: %v", cond["reason"], cond["message"])
-			}
-		}
-		return fmt.Errorf("APIService has no Available condition yet")
-	})
+	}
+	return nil
 }
 
 func newCA(cn string) (*x509.Certificate, crypto.Signer, []byte, error) {

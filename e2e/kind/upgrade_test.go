@@ -1,0 +1,115 @@
+package kind
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/replicafed/replicafed/e2e/fleet"
+)
+
+// The previous release as users have it installed: its packaged chart (also
+// charts/upgrade_test.go's) and the image hack/kind/previous-image.sh builds
+// from its commit.
+const (
+	previousChart        = "../../charts/testdata/replicafed-0.1.0.tgz"
+	previousImage        = "ghcr.io/replicafed/replicafed:0.1.0"
+	previousImageArchive = "REPLICAFED_E2E_PREVIOUS_IMAGE_ARCHIVE"
+)
+
+// TestHelmUpgradeFromPrevious installs the previous release on kind
+// clusters of its own (chart 0.1.0 with its image, three replicas on a
+// one-node hub, the member registered by a kubeconfig Secret as 0.1.0
+// documented), runs FederatedReplicaSets, and upgrades to this checkout's
+// chart and image the way docs/install.md says. No member pod may be
+// replaced or restarted, and the upgraded replicas must manage the
+// workloads: the splits hold, the hub status is written, and after the
+// member joins again with least-privilege credentials a scale-up lands.
+func TestHelmUpgradeFromPrevious(t *testing.T) {
+	skipUnlessKind(t)
+	archive := os.Getenv(previousImageArchive)
+	if archive == "" {
+		t.Skipf("%s is not set: `make e2e-kind` sets it to hack/kind/previous-image.sh's archive (that script exits 3 in a shallow clone)", previousImageArchive)
+	}
+	chart, err := filepath.Abs(previousChart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	start := time.Now()
+	k, err := fleet.NewKindInstallation(ctx, fleet.KindInstallOptions{
+		Members: []string{memberA}, MemberLabels: memberLabels, Log: t.Logf,
+		Chart: chart, Image: previousImage, ImageArchive: archive, HubNodes: 1, RegisterWithSecrets: true,
+	})
+	if err != nil {
+		t.Fatalf("installing the previous release: %v", err)
+	}
+	t.Cleanup(k.Stop)
+	logf(t, "previous release installed in %s", time.Since(start).Round(time.Second))
+
+	e := newEnvOn(t, k, "kind-upgrade-previous")
+	one := split{memberA: 3}
+	e.create(frsSpec{name: "web", replicas: 3})
+	e.create(frsSpec{name: "api", replicas: 1})
+	e.waitSplit("web", one)
+	e.waitSplit("api", split{memberA: 1})
+	before := e.memberPods(ctx)
+
+	start = time.Now()
+	upgradeFromPrevious(t, k)
+	logf(t, "upgraded from %s in %s", filepath.Base(chart), time.Since(start).Round(time.Second))
+	e.waitChartReady()
+	e.waitSplit("web", one)
+	e.waitSplit("api", split{memberA: 1})
+	// docs/install.md's last step: the member's admin credentials from the
+	// 0.1.0 Secret replaced by join's least-privilege ones.
+	if err := k.Rejoin(ctx, memberA); err != nil {
+		t.Fatal(err)
+	}
+	e.scale("web", 5)
+	e.waitSplit("web", split{memberA: 5})
+
+	after := e.memberPods(ctx)
+	for uid, was := range before {
+		now, ok := after[uid]
+		switch {
+		case !ok:
+			t.Errorf("pod %s is gone after the upgrade", was.desc)
+		case now.restarts != was.restarts:
+			t.Errorf("pod %s restarted during the upgrade (%d -> %d)", was.desc, was.restarts, now.restarts)
+		}
+	}
+	if len(after) != len(before)+2 {
+		t.Errorf("%d member pods after the upgrade and a scale-up by 2, %d before", len(after), len(before))
+	}
+}
+
+// upgradeFromPrevious runs docs/install.md's "Upgrade from 0.1.0": its raft
+// peers speak plain TCP and this chart's TLS, and peers of both kinds never
+// form a quorum, so a rolling update would stop at its first pod. The steps
+// stop the old peers (their volumes, and so the raft state, are kept), then
+// upgrade, which starts the new peers together; member pods run on
+// untouched meanwhile.
+func upgradeFromPrevious(t *testing.T, k *fleet.KindInstallation) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	steps := [][]string{
+		{"scale", "statefulset/" + k.Release, "-n", fleet.Namespace, "--replicas=0"},
+		{"wait", "--for=delete", "pod", "-l", "app.kubernetes.io/instance=" + k.Release, "-n", fleet.Namespace, "--timeout=5m"},
+	}
+	for _, args := range steps {
+		if out, err := k.Kubectl(ctx, args...); err != nil {
+			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
+	}
+	image := os.Getenv(fleet.ImageEnv)
+	out, err := k.HelmUpgrade(ctx, k.Chart(), image, []string{"--take-ownership", "--wait", "--timeout", "10m"})
+	if err != nil {
+		t.Fatalf("helm upgrade from the previous release: %v\n%s\n%s", err, out, k.Describe(ctx))
+	}
+	k.Image = image
+}
