@@ -265,11 +265,7 @@ func (k *KindInstallation) Join(ctx context.Context, name string) error {
 // registered: join replaces the credentials of a registered member with its
 // own least-privilege ones.
 func (k *KindInstallation) Rejoin(ctx context.Context, name string) error {
-	m := k.Member(name)
-	if m == nil {
-		return fmt.Errorf("no member %s", name)
-	}
-	server, err := m.InternalServer(ctx)
+	m, server, err := k.memberServer(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -290,16 +286,22 @@ func (k *KindInstallation) Rejoin(ctx context.Context, name string) error {
 	return nil
 }
 
+// memberServer is a member and its API server's address on the kind network.
+func (k *KindInstallation) memberServer(ctx context.Context, name string) (*KindCluster, string, error) {
+	m := k.Member(name)
+	if m == nil {
+		return nil, "", fmt.Errorf("no member %s", name)
+	}
+	server, err := m.InternalServer(ctx)
+	return m, server, err
+}
+
 // registerWithSecret registers a member as chart 0.1.0's README did: a
 // kubeconfig Secret in the release namespace, labelled for the default
 // clusters.secretSelector, holding the member's admin credentials at its
 // address on the kind network. A member already registered is left alone.
 func (k *KindInstallation) registerWithSecret(ctx context.Context, name string) error {
-	m := k.Member(name)
-	if m == nil {
-		return fmt.Errorf("no member %s", name)
-	}
-	server, err := m.InternalServer(ctx)
+	m, server, err := k.memberServer(ctx, name)
 	if err != nil {
 		return err
 	}

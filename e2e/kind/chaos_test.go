@@ -275,15 +275,7 @@ func TestHelmUpgradeKeepsMemberPods(t *testing.T) {
 	e.waitSplit("web", split{memberA: 2, memberB: 2})
 	e.waitSplit("api", split{memberA: 1, memberB: 1})
 	after := e.memberPods(ctx)
-	for uid, was := range before {
-		now, ok := after[uid]
-		switch {
-		case !ok:
-			t.Errorf("pod %s is gone after helm upgrade", was.desc)
-		case now.restarts != was.restarts:
-			t.Errorf("pod %s restarted during helm upgrade (%d -> %d)", was.desc, was.restarts, now.restarts)
-		}
-	}
+	checkPodsKept(t, "helm upgrade", before, after)
 	if len(after) != len(before) {
 		t.Errorf("%d member pods after helm upgrade, %d before", len(after), len(before))
 	}
@@ -292,6 +284,21 @@ func TestHelmUpgradeKeepsMemberPods(t *testing.T) {
 type podState struct {
 	desc     string
 	restarts int32
+}
+
+// checkPodsKept fails the test for every pod of before that is gone from
+// after or restarted in between (during what).
+func checkPodsKept(t *testing.T, what string, before, after map[string]podState) {
+	t.Helper()
+	for uid, was := range before {
+		now, ok := after[uid]
+		switch {
+		case !ok:
+			t.Errorf("pod %s is gone after %s", was.desc, what)
+		case now.restarts != was.restarts:
+			t.Errorf("pod %s restarted during %s (%d -> %d)", was.desc, what, was.restarts, now.restarts)
+		}
+	}
 }
 
 // memberPods are every active pod in the env's namespace in each member.

@@ -73,15 +73,7 @@ func TestHelmUpgradeFromPrevious(t *testing.T) {
 	e.waitSplit("web", split{memberA: 5})
 
 	after := e.memberPods(ctx)
-	for uid, was := range before {
-		now, ok := after[uid]
-		switch {
-		case !ok:
-			t.Errorf("pod %s is gone after the upgrade", was.desc)
-		case now.restarts != was.restarts:
-			t.Errorf("pod %s restarted during the upgrade (%d -> %d)", was.desc, was.restarts, now.restarts)
-		}
-	}
+	checkPodsKept(t, "the upgrade", before, after)
 	if len(after) != len(before)+2 {
 		t.Errorf("%d member pods after the upgrade and a scale-up by 2, %d before", len(after), len(before))
 	}
