@@ -50,10 +50,13 @@ func (n *Node) applyLocal(data []byte) (*fsm.Result, error) {
 // ApplyAll commits cmds, in order, and returns one result per command
 // (each command's own refusal is in its result, see fsm.Result.Error). On
 // the leader they are queued together, so they share one raft entry when
-// group commit is allowed and they fit (fsm.MaxBatchCommands, 1 MiB); on a
-// follower each is forwarded to the leader in turn, as Apply does. err is
-// the first failure to commit; a command whose result is nil has an
-// unknown outcome (it may still commit, see Apply).
+// group commit is allowed and they fit (fsm.MaxBatchCommands, 1 MiB).
+// Every command not known to be committed then (on a follower, or when the
+// shared entry failed: leadership lost for a moment, an enqueue timeout)
+// goes the way Apply goes, in order and with its own request ID: retried
+// until ctx ends, so one that did commit returns its first result, as a
+// single Apply would. err is the first failure to commit; a command whose
+// result is nil has an unknown outcome (it may still commit).
 func (n *Node) ApplyAll(ctx context.Context, cmds []fsm.Command) ([]*fsm.Result, error) {
 	out := make([]*fsm.Result, len(cmds))
 	data := make([][]byte, len(cmds))
@@ -70,34 +73,40 @@ func (n *Node) ApplyAll(ctx context.Context, cmds []fsm.Command) ([]*fsm.Result,
 	if err := ctx.Err(); err != nil {
 		return out, fmt.Errorf("applying %d commands: %w", len(cmds), err)
 	}
-	if n.raft.State() != raft.Leader {
-		var first error
-		for i, c := range cmds {
-			res, err := n.Apply(ctx, c)
-			if res != nil {
-				err = nil // committed; a refusal is in the result
-			}
-			out[i] = res
-			if err != nil && first == nil {
-				first = err
-			}
-		}
-		return out, first
+	if n.raft.State() == raft.Leader {
+		n.commitTogether(data, out)
 	}
+	var first error
+	for i, c := range cmds {
+		if out[i] != nil {
+			continue
+		}
+		res, err := n.Apply(ctx, c)
+		if res != nil {
+			err = nil // committed; a refusal is in the result
+		}
+		out[i] = res
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return out, first
+}
+
+// commitTogether queues data, in order, for this leader's committer and
+// records the result of each command that committed in out.
+func (n *Node) commitTogether(data [][]byte, out []*fsm.Result) {
 	ps := make([]*pendingApply, len(data))
 	for i, d := range data {
 		ps[i] = &pendingApply{data: d, done: make(chan struct{})}
 	}
 	n.enqueue(ps...)
-	var first error
 	for i, p := range ps {
 		<-p.done
-		out[i] = p.res
-		if p.err != nil && first == nil {
-			first = p.err
+		if p.err == nil {
+			out[i] = p.res
 		}
 	}
-	return out, first
 }
 
 // enqueue queues ps, in order, for the committer, starting it if idle.

@@ -35,3 +35,22 @@ func (n *Node) WithoutBatchFeature() { n.noBatchFeature.Store(true) }
 // CheckBatchSupport asks the other servers now and returns whether this
 // node may combine commands.
 func (n *Node) CheckBatchSupport() bool { return n.checkBatchSupport(context.Background()) }
+
+// FailQueued ends the commands HoldCommits queued with err, as a failed
+// raft.Apply does; when committed is true their entry is committed first
+// (the failure came after the append, as when leadership is lost then).
+// Commits after it are normal.
+func (n *Node) FailQueued(err error, committed bool) {
+	a := &n.applier
+	a.mu.Lock()
+	batch := takeBatch(&a.queue, len(a.queue))
+	a.mu.Unlock()
+	if committed {
+		_, _ = n.apply(batch)
+	}
+	for _, p := range batch {
+		p.err = err
+		close(p.done)
+	}
+	go n.commitQueued()
+}
