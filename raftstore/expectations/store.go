@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -154,14 +155,14 @@ func (s *Store) ExpectCreations(ctx context.Context, key fedref.MemberObject, in
 	}
 	res, unsent, err := s.reserve(ctx, cmd)
 	if err != nil {
-		if unsent {
-			s.requeue(drained)
-		} else if res == nil {
-			// Not known to be committed: keep the observations (settling is
-			// idempotent). Names it may have reserved are not released: no
-			// create was sent for them, but they stay reserved until a
-			// takeover or the TTL, which is the safe direction.
-			s.requeue(drained)
+		// The observations it carried were not applied (never sent,
+		// refused, or not known to be committed): keep them; settling is
+		// idempotent.
+		s.requeue(drained)
+		if !unsent && res == nil {
+			// Names it may have reserved are not released: no create was
+			// sent for them, but they stay reserved until a takeover or
+			// the TTL, which is the safe direction.
 			s.learnIndeterminate(cmd)
 		}
 		return nil, fmt.Errorf("reserving %d pod names for %s: %w", intent.Count, key, err)
@@ -238,7 +239,7 @@ func (s *Store) commitRound(round []*reserveCall) {
 	if len(batch) > 0 {
 		cmds = append([]fsm.Command{&fsm.Settle{Meta: s.node.Meta(), Items: batch}}, cmds...)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*s.node.Config().ApplyTimeout)
+	ctx, cancel := roundContext(calls)
 	defer cancel()
 	res, err := s.node.ApplyAll(ctx, cmds)
 	if len(batch) > 0 {
@@ -256,6 +257,29 @@ func (s *Store) commitRound(round []*reserveCall) {
 			c.err = errors.New("reserving pod names: no result")
 		}
 		close(c.done)
+	}
+}
+
+// roundContext ends once every caller's context has ended: the round's
+// entry is retried, as Apply retries one command, while any of them still
+// waits for it.
+func roundContext(calls []*reserveCall) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var left atomic.Int32
+	left.Store(int32(len(calls)))
+	stops := make([]func() bool, 0, len(calls))
+	for _, c := range calls {
+		stops = append(stops, context.AfterFunc(c.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		}))
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
 	}
 }
 
@@ -470,15 +494,18 @@ func (s *Store) KeysToReconcile(cluster string) []fedref.MemberObject {
 
 // add records an observation for the next batch. Only a leader records:
 // a follower's view is never used, and a new leader settles from a quorum
-// list (ReconcileReservations) before it writes. Over the bound, every
-// pending observation is dropped and Epoch changes, so the engine
-// re-verifies each key from a fresh list.
+// list (ReconcileReservations) before it writes. A leader whose write lease
+// lapsed for a moment records too (raft still leads): the lease usually
+// returns in the same term, which sets off no new reconcile, so an
+// observation dropped then would hold its key until the expectations TTL.
+// Over the bound, every pending observation is dropped and Epoch changes,
+// so the engine re-verifies each key from a fresh list.
 func (s *Store) add(it fsm.Settlement) {
 	if err := it.Validate(); err != nil {
 		s.log.V(1).Info("Ignoring invalid observation", "reason", err.Error())
 		return
 	}
-	if _, _, ok := s.node.Leading(); !ok {
+	if _, _, ok := s.node.Leading(); !ok && !s.node.IsLeader() {
 		return
 	}
 	s.mu.Lock()
