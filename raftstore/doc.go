@@ -88,7 +88,10 @@
 //     carries (or follows a flush of) the observation while its Active
 //     leaves the pod out: so a seen held name is kept (Seen), and the next
 //     Reserve counts it against the target once and then drops it (at worst
-//     that sync creates too few, never a fresh name for the slot).
+//     that sync creates too few, never a fresh name for the slot). A held
+//     name once handed out again stays reissued (Reissued): if that create
+//     is refused or never sent, SettleFailed holds the name again instead
+//     of releasing it, as whoever held it before may still create it.
 //  7. Deletes are committed as a set (ExpectDeletes) before the calls and are
 //     sent with a UID precondition.
 //  8. Every command carries a request ID. The FSM remembers the last 8,192

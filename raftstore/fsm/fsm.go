@@ -302,7 +302,7 @@ func (f *FSM) applyReserve(c *Reserve, logTerm uint64) Result {
 		if len(names) == n {
 			break
 		}
-		r.Held, r.Term, r.Expiry = false, c.Term, c.Now+c.TTL
+		r.Held, r.Reissued, r.Term, r.Expiry = false, true, c.Term, c.Now+c.TTL
 		ks.Reservations[r.Name] = r
 		names = append(names, r.Name)
 	}

@@ -669,3 +669,71 @@ func TestHeldNameSeenCountsOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedReissueStaysHeld: a held name handed out again whose create
+// then fails (or is never sent, a slow-start skip after a lapsed lease) is
+// held again, not released: the deposed leader's paused create of it may
+// still land, and the next Reserve must hand out the same name, never a
+// fresh one next to it. A fresh name's failed create is released as before.
+func TestFailedReissueStaysHeld(t *testing.T) {
+	f := New("s")
+	old := applyAt(t, f, reserve("", 0, 1, 10, 0, 2), 1)
+	// The term-2 leader finds neither pod and holds both names.
+	if r := applyAt(t, f, &Reconcile{Meta: Meta{Term: 2, Now: 1}, Key: k1, TTL: ttl}, 2); len(r.Held) != 2 {
+		t.Fatalf("reconcile held %v, want both names", r.Held)
+	}
+	got := applyAt(t, f, reserve("", 2, 2, 10, 0, 3), 2)
+	if len(got.Names) != 3 || !slicesEqualSet(got.Names[:2], old.Names) {
+		t.Fatalf("reserve gave %v, want the held %v first", got.Names, old.Names)
+	}
+	fresh := got.Names[2]
+	// Every create of the sync fails before it is sent.
+	var items []Settlement
+	for _, n := range got.Names {
+		items = append(items, Settlement{Kind: SettleFailed, Key: k1, Name: n, Term: 2})
+	}
+	settle := &Settle{Meta: Meta{Now: 3}, Items: items}
+	// The store's local view answers as the FSM will.
+	view := f.View(k1)
+	view.Apply(k1, items)
+	applyAt(t, f, settle, 2)
+	for what, v := range map[string]KeyView{"fsm": f.View(k1), "local view": view} {
+		if _, ok := v.Reservations[fresh]; ok {
+			t.Fatalf("%s: fresh name %s not released: %+v", what, fresh, v.Reservations)
+		}
+		for _, n := range old.Names {
+			if r, ok := v.Reservations[n]; !ok || !r.Held {
+				t.Fatalf("%s: reissued name %s released: %+v", what, n, v.Reservations)
+			}
+		}
+		// Held names do not hold up the next sync.
+		if c, _ := v.Outstanding(3); c != 0 {
+			t.Fatalf("%s: %d outstanding, want 0", what, c)
+		}
+	}
+	again := applyAt(t, f, reserve("", 4, 2, 10, 0, 2), 2)
+	if !slicesEqualSet(again.Names, old.Names) {
+		t.Fatalf("next reserve gave %v, want the held names %v again", again.Names, old.Names)
+	}
+	// The late create lands: the name's pod is seen and settles it.
+	applyAt(t, f, &Settle{Meta: Meta{Now: 5}, Items: []Settlement{{Kind: SettleCreated, Key: k1, Name: old.Names[0]}}}, 2)
+	if _, ok := f.View(k1).Reservations[old.Names[0]]; ok {
+		t.Fatalf("seen reissued name %s still reserved", old.Names[0])
+	}
+}
+
+func slicesEqualSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	in := map[string]bool{}
+	for _, s := range a {
+		in[s] = true
+	}
+	for _, s := range b {
+		if !in[s] {
+			return false
+		}
+	}
+	return true
+}

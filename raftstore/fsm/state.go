@@ -27,6 +27,12 @@ type Reservation struct {
 	// once and drops it: its caller listed pods before the observation
 	// may have arrived, so its Active may leave the pod out.
 	Seen bool `json:"seen,omitempty"`
+	// Reissued is set once a Reserve hands out a held name again. Whoever
+	// held it before may still create it (a deposed leader's paused
+	// request), so a failed or unsent create of the reissue holds the name
+	// again instead of releasing it: the next Reserve would otherwise grant
+	// a fresh name for the slot, next to that late pod.
+	Reissued bool `json:"reissued,omitempty"`
 }
 
 // PendingDelete is a pod expected to be deleted.
@@ -294,13 +300,20 @@ func (s *state) settle(items []Settlement, now int64, logTerm uint64) {
 // listed its pods, and dropping it here would leave its slot counted
 // neither as active nor as reserved, so a fresh name would be granted for
 // it.
+//
+// A SettleFailed of a reissued name holds it again (see Reservation.Reissued).
 func settleName(res map[string]Reservation, kind SettleKind, name string) {
-	if r, ok := res[name]; ok && kind == SettleCreated && r.Held {
+	r, ok := res[name]
+	switch {
+	case ok && kind == SettleCreated && r.Held:
 		r.Seen = true
-		res[name] = r
+	case ok && kind == SettleFailed && r.Reissued:
+		r.Held = true
+	default:
+		delete(res, name)
 		return
 	}
-	delete(res, name)
+	res[name] = r
 }
 
 // fenced reports whether a command proposed in term cmdTerm may change
