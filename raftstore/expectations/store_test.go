@@ -399,6 +399,23 @@ func TestReconcileAfterFailover(t *testing.T) {
 	if len(s.KeysToReconcile("m1")) != 0 {
 		t.Fatal("key still has earlier-term entries")
 	}
+	// The new leader's create of one of them fails before it is sent (a
+	// slow-start skip): the old leader's paused create of that name may
+	// still land, so the name stays for the slot and the next reservation
+	// hands it out again, never a fresh name that would stand next to it.
+	s.CreationFailed(k, again[1])
+	if err := s.Flush(ctx); err != nil {
+		skipIfLeadershipMoved(t, next, term)
+		t.Fatal(err)
+	}
+	retry, err := s.ExpectCreations(ctx, k, ctrlexp.CreateIntent{Target: 4, Active: 2, Count: 2, Prefix: "web-"})
+	if err != nil {
+		skipIfLeadershipMoved(t, next, term)
+		t.Fatal(err)
+	}
+	if len(retry) != 1 || retry[0] != again[1] {
+		t.Fatalf("after the failed create of %s the new leader got names %v, want only that name again", again[1], retry)
+	}
 }
 
 // TestDeletesTakenOverAfterFailover: a new leader keeps the deposed
