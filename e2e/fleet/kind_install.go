@@ -93,6 +93,9 @@ func NewKindInstallation(ctx context.Context, o KindInstallOptions) (*KindInstal
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}
+	if o.Provider.Log == nil {
+		o.Provider.Log = o.Log
+	}
 	if env := os.Getenv(ImageEnv); os.Getenv(ImageArchiveEnv) == "" || !strings.Contains(env, ":") {
 		return nil, fmt.Errorf("%s and %s (repository:tag) must name the image `make image` built; `make e2e-kind` sets them", ImageArchiveEnv, ImageEnv)
 	}
