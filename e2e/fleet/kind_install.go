@@ -356,7 +356,9 @@ func (k *KindInstallation) Member(name string) *KindCluster {
 // Describe is the state of the chart's pods and recent events in the hub,
 // and the replicas' logs, for failure messages.
 func (k *KindInstallation) Describe(ctx context.Context) string {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	// Its own minute even when the caller's context has run out: that is
+	// when the state is most wanted.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	var b strings.Builder
 	for _, args := range [][]string{

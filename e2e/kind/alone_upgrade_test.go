@@ -41,10 +41,12 @@ func TestHelmUpgradeFromPrevious(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
+	// Building, two clusters and the chart: 3 minutes alone, 22 at load
+	// 100+ beside another installation; the rest of the test has its own.
+	installCtx, cancelInstall := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancelInstall()
 	start := time.Now()
-	k, err := fleet.NewKindInstallation(ctx, fleet.KindInstallOptions{
+	k, err := fleet.NewKindInstallation(installCtx, fleet.KindInstallOptions{
 		Members: []string{memberA}, MemberLabels: memberLabels, Log: t.Logf,
 		Chart: chart, Image: previousImage, ImageArchive: archive, HubNodes: 1, RegisterWithSecrets: true,
 	})
@@ -53,6 +55,8 @@ func TestHelmUpgradeFromPrevious(t *testing.T) {
 	}
 	t.Cleanup(k.Stop)
 	logf(t, "previous release installed in %s", time.Since(start).Round(time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
 
 	e := newEnvOn(t, k, "kind-upgrade-previous")
 	one := split{memberA: 3}
