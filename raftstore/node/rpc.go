@@ -170,7 +170,8 @@ func (n *Node) call(ctx context.Context, addr, name string, req *rpcRequest) (*r
 		timeout = time.Until(dl)
 	}
 	if timeout <= 0 {
-		return nil, ctx.Err()
+		// The deadline can pass before ctx says so; never answer nil, nil.
+		return nil, fmt.Errorf("calling %s: %w", addr, context.DeadlineExceeded)
 	}
 	c, err := n.layer.DialRPCTo(addr, name, min(timeout, 5*time.Second))
 	if err != nil {
