@@ -130,6 +130,10 @@ bench-sidebyside: tools ## kube-controller-manager's ReplicaSet controller vs re
 bench-fleet: tools ## Whole-product benchmark on the e2e fleet against per-member kube-controller-manager (BENCH_* settings: hack/bench/fleet).
 	$(GO) run ./hack/bench/fleet
 
+.PHONY: soak
+soak: tools ## 30 minutes of 1,000 FederatedReplicaSets with a random scale change every second; fails when a replica's heap, goroutines or raft log grow (SOAK_* settings: hack/bench/soak). Not part of make test.
+	$(GO) run ./hack/bench/soak
+
 .PHONY: helm-lint
 helm-lint: ## Lint and render the Helm chart.
 	@if [ -d charts/replicafed ]; then \

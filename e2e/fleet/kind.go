@@ -44,6 +44,9 @@ type KindProvider struct {
 	// on the kind suite without recreating clusters
 	// ($REPLICAFED_KIND_KEEP=1 sets it).
 	Keep bool
+	// Log receives a line for each failed `kind create cluster` attempt and
+	// each orphaned cluster deleted; nil discards them.
+	Log func(format string, args ...any)
 }
 
 // Environment variables read by KindProvider.
@@ -78,6 +81,7 @@ func (p KindProvider) Start(ctx context.Context, spec ClusterSpec) (Cluster, err
 	}
 	name := "rf-" + spec.Name
 	keep := p.Keep || os.Getenv(KindKeepEnv) == "1"
+	k.ephemeral = !keep
 	if !keep {
 		suffix := make([]byte, 3)
 		if _, err := rand.Read(suffix); err != nil {
@@ -95,13 +99,9 @@ func (p KindProvider) Start(ctx context.Context, spec ClusterSpec) (Cluster, err
 		if out, err := k.kind(ctx, "export", "kubeconfig", "--name", name, "--kubeconfig", c.kubeconfig); err != nil {
 			return nil, fmt.Errorf("kind export kubeconfig %s: %w\n%s", name, err, out)
 		}
-	} else {
-		out, err := k.kind(ctx, "create", "cluster", "--name", name, "--image", k.image, "--config", config,
-			"--kubeconfig", c.kubeconfig, "--wait", kindWait)
-		if err != nil {
-			c.Stop()
-			return nil, fmt.Errorf("kind create cluster %s: %w\n%s", name, err, out)
-		}
+	} else if err := p.create(ctx, c, config); err != nil {
+		c.Stop()
+		return nil, err
 	}
 	if c.cfg, err = clientcmd.BuildConfigFromFlags("", c.kubeconfig); err != nil {
 		c.Stop()
@@ -119,6 +119,7 @@ func (p KindProvider) Start(ctx context.Context, spec ClusterSpec) (Cluster, err
 // kindTools is what running kind needs, resolved once per cluster.
 type kindTools struct {
 	bin, shimDir, config, hubConfig, image string
+	ephemeral                              bool
 }
 
 func (p KindProvider) resolve() (kindTools, error) {
@@ -172,6 +173,11 @@ func (k kindTools) kind(ctx context.Context, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, k.bin, args...)
 	cmd.Env = append(os.Environ(), "PATH="+k.shimDir+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"KIND_EXPERIMENTAL_DOCKER_NETWORK="+KindNetwork)
+	if k.ephemeral {
+		// The shim starts the nodes with --restart=no: a cluster whose
+		// test died must not come back with the next dockerd.
+		cmd.Env = append(cmd.Env, "REPLICAFED_KIND_EPHEMERAL=1")
+	}
 	return cmd.CombinedOutput()
 }
 
@@ -215,6 +221,7 @@ type KindCluster struct {
 	cfg                         *rest.Config
 	tools                       kindTools
 	keep                        bool
+	owner                       *ownerLock
 }
 
 // LoadImage imports an OCI image archive into every node of the cluster and
@@ -274,6 +281,7 @@ func (k *KindCluster) Stop() {
 	if !k.keep {
 		_, _ = k.tools.kind(context.Background(), "delete", "cluster", "--name", k.kind)
 	}
+	k.owner.release()
 	_ = os.RemoveAll(k.dir)
 }
 

@@ -93,6 +93,9 @@ func NewKindInstallation(ctx context.Context, o KindInstallOptions) (*KindInstal
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}
+	if o.Provider.Log == nil {
+		o.Provider.Log = o.Log
+	}
 	if env := os.Getenv(ImageEnv); os.Getenv(ImageArchiveEnv) == "" || !strings.Contains(env, ":") {
 		return nil, fmt.Errorf("%s and %s (repository:tag) must name the image `make image` built; `make e2e-kind` sets them", ImageArchiveEnv, ImageEnv)
 	}
@@ -353,7 +356,9 @@ func (k *KindInstallation) Member(name string) *KindCluster {
 // Describe is the state of the chart's pods and recent events in the hub,
 // and the replicas' logs, for failure messages.
 func (k *KindInstallation) Describe(ctx context.Context) string {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	// Its own minute even when the caller's context has run out: that is
+	// when the state is most wanted.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	var b strings.Builder
 	for _, args := range [][]string{

@@ -52,7 +52,10 @@ kver=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$root/hack/tools/kube
 [ -n "$kver" ] || { log "no k8s.io/kubernetes requirement in hack/tools/kube-node/go.mod"; exit 1; }
 key=$( {
   cd "$root"
-  for t in "${NODE_TOOLS[@]}"; do sha256sum "hack/tools/$t/go.mod" "hack/tools/$t/go.sum"; done
+  # Each tool module's pins and its own Go files (coredns has a main).
+  for t in "${NODE_TOOLS[@]}"; do
+    find "hack/tools/$t" -maxdepth 1 -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) | LC_ALL=C sort | xargs sha256sum
+  done
   sha256sum hack/tools/kind-node.sh
   # What goes into the image; the cluster scripts and configs do not.
   find hack/kind/node hack/kind/images hack/kind/pause hack/kind/workload hack/kind/node-image.sh hack/kind/base.sh \

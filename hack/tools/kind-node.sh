@@ -52,8 +52,10 @@ build_kind_node() {
       github.com/containernetworking/plugins/plugins/main/bridge github.com/containernetworking/plugins/plugins/main/loopback \
       github.com/containernetworking/plugins/plugins/main/ptp github.com/containernetworking/plugins/plugins/ipam/host-local \
       github.com/containernetworking/plugins/plugins/meta/portmap' _ "$out"
-  kind_node_part coredns coredns github.com/coredns/coredns "" kind-node/coredns \
-    sh -c 'CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$1/coredns" github.com/coredns/coredns' _ "$out"
+  # Our main (hack/tools/coredns/main.go) with only the plugins the node's
+  # Corefile uses; the stamp names its content.
+  kind_node_part coredns coredns github.com/coredns/coredns "main.go:$(sha256sum "$root/hack/tools/coredns/main.go" | cut -c1-12)" kind-node/coredns \
+    sh -c 'CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$1/coredns" .' _ "$out"
   # Last: the Kubernetes binaries share build_kube's cache, so they build
   # fastest after it. The four the test control planes run too are copied
   # from bin/ when build_kube made them at this pin (same module version, Go

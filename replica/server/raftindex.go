@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strconv"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,8 +36,21 @@ var (
 		}
 		return 0
 	})
+	// The snapshot index says the log is compacted: raft keeps the entries
+	// after it plus the trailing logs, so a soak reads a bounded log from
+	// last - snapshot.
+	raftSnapshotIndex = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "replicafed_raft_last_snapshot_index",
+		Help: "Index of the last raft log entry in this replica's newest snapshot (0 before the first).",
+	}, func() float64 {
+		if n := raftNode.Load(); n != nil {
+			v, _ := strconv.ParseUint(n.Raft().Stats()["last_snapshot_index"], 10, 64)
+			return float64(v)
+		}
+		return 0
+	})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(raftAppliedIndex, raftLastIndex)
+	crmetrics.Registry.MustRegister(raftAppliedIndex, raftLastIndex, raftSnapshotIndex)
 }
