@@ -45,10 +45,10 @@ func (p KindProvider) create(ctx context.Context, c *KindCluster, config string)
 		// The gist last: a CI excerpt shows a log's tail.
 		gist := fmt.Sprintf("attempt %d after %s: %v\nthe nodes:\n%swhat kind said:\n%s", attempt, time.Since(start).Round(time.Second), err, diag, failureGist(string(out)))
 		failures = append(failures, gist)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || attempt == createAttempts {
 			break
 		}
-		p.logf("kind create cluster %s failed; %s", c.kind, gist)
+		p.logf("kind create cluster %s failed, trying once more; %s", c.kind, gist)
 	}
 	return fmt.Errorf("kind create cluster %s failed %d time(s):\n%s", c.kind, len(failures), strings.Join(failures, "\n"))
 }
@@ -112,7 +112,9 @@ func hasMarker(l string) bool {
 // nodeState is each retained node's kubelet journal tail and containers:
 // why kubeadm's control plane did not come up.
 func (k kindTools) nodeState(ctx context.Context, cluster string) string {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	// Its own minute even when the create's context ran out: a timeout is
+	// the failure whose node state is most wanted.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	out, err := k.kind(ctx, "get", "nodes", "--name", cluster)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -139,22 +138,7 @@ func scrapeAPIServer(ctx context.Context, cfg *rest.Config) (promtext.Samples, e
 }
 
 func (p *prober) scrapeReplica(ctx context.Context, addr string) (promtext.Samples, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := p.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("reading /metrics: %w", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, fmt.Errorf("reading /metrics: %s: %s", resp.Status, b)
-	}
-	return promtext.Parse(resp.Body)
+	return promtext.Get(ctx, p.http, "http://"+addr+"/metrics")
 }
 
 // readProc reads a process's CPU time and resident set from /proc.

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -42,7 +41,6 @@ type soak struct {
 	f       *fleet.Fleet
 	rng     *rand.Rand
 	mu      sync.Mutex
-	sizes   []int // each FRS's last requested replicas
 	changes int
 	failed  int
 	samples map[string][]sample
@@ -100,9 +98,9 @@ func (k *soak) createWorkloads(ctx context.Context) error {
 	if err := hub.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
 		return fmt.Errorf("creating namespace %s: %w", namespace, err)
 	}
-	k.sizes = make([]int, k.s.FRS)
-	for i := range k.sizes {
-		k.sizes[i] = k.rng.IntN(k.s.MaxReplicas + 1)
+	sizes := make([]int, k.s.FRS)
+	for i := range sizes {
+		sizes[i] = k.rng.IntN(k.s.MaxReplicas + 1)
 	}
 	start := time.Now()
 	work := make(chan int)
@@ -111,7 +109,7 @@ func (k *soak) createWorkloads(ctx context.Context) error {
 	for range 16 {
 		wg.Go(func() {
 			for i := range work {
-				if err := hub.Create(ctx, newFRS(name(i), k.sizes[i])); err != nil {
+				if err := hub.Create(ctx, newFRS(name(i), sizes[i])); err != nil {
 					errs <- fmt.Errorf("creating %s: %w", name(i), err)
 				}
 			}
@@ -209,21 +207,15 @@ func (k *soak) change(ctx context.Context) {
 	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n)
 	f := &v1alpha1.FederatedReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name(i)}}
 	err := k.f.HubClient.Patch(ctx, f, client.RawPatch("application/merge-patch+json", patch))
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if err != nil {
-		if ctx.Err() == nil {
-			k.failed++
-			say("scaling %s to %d: %v", name(i), n, err)
-		}
-		return
+	if err != nil && ctx.Err() == nil {
+		k.mu.Lock()
+		k.failed++
+		k.mu.Unlock()
+		say("scaling %s to %d: %v", name(i), n, err)
 	}
-	k.sizes[i] = n
 }
 
 func (k *soak) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d FederatedReplicaSets of 0-%d replicas over %d members; one scaled every %s for %s; raft.trailingLogs %d",
+	return fmt.Sprintf("%d FederatedReplicaSets of 0-%d replicas over %d members; one scaled every %s for %s; raft.trailingLogs %d",
 		k.s.FRS, k.s.MaxReplicas, k.s.Members, k.s.ChangeEvery, k.s.Duration, k.s.TrailingLogs)
-	return b.String()
 }

@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/replicafed/replicafed/hack/bench/fleet/promtext"
 	"github.com/replicafed/replicafed/internal/test/loadavg"
@@ -19,7 +17,7 @@ import (
 // skipped for this round and said so (it is restarting, or loaded).
 func (k *soak) sample(ctx context.Context, at float64) {
 	for _, r := range k.f.Replicas {
-		got, err := scrape(ctx, r.MetricsAddress)
+		got, err := promtext.Get(ctx, http.DefaultClient, "http://"+r.MetricsAddress+"/metrics")
 		if err != nil {
 			say("sampling %s: %v", r.ID, err)
 			continue
@@ -36,25 +34,6 @@ func (k *soak) sample(ctx context.Context, at float64) {
 		}
 		k.samples[r.ID] = append(k.samples[r.ID], s)
 	}
-}
-
-func scrape(ctx context.Context, addr string) (promtext.Samples, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("reading /metrics: %w", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, fmt.Errorf("reading /metrics: %s: %s", resp.Status, b)
-	}
-	return promtext.Parse(resp.Body)
 }
 
 // report prints each replica's series and the verdicts (and writes them to

@@ -1,6 +1,6 @@
 // Package promtext reads Prometheus text exposition (an API server's or a
 // replica's /metrics) into flat samples and sums the ones a benchmark asks
-// for. It is pure: the caller fetches the text.
+// for. Parse and Sum are pure; Get fetches a page over HTTP.
 package promtext
 
 import (
