@@ -3,9 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
-	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -127,7 +125,7 @@ func (n *Node) commitQueued() {
 	a := &n.applier
 	for {
 		limit := 1
-		if n.batchAllowed() {
+		if n.AllServersHave(FeatureBatch) {
 			limit = fsm.MaxBatchCommands
 		}
 		a.mu.Lock()
@@ -211,73 +209,4 @@ func (n *Node) apply(batch []*pendingApply) ([]*fsm.Result, error) {
 		out[i] = &br.Results[i]
 	}
 	return out, nil
-}
-
-// featureBatch is listed in a replica's status answer when its FSM applies
-// batch entries. A replica of an older version lists nothing, and a batch
-// entry would be lost on it (its FSM refuses the unknown type while the
-// others apply it), so the leader combines commands only while every server
-// in the configuration lists the feature: a rolling upgrade is safe.
-const featureBatch = "batch"
-
-// batchRecheck is how long an answer about the servers' features is used.
-// A server added since is asked at the next check; until then a new
-// server of an older version could miss batches, so membership changes
-// during an upgrade should wait this long after the new server is up.
-const batchRecheck = 10 * time.Second
-
-// batchGate caches whether every server applies batch entries.
-type batchGate struct {
-	mu       sync.Mutex
-	ok       bool
-	checked  time.Time
-	checking bool
-}
-
-// batchAllowed reports whether this leader may combine commands. It never
-// waits: a stale answer starts a check in the background and is used (no,
-// at first) meanwhile.
-func (n *Node) batchAllowed() bool {
-	g := &n.batchGate
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.checking && (g.checked.IsZero() || n.clock.Now().Sub(g.checked) >= batchRecheck) {
-		g.checking = true
-		go n.checkBatchSupport(context.Background())
-	}
-	return g.ok
-}
-
-// CombinesCommands reports whether this node, as leader, would now combine
-// commands into one entry (every server has said it applies batch
-// entries); it starts a check when the answer is stale.
-func (n *Node) CombinesCommands() bool { return n.batchAllowed() }
-
-// checkBatchSupport asks every other server of the configuration for its
-// features and records whether all apply batch entries.
-func (n *Node) checkBatchSupport(ctx context.Context) bool {
-	ok := n.allServersBatch(ctx)
-	g := &n.batchGate
-	g.mu.Lock()
-	g.ok, g.checked, g.checking = ok, n.clock.Now(), false
-	g.mu.Unlock()
-	return ok
-}
-
-func (n *Node) allServersBatch(ctx context.Context) bool {
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
-		return false
-	}
-	for _, s := range f.Configuration().Servers {
-		if s.ID == n.serverID {
-			continue
-		}
-		resp, err := n.peerStatus(ctx, string(s.Address), serverName(string(s.ID)))
-		if err != nil || resp.Err != "" || !slices.Contains(resp.Features, featureBatch) {
-			n.log.V(2).Info("Not combining raft commands: a server does not apply batch entries", "server", s.ID, "error", err)
-			return false
-		}
-	}
-	return true
 }
