@@ -117,6 +117,14 @@ func (s *Store) meta(term uint64) fsm.Meta {
 	return m
 }
 
+// settleMeta is the metadata of a Settle: marked HoldReissued (a failed
+// reissue is held again) while every server applies that rule.
+func (s *Store) settleMeta() fsm.Meta {
+	m := s.node.Meta()
+	m.HoldReissued = s.node.AllServersHave(node.FeatureHoldReissued)
+	return m
+}
+
 // Satisfied implements Store: committed state plus observations not yet
 // committed has no unexpired reservation or pending delete for key.
 func (s *Store) Satisfied(key fedref.MemberObject) bool {
@@ -153,6 +161,9 @@ func (s *Store) ExpectCreations(ctx context.Context, key fedref.MemberObject, in
 		Meta: s.meta(s.term(ctx)), Key: k, Target: intent.Target, Active: intent.Active, Count: intent.Count,
 		Prefix: prefix, TTL: int64(s.ttl), Settle: drained,
 	}
+	// Marked, the held names it hands out again stay held when their
+	// create fails, and so do those its settlements fail.
+	cmd.HoldReissued = s.node.AllServersHave(node.FeatureHoldReissued)
 	res, unsent, err := s.reserve(ctx, cmd)
 	if err != nil {
 		// The observations it carried were not applied (never sent,
@@ -237,7 +248,7 @@ func (s *Store) commitRound(round []*reserveCall) {
 	}
 	batch := s.takeRideAlong()
 	if len(batch) > 0 {
-		cmds = append([]fsm.Command{&fsm.Settle{Meta: s.node.Meta(), Items: batch}}, cmds...)
+		cmds = append([]fsm.Command{&fsm.Settle{Meta: s.settleMeta(), Items: batch}}, cmds...)
 	}
 	ctx, cancel := roundContext(calls)
 	defer cancel()
@@ -625,7 +636,7 @@ func (s *Store) Flush(ctx context.Context) error {
 	s.mu.Unlock()
 	actx, cancel := context.WithTimeout(ctx, 2*s.node.Config().ApplyTimeout)
 	defer cancel()
-	_, err := s.node.Apply(actx, &fsm.Settle{Meta: s.node.Meta(), Items: batch})
+	_, err := s.node.Apply(actx, &fsm.Settle{Meta: s.settleMeta(), Items: batch})
 	s.mu.Lock()
 	s.inflight = nil
 	if err != nil && !errors.Is(err, fsm.ErrMalformed) {

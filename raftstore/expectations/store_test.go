@@ -160,6 +160,7 @@ func TestInvariantUnderLeaderChaos(t *testing.T) {
 	})
 	c.StartAll()
 	c.WaitVoters(3, 20*time.Second)
+	waitFeatures(t, c)
 	api := newMemberAPI()
 	var keys []fedref.MemberObject
 	for _, m := range []string{"m1", "m2"} {
@@ -763,12 +764,30 @@ func skipIfLeadershipMoved(tb testing.TB, n *node.Node, term uint64) {
 }
 
 // threeVoters starts three raft replicas with stable timers and returns them
-// and their leader once all three vote.
+// and their leader once all three vote and know each other's features.
 func threeVoters(tb testing.TB) (*tu.Cluster, *node.Node) {
 	tb.Helper()
 	c := tu.NewCluster(tb, 3, tu.StableTimers)
 	c.StartAll()
-	return c, c.WaitVoters(3, 20*time.Second)
+	l := c.WaitVoters(3, 20*time.Second)
+	waitFeatures(tb, c)
+	return c, l
+}
+
+// waitFeatures waits until every replica knows that every server applies
+// the reissue rule, as replicas of one version do soon after the cluster
+// forms: a leader elected before that writes its commands unmarked
+// (fsm.Meta.HoldReissued), and a failed reissue is then released.
+func waitFeatures(tb testing.TB, c *tu.Cluster) {
+	tb.Helper()
+	tu.Eventually(tb, 30*time.Second, func() error {
+		for _, n := range c.Live() {
+			if !n.AllServersHave(node.FeatureHoldReissued) {
+				return fmt.Errorf("%s does not know yet that every server holds failed reissues", n.ServerID())
+			}
+		}
+		return nil
+	})
 }
 
 // setTarget commits target as web's target in m1.
