@@ -153,11 +153,14 @@ func (n *Node) checkFeatures(ctx context.Context) bool {
 			continue
 		}
 		resp, err := n.peerStatus(ctx, string(s.Address), serverName(string(s.ID)))
-		if err == nil && resp.Err == "" {
+		switch {
+		case err != nil:
+			n.log.V(4).Info("A server did not tell its features; its last answer counts", "server", s.ID, "reason", err.Error())
+		case resp.Err != "":
+			n.log.V(4).Info("A server did not tell its features; its last answer counts", "server", s.ID, "reason", resp.Err)
+		default:
 			answers[s.ID] = resp.Features
-			continue
 		}
-		n.log.V(4).Info("A server did not tell its features; its last answer counts", "server", s.ID, "error", err)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
