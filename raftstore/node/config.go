@@ -74,7 +74,7 @@ type NodeConfig struct {
 	// JoinInterval is how often a node that is not in the configuration asks
 	// its peers for the leader. Default 2s.
 	JoinInterval time.Duration
-	// Clock stamps commands and paces the batch feature re-check; nil: the
+	// Clock stamps commands and paces the feature re-check; nil: the
 	// real clock. Tests inject a fake one.
 	Clock clock.PassiveClock
 	// DeadServerTimeout removes a voter the leader could not reach for this
