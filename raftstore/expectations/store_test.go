@@ -426,7 +426,9 @@ func TestReconcileAfterFailover(t *testing.T) {
 // replaced are settled.
 func TestDeletesTakenOverAfterFailover(t *testing.T) {
 	c, old := threeVoters(t)
-	ctx := tu.Ctx(t, 30*time.Second)
+	// As generous as the cluster helpers' waits: at load 18 on two cores
+	// the first Apply found no leader for 30 s once.
+	ctx := tu.Ctx(t, 2*time.Minute)
 	k := web
 	victims := []ctrlexp.PodRef{{Name: "web-a", UID: "ua"}, {Name: "web-b", UID: "ub"}, {Name: "web-c", UID: "uc"}, {Name: "web-d", UID: "ud"}}
 	if err := expectations.New(old, logr.Discard()).ExpectDeletions(ctx, k, victims); err != nil {
