@@ -8,11 +8,10 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/e2e/fleet"
 )
 
@@ -66,10 +65,11 @@ func TestHelmUpgradeFromPrevious(t *testing.T) {
 
 	e := newEnvOn(t, k, "kind-upgrade-previous")
 	one := split{memberA: 3}
+	e.waitEngaged(memberA)
 	e.create(frsSpec{name: "web", replicas: 3})
 	e.create(frsSpec{name: "api", replicas: 1})
-	e.waitPrevious("web", one)
-	e.waitPrevious("api", split{memberA: 1})
+	e.waitPrevious("web", 3)
+	e.waitPrevious("api", 1)
 	before := e.memberPods(ctx)
 
 	start = time.Now()
@@ -94,18 +94,35 @@ func TestHelmUpgradeFromPrevious(t *testing.T) {
 }
 
 // previousStall is how long the previous release gets to run a new
-// FederatedReplicaSet before the test touches it (it takes seconds).
+// FederatedReplicaSet before the test nudges it (it takes seconds).
 const previousStall = 3 * time.Minute
 
-// waitPrevious waits for the previous release to run want for name. 0.1.0
-// can drop the only event of an object created while its leader's lease is
-// being verified again under load: its reconcile returns without a requeue
-// and nothing retries (fixed in 7ce0e0c: a leader re-plans every
-// FederatedReplicaSet every 10 s). That bug of the release being replaced
-// must not fail the upgrade test, so after previousStall the test annotates
-// the object once, as an operator would, and says so in the log.
-func (e *env) waitPrevious(name string, want split) {
+// waitEngaged waits until the previous release has engaged member: it
+// installs the MemberReplicaSet CRD there when it does. 0.1.0 loses the
+// first poke of a FederatedReplicaSet planned while its worker for the
+// member is starting and never sends another until the target changes
+// (fixed in 3b15c34: unchanged plans poke lagging members); reproduced here
+// with the FRS created 0.3 s before the engagement. A user adds workloads
+// after registering a member, so the test does too.
+func (e *env) waitEngaged(member string) {
 	e.t.Helper()
+	start := time.Now()
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	e.poll("the previous release to engage "+member, func(ctx context.Context) (bool, error) {
+		err := e.k.MemberClients[member].Get(ctx, client.ObjectKey{Name: "memberreplicasets.replicafed.io"}, crd)
+		return err == nil, nil
+	})
+	logf(e.t, "the previous release engaged %s in %s", member, time.Since(start).Round(100*time.Millisecond))
+}
+
+// waitPrevious waits for the previous release to run replicas of name on
+// memberA. Should 0.1.0 still lose the first poke (see waitEngaged), only a
+// changed target makes it poke again: after previousStall the test scales
+// the object up by one and back, as an operator would, and says so.
+func (e *env) waitPrevious(name string, replicas int32) {
+	e.t.Helper()
+	want := split{memberA: int(replicas)}
 	var last string
 	err := e.pollFor(previousStall, func(ctx context.Context) (bool, error) {
 		ok, msg := e.splitReached(ctx, name, want, e.members())
@@ -116,13 +133,11 @@ func (e *env) waitPrevious(name string, want split) {
 		logf(e.t, "%s reached %s on the previous release", name, want)
 		return
 	}
-	logf(e.t, "the previous release has not run %s for %s in %s (%s): annotating it once to trigger its reconcile",
-		want, name, previousStall, last)
-	frs := &v1alpha1.FederatedReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name}}
-	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"e2e.replicafed.io/nudged":"true"}}}`))
-	if err := e.k.HubClient.Patch(context.Background(), frs, patch); err != nil {
-		e.fatalf("annotating %s/%s: %v", e.ns, name, err)
-	}
+	logf(e.t, "the previous release has not run %s for %s in %s (%s): scaling it to %d and back to make it poke %s again",
+		want, name, previousStall, last, replicas+1, memberA)
+	e.scale(name, replicas+1)
+	e.waitSplit(name, split{memberA: int(replicas) + 1})
+	e.scale(name, replicas)
 	e.waitSplit(name, want)
 }
 
