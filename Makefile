@@ -107,12 +107,47 @@ image: ## Build the multi-arch image without Docker: $(IMAGE_OUT)/oci (OCI layou
 	  --layout $(IMAGE_OUT)/oci --archive $(IMAGE_OUT)/replicafed.oci.tar
 
 .PHONY: test
-test: tools verify-generate lint helm-lint ## Run every test (unit, real API server integration, e2e).
+test: tools kind-prep-start verify-generate lint helm-lint ## Run every test (unit, real API server integration, e2e).
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v /e2e)
 	@# The e2e fleet (four control planes, three replicas) runs on its own so
 	@# it does not compete with the integration tests for the two cores.
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) ./e2e/...
+	@$(MAKE) --no-print-directory kind-prep-wait
 	@$(MAKE) --no-print-directory test-kind
+
+# The kind suite's images (replicafed's, the kind node image, the previous
+# release's) build in the background while `make test` runs its other
+# steps: on a cold machine they take about 20 minutes, much of it waiting on
+# Debian's archive (docker.io, debootstrap) or compiling while the tests
+# wait on control planes; on a warm machine they are up to date in seconds.
+# test-kind's e2e-kind still depends on them, so nothing is skipped.
+KIND_PREP := $(ROOT)/dist/kind-prep
+# The condition test-kind runs the kind suite on.
+KIND_WANTED = [ "$${REPLICAFED_KIND:-auto}" = on ] || { [ "$${REPLICAFED_KIND:-auto}" != off ] && docker info >/dev/null 2>&1; }
+
+.PHONY: kind-prep
+kind-prep: IMAGE_PLATFORMS = linux/$(shell $(GO) env GOARCH)
+kind-prep: tools image kind-image ## Build the kind suite's images: replicafed's, the node image and the previous release's (hack/kind/previous-image.sh; skipped in a shallow clone).
+	@hack/kind/previous-image.sh > /dev/null || [ $$? = 3 ]
+
+.PHONY: kind-prep-start
+kind-prep-start: tools
+	@rm -rf $(KIND_PREP)
+	@if $(KIND_WANTED); then \
+	  mkdir -p $(KIND_PREP); \
+	  echo "kind suite: building its images in the background meanwhile (log: $(KIND_PREP)/log)"; \
+	  ( echo $$BASHPID > $(KIND_PREP)/pid; $(MAKE) --no-print-directory kind-prep > $(KIND_PREP)/log 2>&1 < /dev/null; \
+	    echo $$? > $(KIND_PREP)/rc ) & \
+	fi
+
+.PHONY: kind-prep-wait
+kind-prep-wait:
+	@[ -f $(KIND_PREP)/pid ] || exit 0; \
+	if [ ! -f $(KIND_PREP)/rc ]; then echo "waiting for the kind suite's images (log: $(KIND_PREP)/log)"; fi; \
+	while [ ! -f $(KIND_PREP)/rc ] && kill -0 "$$(cat $(KIND_PREP)/pid)" 2>/dev/null; do sleep 5; done; \
+	rc=$$(cat $(KIND_PREP)/rc 2>/dev/null || echo none); \
+	if [ "$$rc" != 0 ]; then tail -40 $(KIND_PREP)/log; echo "building the kind suite's images failed (status $$rc; log: $(KIND_PREP)/log)"; exit 1; fi; \
+	echo "kind suite's images: built in the background"
 
 .PHONY: test-short
 test-short: ## Unit tests only (no control planes).

@@ -39,18 +39,7 @@ func TestAutoscale(t *testing.T) {
 	e := newEnv(t, "autoscale")
 	ctx := context.Background()
 	name := "scaled"
-	frs := builder.FRS(e.ns, name).Replicas(2).Label("e2e-app", name).
-		TemplateAnnotation(testcluster.UsageCPUAnnotation, "500m").
-		PodSpec(corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "app", Image: builder.DefaultImage, Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("64Mi")}}}},
-			Tolerations: []corev1.Toleration{testcluster.KwokToleration},
-		}).
-		Placement(v1alpha1.Placement{Clusters: []v1alpha1.ClusterPreference{pref(memberA, 1, -1), pref(memberB, 1, -1)}}).Obj()
-	if err := e.f.HubClient.Create(ctx, frs); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.dumpIfFailed(); e.deleteAndWait(name) })
+	e.createAutoscaled(name, "500m")
 	fhpa := &v1alpha1.FederatedHorizontalPodAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
 		Spec: v1alpha1.FederatedHorizontalPodAutoscalerSpec{
@@ -110,6 +99,30 @@ func TestAutoscale(t *testing.T) {
 // two scrapes for a rate, new pods wait out the CPU initialisation window,
 // and on a loaded machine the raft leader may change on the way.
 const autoscaleTimeout = 5 * time.Minute
+
+// createAutoscaled creates a FederatedReplicaSet of two replicas spread
+// over memberA's and memberB's kwok nodes, deleted when the test ends. A
+// non-empty cpu gives each pod a request of one CPU and has kwok report
+// cpu of use for it (testcluster.UsageCPUAnnotation).
+func (e *env) createAutoscaled(name, cpu string) {
+	e.t.Helper()
+	pod := corev1.PodSpec{
+		Containers:  []corev1.Container{{Name: "app", Image: builder.DefaultImage}},
+		Tolerations: []corev1.Toleration{testcluster.KwokToleration},
+	}
+	b := builder.FRS(e.ns, name).Replicas(2).Label("e2e-app", name)
+	if cpu != "" {
+		pod.Containers[0].Resources.Requests = corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+		b = b.TemplateAnnotation(testcluster.UsageCPUAnnotation, cpu)
+	}
+	frs := b.PodSpec(pod).
+		Placement(v1alpha1.Placement{Clusters: []v1alpha1.ClusterPreference{pref(memberA, 1, -1), pref(memberB, 1, -1)}}).Obj()
+	if err := e.f.HubClient.Create(context.Background(), frs); err != nil {
+		e.t.Fatalf("creating FederatedReplicaSet %s/%s: %v", e.ns, name, err)
+	}
+	e.t.Cleanup(func() { e.dumpIfFailed(); e.deleteAndWait(name) })
+}
 
 // pollAutoscale is poll with autoscaleTimeout.
 func (e *env) pollAutoscale(what string, cond func(ctx context.Context) (bool, error)) {
@@ -230,18 +243,7 @@ func TestAutoscaleLeaderChange(t *testing.T) {
 	e := newEnv(t, "autoscale-leader")
 	ctx := context.Background()
 	name := "stepped"
-	frs := builder.FRS(e.ns, name).Replicas(2).Label("e2e-app", name).
-		TemplateAnnotation(testcluster.UsageCPUAnnotation, "2").
-		PodSpec(corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "app", Image: builder.DefaultImage, Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("64Mi")}}}},
-			Tolerations: []corev1.Toleration{testcluster.KwokToleration},
-		}).
-		Placement(v1alpha1.Placement{Clusters: []v1alpha1.ClusterPreference{pref(memberA, 1, -1), pref(memberB, 1, -1)}}).Obj()
-	if err := e.f.HubClient.Create(ctx, frs); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.dumpIfFailed(); e.deleteAndWait(name) })
+	e.createAutoscaled(name, "2")
 	const period = 90 * time.Second
 	fhpa := &v1alpha1.FederatedHorizontalPodAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
@@ -298,16 +300,7 @@ func TestAutoscalePodsMetric(t *testing.T) {
 	e := newEnv(t, "autoscale-pods")
 	ctx := context.Background()
 	name := "per-pod"
-	frs := builder.FRS(e.ns, name).Replicas(2).Label("e2e-app", name).
-		PodSpec(corev1.PodSpec{
-			Containers:  []corev1.Container{{Name: "app", Image: builder.DefaultImage}},
-			Tolerations: []corev1.Toleration{testcluster.KwokToleration},
-		}).
-		Placement(v1alpha1.Placement{Clusters: []v1alpha1.ClusterPreference{pref(memberA, 1, -1), pref(memberB, 1, -1)}}).Obj()
-	if err := e.f.HubClient.Create(ctx, frs); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.dumpIfFailed(); e.deleteAndWait(name) })
+	e.createAutoscaled(name, "")
 	fhpa := &v1alpha1.FederatedHorizontalPodAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
 		Spec: v1alpha1.FederatedHorizontalPodAutoscalerSpec{

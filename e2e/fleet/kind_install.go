@@ -353,8 +353,9 @@ func (k *KindInstallation) Member(name string) *KindCluster {
 	return nil
 }
 
-// Describe is the state of the chart's pods and recent events in the hub,
-// and the replicas' logs, for failure messages.
+// Describe is the state of the chart's pods, recent events and the
+// FederatedReplicaSets in the hub, and the replicas' logs, for failure
+// messages.
 func (k *KindInstallation) Describe(ctx context.Context) string {
 	// Its own minute even when the caller's context has run out: that is
 	// when the state is most wanted.
@@ -364,6 +365,7 @@ func (k *KindInstallation) Describe(ctx context.Context) string {
 	for _, args := range [][]string{
 		{"get", "nodes,pods,pvc,pv", "-A", "-o", "wide"},
 		{"get", "events", "-n", Namespace, "--sort-by", ".lastTimestamp"},
+		{"get", "federatedreplicasets", "-A", "-o", "wide"},
 		{"logs", "-n", Namespace, "-l", "app.kubernetes.io/name=replicafed", "--tail", "60", "--prefix", "--all-containers"},
 	} {
 		out, _ := k.Kubectl(ctx, args...)

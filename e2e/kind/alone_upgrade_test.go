@@ -4,8 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/e2e/fleet"
 )
@@ -60,14 +65,15 @@ func TestHelmUpgradeFromPrevious(t *testing.T) {
 
 	e := newEnvOn(t, k, "kind-upgrade-previous")
 	one := split{memberA: 3}
+	e.waitEngaged(memberA)
 	e.create(frsSpec{name: "web", replicas: 3})
 	e.create(frsSpec{name: "api", replicas: 1})
-	e.waitSplit("web", one)
-	e.waitSplit("api", split{memberA: 1})
+	e.waitPrevious("web", 3)
+	e.waitPrevious("api", 1)
 	before := e.memberPods(ctx)
 
 	start = time.Now()
-	upgradeFromPrevious(t, k)
+	upgradeFromPrevious(e)
 	logf(t, "upgraded from %s in %s", filepath.Base(chart), time.Since(start).Round(time.Second))
 	e.waitChartReady()
 	e.waitSplit("web", one)
@@ -87,13 +93,62 @@ func TestHelmUpgradeFromPrevious(t *testing.T) {
 	}
 }
 
+// previousStall is how long the previous release gets to run a new
+// FederatedReplicaSet before the test nudges it (it takes seconds).
+const previousStall = 3 * time.Minute
+
+// waitEngaged waits until the previous release has engaged member: it
+// installs the MemberReplicaSet CRD there when it does. 0.1.0 loses the
+// first poke of a FederatedReplicaSet planned while its worker for the
+// member is starting and never sends another until the target changes
+// (fixed in 3b15c34: unchanged plans poke lagging members); reproduced here
+// with the FRS created 0.3 s before the engagement. A user adds workloads
+// after registering a member, so the test does too.
+func (e *env) waitEngaged(member string) {
+	e.t.Helper()
+	start := time.Now()
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	e.poll("the previous release to engage "+member, func(ctx context.Context) (bool, error) {
+		err := e.k.MemberClients[member].Get(ctx, client.ObjectKey{Name: "memberreplicasets.replicafed.io"}, crd)
+		return err == nil, nil
+	})
+	logf(e.t, "the previous release engaged %s in %s", member, time.Since(start).Round(100*time.Millisecond))
+}
+
+// waitPrevious waits for the previous release to run replicas of name on
+// memberA. Should 0.1.0 still lose the first poke (see waitEngaged), only a
+// changed target makes it poke again: after previousStall the test scales
+// the object up by one and back, as an operator would, and says so.
+func (e *env) waitPrevious(name string, replicas int32) {
+	e.t.Helper()
+	want := split{memberA: int(replicas)}
+	var last string
+	err := e.pollFor(previousStall, func(ctx context.Context) (bool, error) {
+		ok, msg := e.splitReached(ctx, name, want, e.members())
+		last = msg
+		return ok, nil
+	})
+	if err == nil {
+		logf(e.t, "%s reached %s on the previous release", name, want)
+		return
+	}
+	logf(e.t, "the previous release has not run %s for %s in %s (%s): scaling it to %d and back to make it poke %s again",
+		want, name, previousStall, last, replicas+1, memberA)
+	e.scale(name, replicas+1)
+	e.waitSplit(name, split{memberA: int(replicas) + 1})
+	e.scale(name, replicas)
+	e.waitSplit(name, want)
+}
+
 // upgradeFromPrevious runs docs/install.md's "Upgrade from 0.1.0": its raft
 // peers speak plain TCP and this chart's TLS, and peers of both kinds never
 // form a quorum, so a rolling update would stop at its first pod. The steps
 // stop the old peers (their volumes, and so the raft state, are kept), then
 // upgrade, which starts the new peers together; member pods run on
 // untouched meanwhile.
-func upgradeFromPrevious(t *testing.T, k *fleet.KindInstallation) {
+func upgradeFromPrevious(e *env) {
+	t, k := e.t, e.k
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -102,14 +157,16 @@ func upgradeFromPrevious(t *testing.T, k *fleet.KindInstallation) {
 		{"wait", "--for=delete", "pod", "-l", "app.kubernetes.io/instance=" + k.Release, "-n", fleet.Namespace, "--timeout=5m"},
 	}
 	for _, args := range steps {
+		start := time.Now()
 		if out, err := k.Kubectl(ctx, args...); err != nil {
-			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+			e.fatalf("kubectl %v: %v\n%s", args, err, out)
 		}
+		logf(t, "kubectl %s: done in %s", strings.Join(args, " "), time.Since(start).Round(100*time.Millisecond))
 	}
 	image := os.Getenv(fleet.ImageEnv)
 	out, err := k.HelmUpgrade(ctx, k.Chart(), image, []string{"--take-ownership", "--wait", "--timeout", "10m"})
 	if err != nil {
-		t.Fatalf("helm upgrade from the previous release: %v\n%s\n%s", err, out, k.Describe(ctx))
+		e.fatalf("helm upgrade from the previous release: %v\n%s", err, out)
 	}
 	k.Image = image
 }

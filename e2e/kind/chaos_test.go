@@ -330,6 +330,6 @@ func (e *env) waitChartReady() {
 	e.t.Helper()
 	out, err := e.k.Kubectl(context.Background(), "rollout", "status", "-n", fleet.Namespace, "statefulset/"+e.k.Release, "--timeout", "8m")
 	if err != nil {
-		e.t.Fatalf("chart StatefulSet not ready: %v\n%s", err, out)
+		e.fatalf("chart StatefulSet not ready: %v\n%s", err, out)
 	}
 }

@@ -57,8 +57,20 @@ func newEnvOn(t *testing.T, k *fleet.KindInstallation, ns string) *env {
 
 func (e *env) dumpIfFailed() {
 	if e.t.Failed() {
-		e.dumped.Do(func() { e.t.Logf("hub state:\n%s", e.k.Describe(context.Background())) })
+		e.dump()
 	}
+}
+
+func (e *env) dump() {
+	e.dumped.Do(func() { e.t.Logf("hub state:\n%s", e.k.Describe(context.Background())) })
+}
+
+// fatalf prints the hub's state and then the failure, so the reason is the
+// last thing a truncated CI log shows (CI keeps only its tail).
+func (e *env) fatalf(format string, args ...any) {
+	e.t.Helper()
+	e.dump()
+	e.t.Fatalf(format, args...)
 }
 
 // frsSpec describes a FederatedReplicaSet for create.
@@ -211,7 +223,7 @@ func (e *env) waitSplit(name string, want split) {
 		return ok, nil
 	})
 	if err != nil {
-		e.t.Fatalf("%s/%s did not reach %s within %s: %s", e.ns, name, want, waitTimeout, last)
+		e.fatalf("%s/%s did not reach %s within %s: %s", e.ns, name, want, waitTimeout, last)
 	}
 	logf(e.t, "%s reached %s in %s", name, want, time.Since(start).Round(100*time.Millisecond))
 }
@@ -253,7 +265,7 @@ func (e *env) members() []string {
 func (e *env) poll(what string, cond func(ctx context.Context) (bool, error)) {
 	e.t.Helper()
 	if err := e.pollFor(waitTimeout, cond); err != nil {
-		e.t.Fatalf("waiting for %s: %v", what, err)
+		e.fatalf("waiting for %s: %v", what, err)
 	}
 }
 

@@ -27,6 +27,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/replicafed/replicafed/hack/bench/envset"
 )
 
 // settings are the benchmark's knobs.
@@ -49,17 +51,11 @@ func loadSettings() (settings, error) {
 		Scenarios: []string{scenarioSingle, scenarioMany}, Systems: []string{systemReplicafed, systemKCM}}
 	ints := map[string]*int{"BENCH_REPLICAS": &s.Replicas, "BENCH_FRS": &s.FRS, "BENCH_FRS_REPLICAS": &s.FRSReplicas,
 		"BENCH_RUNS": &s.Runs, "BENCH_MEMBERS": &s.Members, "BENCH_MEMBER_BURST": &s.MemberBurst}
-	for key, dst := range ints {
-		if v := os.Getenv(key); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 {
-				return s, fmt.Errorf("%s=%q: want a positive integer", key, v)
-			}
-			*dst = n
-		}
+	if err := envset.PositiveInts(os.Getenv, ints); err != nil {
+		return s, err
 	}
-	if s.Members > 26 {
-		return s, fmt.Errorf("BENCH_MEMBERS=%d: at most 26 (members are named member-a to member-z)", s.Members)
+	if err := envset.Members("BENCH_MEMBERS", s.Members); err != nil {
+		return s, err
 	}
 	if v := os.Getenv("BENCH_MEMBER_QPS"); v != "" {
 		q, err := strconv.ParseFloat(v, 64)

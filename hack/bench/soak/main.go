@@ -31,6 +31,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/replicafed/replicafed/hack/bench/envset"
 )
 
 // settings are the soak's knobs.
@@ -47,28 +49,16 @@ func loadSettings() (settings, error) {
 		FRS: 1000, MaxReplicas: 4, Members: 4, TrailingLogs: 1024, Seed: 1, Out: os.Getenv("SOAK_OUT")}
 	durations := map[string]*time.Duration{"SOAK_DURATION": &s.Duration, "SOAK_CHANGE_EVERY": &s.ChangeEvery,
 		"SOAK_SAMPLE_EVERY": &s.SampleEvery}
-	for key, dst := range durations {
-		if v := os.Getenv(key); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return s, fmt.Errorf("%s=%q: want a positive duration such as 30m", key, v)
-			}
-			*dst = d
-		}
+	if err := envset.PositiveDurations(os.Getenv, durations); err != nil {
+		return s, err
 	}
 	ints := map[string]*int{"SOAK_FRS": &s.FRS, "SOAK_MAX_REPLICAS": &s.MaxReplicas, "SOAK_MEMBERS": &s.Members,
 		"SOAK_TRAILING_LOGS": &s.TrailingLogs}
-	for key, dst := range ints {
-		if v := os.Getenv(key); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 {
-				return s, fmt.Errorf("%s=%q: want a positive integer", key, v)
-			}
-			*dst = n
-		}
+	if err := envset.PositiveInts(os.Getenv, ints); err != nil {
+		return s, err
 	}
-	if s.Members > 26 {
-		return s, fmt.Errorf("SOAK_MEMBERS=%d: at most 26 (members are named member-a to member-z)", s.Members)
+	if err := envset.Members("SOAK_MEMBERS", s.Members); err != nil {
+		return s, err
 	}
 	if v := os.Getenv("SOAK_SEED"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
