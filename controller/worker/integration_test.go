@@ -287,8 +287,14 @@ func (e *env) eventually(what string, timeout time.Duration, cond func() (bool, 
 // for the current generation.
 func (e *env) converged(name string, want int) *v1alpha1.MemberReplicaSet {
 	e.t.Helper()
+	return e.convergedWithin(name, want, 60*time.Second)
+}
+
+// convergedWithin is converged with its own bound, for changes of many pods.
+func (e *env) convergedWithin(name string, want int, d time.Duration) *v1alpha1.MemberReplicaSet {
+	e.t.Helper()
 	var out *v1alpha1.MemberReplicaSet
-	e.eventually(fmt.Sprintf("%s at %d", name, want), 60*time.Second, func() (bool, string) {
+	e.eventually(fmt.Sprintf("%s at %d", name, want), d, func() (bool, string) {
 		active, mrs := e.owned(name)
 		if mrs == nil {
 			return false, "no MemberReplicaSet"
@@ -576,7 +582,9 @@ func TestIntegrationThousandWithBurst(t *testing.T) {
 		})
 	}
 	e.set("big", 0)
-	e.converged("big", 0)
+	// 1,000 deletes get the bound the 1,000 creates get: at load 60 on two
+	// cores (kind clusters beside this -race run) 415 were done in 60 s.
+	e.convergedWithin("big", 0, 5*time.Minute)
 	if !strings.Contains(fmt.Sprint(e.mgr.Members()), member) {
 		t.Fatal("member worker not running")
 	}
