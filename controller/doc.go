@@ -142,6 +142,13 @@
 //     engine compares its cache with a quorum list once per key and term,
 //     see above.
 //   - Events use the events.k8s.io API with reporting controller "replicafed".
+//   - SuccessfulCreate and SuccessfulDelete are one event per sync, not per
+//     pod: "Created 3 pods: a, b, c" (at most ten names, then "and N more");
+//     a sync that touches one pod writes upstream's note ("Created pod: a").
+//     With events.k8s.io the second event of an object, reason and action
+//     starts a series: a PATCH at once and the final count 6 - 12 minutes
+//     later, so per-pod events cost a MemberReplicaSet of three pods four
+//     writes and one event per sync costs one. Failures stay one event each.
 //   - With spec.propagateDependencies (Workload.Dependencies), pods are not
 //     created while a required ConfigMap, Secret, ServiceAccount or
 //     PersistentVolumeClaim of the template is missing in the member (checked

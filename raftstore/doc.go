@@ -88,7 +88,16 @@
 //     carries (or follows a flush of) the observation while its Active
 //     leaves the pod out: so a seen held name is kept (Seen), and the next
 //     Reserve counts it against the target once and then drops it (at worst
-//     that sync creates too few, never a fresh name for the slot).
+//     that sync creates too few, never a fresh name for the slot). A held
+//     name once handed out again stays reissued (Reissued): if that create
+//     is refused or never sent, SettleFailed holds the name again instead
+//     of releasing it, as whoever held it before may still create it. This
+//     rule came after the others, so it is chosen by the log entry, not by
+//     the replica's version: only a Reserve marked HoldReissued marks the
+//     names it reissues, and only a SettleFailed in a marked command holds
+//     one again; an unmarked entry applies as before (release). The
+//     expectations store marks its commands while every server lists the
+//     "hold-reissued" feature (step 14).
 //  7. Deletes are committed as a set (ExpectDeletes) before the calls and are
 //     sent with a UID precondition.
 //  8. Every command carries a request ID. The FSM remembers the last 8,192
@@ -150,9 +159,23 @@
 //     fencing compares each command's term with the entry's, request IDs
 //     deduplicate each, and one refusal does not touch the others. The
 //     leader combines only while every server of the configuration lists
-//     the "batch" feature in its status answer (asked every 10 s), so
-//     during a rolling upgrade a replica that cannot apply batches never
-//     receives one. replicafed_raft_commands_per_entry shows the effect.
+//     the "batch" feature (step 14), so during a rolling upgrade a replica
+//     that cannot apply batches never receives one.
+//     replicafed_raft_commands_per_entry shows the effect.
+//  14. Features. Every replica applies every entry alike, whatever its
+//     version: a change in how an entry applies is chosen by data in the
+//     entry (a new type, a mark), which the leader writes only while every
+//     server of the latest configuration lists the matching feature in its
+//     status answer ("batch", "hold-reissued"). Every node, follower or
+//     leader, asks the servers every 10 s, and at once (each second) about
+//     a server that never answered, so a server just added counts as
+//     lacking every feature until it answers and a newly elected leader
+//     knows the answer from its time as a follower. A server that does not
+//     answer (down, partitioned: the leader that just failed) counts with
+//     its last answer, so a failover keeps the features on; versions only
+//     move forward during an upgrade. A downgrade is not safe once a
+//     feature was used: the log then holds entries the older version
+//     cannot apply alike.
 //
 // # Authentication
 //

@@ -285,8 +285,15 @@ func TestSyncCreatesOwnerThenPods(t *testing.T) {
 		p.Annotations["a"] != "b" || len(p.Finalizers) != 1 || !strings.HasPrefix(p.Name, "web-") || p.Spec.Containers[0].Image != "img" {
 		t.Fatalf("pod = %+v", p.ObjectMeta)
 	}
-	if ev := h.events(); len(ev) != 3 || !strings.Contains(ev[0], "SuccessfulCreate") {
+	// One event for the sync's three creates, naming them.
+	ev := h.events()
+	if len(ev) != 1 || !strings.Contains(ev[0], "SuccessfulCreate Created 3 pods: ") {
 		t.Fatalf("events = %v", ev)
+	}
+	for _, p := range pods {
+		if !strings.Contains(ev[0], p.Name) {
+			t.Fatalf("event %q does not name pod %s", ev[0], p.Name)
+		}
 	}
 	// Target change updates the owner spec and bumps generation.
 	w.Target = 1
@@ -1005,5 +1012,72 @@ func TestSyncPacesCountOnlyStatus(t *testing.T) {
 	step("all ready within the interval (settled)", 3, 3)
 	if st := h.owner().Status; st.ReadyReplicas != 3 || st.AvailableReplicas != 3 {
 		t.Fatalf("settled status = %+v, want 3 ready and available", st)
+	}
+}
+
+// TestSyncHoldsNewGenerationWhilePodsAppear: the status of a new generation
+// whose pods the sync just created waits up to GenerationHold for them to
+// settle, so a small MemberReplicaSet writes its status once; the reports
+// carry the generation and counts at once, and a generation that does not
+// settle is written when the hold ends.
+func TestSyncHoldsNewGenerationWhilePodsAppear(t *testing.T) {
+	tests := []struct {
+		name string
+		// ready makes the pods Ready before the second sync.
+		ready bool
+		// later is how far the clock moves before the second sync.
+		later time.Duration
+		// wantWrites are the status writes after the second sync.
+		wantWrites int32
+	}{
+		{name: "pods settle within the hold: one write", ready: true, later: time.Second, wantWrites: 1},
+		{name: "pods in flux within the hold: no write yet", ready: false, later: time.Second, wantWrites: 0},
+		{name: "hold over: written unsettled", ready: false, later: GenerationHold, wantWrites: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := workload(3)
+			h := newHarness(t, w, hopts{})
+			res, err := h.sync()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.n.creates.Load() != 3 {
+				t.Fatalf("creates = %d, want 3", h.n.creates.Load())
+			}
+			if got := h.n.statusUpdates.Load(); got != 0 {
+				t.Fatalf("status writes after creating the pods = %d, want 0 (held)", got)
+			}
+			if res.RequeueAfter <= 0 || res.RequeueAfter > GenerationHold {
+				t.Fatalf("RequeueAfter = %v, want (0, %v]", res.RequeueAfter, GenerationHold)
+			}
+			if r := h.report[len(h.report)-1]; r.ObservedGeneration != h.owner().Generation {
+				t.Fatalf("report = %+v, want observed generation %d", r, h.owner().Generation)
+			}
+			h.observeAll()
+			var names []string
+			for _, p := range h.pods() {
+				names = append(names, p.Name)
+			}
+			if tt.ready {
+				h.setReady(names...)
+			}
+			h.clock.SetTime(now.Add(tt.later))
+			if _, err := h.sync(); err != nil {
+				t.Fatal(err)
+			}
+			if got := h.n.statusUpdates.Load(); got != tt.wantWrites {
+				t.Fatalf("status writes = %d, want %d", got, tt.wantWrites)
+			}
+			r := h.report[len(h.report)-1]
+			if r.Replicas != 3 || r.ObservedGeneration != h.owner().Generation || (tt.ready && r.ReadyReplicas != 3) {
+				t.Fatalf("report = %+v, want 3 replicas of generation %d", r, h.owner().Generation)
+			}
+			if tt.wantWrites == 1 {
+				if st := h.owner().Status; st.Replicas != 3 || st.ObservedGeneration != h.owner().Generation {
+					t.Fatalf("status = %+v", st)
+				}
+			}
+		})
 	}
 }

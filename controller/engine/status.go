@@ -39,11 +39,21 @@ func (e *Engine) updateReplicaSetStatus(ctx context.Context, s *syncScope, st *v
 		return 0, nil
 	}
 	var due time.Duration
-	if !replicastatus.Urgent(mrs.Status, *st, mrs.Generation, mrs.Spec.Replicas) {
+	switch {
+	case !replicastatus.Urgent(mrs.Status, *st, mrs.Generation, mrs.Spec.Replicas):
 		due = e.paced.wait(s.key, now)
+	case generationOnly(mrs, *st) && (s.acted || e.paced.holding(s.key, mrs.Generation)):
+		// A new generation whose pods this sync just created or deleted:
+		// its status changes again as the informer shows them, so wait a
+		// little for them to settle and write once.
+		due = e.paced.holdGeneration(s.key, mrs.Generation, now)
+		if due > 0 {
+			// The report reflects this generation already.
+			st.ObservedGeneration = mrs.Generation
+		}
 	}
 	if due > 0 {
-		ctrl.LoggerFrom(ctx).V(4).Info("Pacing a count-only status write", "in", due)
+		ctrl.LoggerFrom(ctx).V(4).Info("Pacing a status write", "in", due)
 		return due, nil
 	}
 	st.ObservedGeneration = mrs.Generation
@@ -54,6 +64,18 @@ func (e *Engine) updateReplicaSetStatus(ctx context.Context, s *syncScope, st *v
 	s.mrs = updated
 	e.paced.wrote(s.key, now)
 	return 0, nil
+}
+
+// generationOnly reports whether st is urgent for mrs only because mrs's
+// generation is not observed yet: no condition changed and the pods have
+// not settled.
+func generationOnly(mrs *v1alpha1.MemberReplicaSet, st v1alpha1.MemberReplicaSetStatus) bool {
+	if mrs.Status.ObservedGeneration == mrs.Generation {
+		return false
+	}
+	observed := *mrs.Status.DeepCopy()
+	observed.ObservedGeneration = mrs.Generation
+	return !replicastatus.Urgent(observed, st, mrs.Generation, mrs.Spec.Replicas)
 }
 
 // reportIfIncomplete reports whether the pod cache misses pods of the

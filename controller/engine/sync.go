@@ -42,6 +42,9 @@ type syncScope struct {
 	// manageErr is manageReplicas' error: it is shown in the status, then
 	// returned for a retry with backoff.
 	manageErr error
+	// acted is true when manageReplicas created or deleted a pod: the
+	// status computed before is about to change.
+	acted bool
 }
 
 // errCacheLags stops a sync whose pod cache has not caught up with a quorum

@@ -125,7 +125,7 @@ func (e *Engine) verify(ctx context.Context, key fedref.MemberObject, mrs *v1alp
 			// A deposed leader chose these pods; its calls may still land.
 			// Deleting the same pods (by UID) makes both leaders' deletes
 			// one, where choosing other victims would remove both sets.
-			if err := e.deleteExact(ctx, key, mrs, st.HeldDeletes); err != nil {
+			if _, err := e.deleteExact(ctx, key, mrs, st.HeldDeletes); err != nil {
 				return false, err
 			}
 		}

@@ -122,6 +122,7 @@ func failover(t *testing.T, mc *member, name, disruption string) {
 	c := tu.NewCluster(t, 3, tu.StableTimers)
 	c.StartAll()
 	leader := c.WaitVoters(3, 30*time.Second)
+	waitFeatures(t, c)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if err := leader.SetTargets(ctx, fsm.FRSRef{Namespace: "default", Name: name}, 1, map[string]int32{"m1": target}); err != nil {

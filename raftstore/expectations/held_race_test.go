@@ -80,3 +80,51 @@ func TestHeldPodSeenAfterListIsNotReplaced(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedReissueOfUnknownCreateIsHeld: one leader, one term, a live
+// leader context. A create times out (outcome unknown: the name is held),
+// the next sync hands the name out again and that create is refused or
+// never sent (a 4xx, the write fence's ErrNotSent after a lease lapse, a
+// slow-start skip). The first create can still land, so the name must stay
+// for the slot: released (as by commands without fsm.Meta.HoldReissued, and
+// on versions before it), the sync after grants a fresh name and the late
+// create adds a second pod for the slot.
+func TestFailedReissueOfUnknownCreateIsHeld(t *testing.T) {
+	c := tu.NewCluster(t, 1, func(_ int, cfg *node.NodeConfig) { cfg.ObservationFlushInterval = time.Hour })
+	c.StartAll()
+	n := c.WaitLeader(10 * time.Second)
+	s := expectations.New(n, logr.Discard())
+	ctx := ctrlexp.WithTerm(tu.Ctx(t, 30*time.Second), leaderTerm(t, n))
+	const target = 2
+	k := fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: "web"}
+	if err := n.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: "web"}, 1, map[string]int32{"m1": target}); err != nil {
+		t.Fatal(err)
+	}
+	pods := map[string]bool{} // the member's pods
+	reserve := func(count int) []string {
+		t.Helper()
+		names, err := s.ExpectCreations(ctx, k, ctrlexp.CreateIntent{Target: target, Active: len(pods), Count: count, Prefix: "web-"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	first := reserve(target)
+	pods[first[0]] = true
+	s.CreationObserved(k, first[0])
+	late := first[1]
+	s.CreationUnknown(k, late) // timed out; it may still land
+	if again := reserve(1); len(again) != 1 || again[0] != late {
+		t.Fatalf("the next sync got %v, want the held name %s again", again, late)
+	}
+	s.CreationFailed(k, late) // this time refused, or never sent
+	retry := reserve(1)
+	if len(retry) != 1 {
+		t.Fatalf("the sync after got %v, want one name", retry)
+	}
+	pods[retry[0]] = true // created, or AlreadyExists
+	pods[late] = true     // the first create lands
+	if len(pods) > target {
+		t.Fatalf("%d pods for a target of %d: after the failed reissue of %s the slot got the fresh name %s", len(pods), target, late, retry[0])
+	}
+}

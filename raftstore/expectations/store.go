@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -51,6 +52,24 @@ type Store struct {
 	maxPending int
 	epoch      uint64 // bumped when pending observations are dropped
 	kick       chan struct{}
+
+	// linger is how long the first reservation of a round waits for
+	// others to share its raft entry (ReservationLinger).
+	linger  time.Duration
+	rmu     sync.Mutex
+	rqueue  []*reserveCall
+	running bool
+}
+
+// reserveCall is one ExpectCreations waiting for its Reserve to commit.
+type reserveCall struct {
+	ctx  context.Context
+	cmd  *fsm.Reserve
+	done chan struct{}
+	res  *fsm.Result
+	err  error
+	// unsent is true when the command was never proposed.
+	unsent bool
 }
 
 var (
@@ -67,7 +86,7 @@ func New(n *node.Node, log logr.Logger) *Store {
 	s := &Store{
 		node: n, fsm: n.FSM(), log: log, clock: clock.RealClock{},
 		ttl: cfg.ExpectationsTTL, batchSize: min(cfg.ObservationBatchSize, maxBatch), interval: cfg.ObservationFlushInterval,
-		kick: make(chan struct{}, 1),
+		kick: make(chan struct{}, 1), linger: cfg.ReservationLinger,
 	}
 	s.maxPending = max(minMaxPending, 16*s.batchSize)
 	// A leader handing over commits what it observed up to the drain, so
@@ -95,6 +114,14 @@ func (s *Store) term(ctx context.Context) uint64 {
 func (s *Store) meta(term uint64) fsm.Meta {
 	m := s.node.Meta()
 	m.Term = term
+	return m
+}
+
+// settleMeta is the metadata of a Settle: marked HoldReissued (a failed
+// reissue is held again) while every server applies that rule.
+func (s *Store) settleMeta() fsm.Meta {
+	m := s.node.Meta()
+	m.HoldReissued = s.node.AllServersHave(node.FeatureHoldReissued)
 	return m
 }
 
@@ -134,20 +161,169 @@ func (s *Store) ExpectCreations(ctx context.Context, key fedref.MemberObject, in
 		Meta: s.meta(s.term(ctx)), Key: k, Target: intent.Target, Active: intent.Active, Count: intent.Count,
 		Prefix: prefix, TTL: int64(s.ttl), Settle: drained,
 	}
-	res, err := s.node.Apply(ctx, cmd)
+	// Marked, the held names it hands out again stay held when their
+	// create fails, and so do those its settlements fail.
+	cmd.HoldReissued = s.node.AllServersHave(node.FeatureHoldReissued)
+	res, unsent, err := s.reserve(ctx, cmd)
 	if err != nil {
-		if res == nil {
-			// Not known to be committed: keep the observations (settling is
-			// idempotent). Names it may have reserved are not released: no
-			// create was sent for them, but they stay reserved until a
-			// takeover or the TTL, which is the safe direction.
-			s.requeue(drained)
+		// The observations it carried were not applied (never sent,
+		// refused, or not known to be committed): keep them; settling is
+		// idempotent.
+		s.requeue(drained)
+		if !unsent && res == nil {
+			// Names it may have reserved are not released: no create was
+			// sent for them, but they stay reserved until a takeover or
+			// the TTL, which is the safe direction.
 			s.learnIndeterminate(cmd)
 		}
 		return nil, fmt.Errorf("reserving %d pod names for %s: %w", intent.Count, key, err)
 	}
 	logr.FromContextOrDiscard(ctx).V(2).Info("Reserved pod names", "cluster", key.Cluster, "key", key.String(), "names", len(res.Names))
 	return res.Names, nil
+}
+
+// reserve commits cmd together with the other reservations that arrive
+// within the linger (and every pending observation, so the periodic flush
+// has less to do): one raft entry for many keys. unsent is true when cmd
+// was never proposed (its context ended first).
+func (s *Store) reserve(ctx context.Context, cmd *fsm.Reserve) (res *fsm.Result, unsent bool, err error) {
+	c := &reserveCall{ctx: ctx, cmd: cmd, done: make(chan struct{})}
+	s.rmu.Lock()
+	s.rqueue = append(s.rqueue, c)
+	start := !s.running
+	s.running = true
+	s.rmu.Unlock()
+	if start {
+		go s.commitReservations()
+	}
+	<-c.done
+	return c.res, c.unsent, c.err
+}
+
+// maxReservationsPerEntry leaves room in one batch entry for the
+// observations that ride along.
+const maxReservationsPerEntry = fsm.MaxBatchCommands - 1
+
+// commitReservations commits queued reservations, a round at a time, until
+// none is left. The first round waits the linger for company; a round
+// that finds more queued after a commit goes at once (those waited while
+// the entry before was committed).
+func (s *Store) commitReservations() {
+	if s.linger > 0 {
+		time.Sleep(s.linger)
+	}
+	for {
+		s.rmu.Lock()
+		n := min(len(s.rqueue), maxReservationsPerEntry)
+		if n == 0 {
+			s.running = false
+			s.rmu.Unlock()
+			return
+		}
+		round := s.rqueue[:n:n]
+		s.rqueue = s.rqueue[n:]
+		s.rmu.Unlock()
+		s.commitRound(round)
+	}
+}
+
+// commitRound proposes one round's reservations as one entry, preceded by
+// a Settle of the pending observations, and hands each caller its result.
+// Every caller holds flushMu shared, so no Flush runs meanwhile and the
+// observations taken here are the only ones in flight.
+func (s *Store) commitRound(round []*reserveCall) {
+	cmds := make([]fsm.Command, 0, len(round)+1)
+	calls := round[:0:0]
+	for _, c := range round {
+		if err := c.ctx.Err(); err != nil {
+			c.unsent, c.err = true, err
+			close(c.done)
+			continue
+		}
+		calls = append(calls, c)
+		cmds = append(cmds, c.cmd)
+	}
+	if len(calls) == 0 {
+		return
+	}
+	batch := s.takeRideAlong()
+	if len(batch) > 0 {
+		cmds = append([]fsm.Command{&fsm.Settle{Meta: s.settleMeta(), Items: batch}}, cmds...)
+	}
+	ctx, cancel := roundContext(calls)
+	defer cancel()
+	res, err := s.node.ApplyAll(ctx, cmds)
+	if len(batch) > 0 {
+		s.settleRideAlong(batch, res[0], err)
+		res = res[1:]
+	}
+	for i, c := range calls {
+		c.res = res[i]
+		switch {
+		case res[i] != nil:
+			c.err = res[i].Error()
+		case err != nil:
+			c.err = err
+		default:
+			c.err = errors.New("reserving pod names: no result")
+		}
+		close(c.done)
+	}
+}
+
+// roundContext ends once every caller's context has ended: the round's
+// entry is retried, as Apply retries one command, while any of them still
+// waits for it.
+func roundContext(calls []*reserveCall) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var left atomic.Int32
+	left.Store(int32(len(calls)))
+	stops := make([]func() bool, 0, len(calls))
+	for _, c := range calls {
+		stops = append(stops, context.AfterFunc(c.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		}))
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
+
+// takeRideAlong moves up to a batch of pending observations in flight,
+// where Satisfied still counts them.
+func (s *Store) takeRideAlong() []fsm.Settlement {
+	if _, _, ok := s.node.Leading(); !ok {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := min(len(s.pending), s.batchSize)
+	if n == 0 {
+		return nil
+	}
+	batch := append([]fsm.Settlement(nil), s.pending[:n]...)
+	s.pending = append([]fsm.Settlement(nil), s.pending[n:]...)
+	s.inflight = batch
+	return batch
+}
+
+// settleRideAlong ends the flight of observations committed with a round:
+// dropped once committed (or malformed), pending again otherwise.
+func (s *Store) settleRideAlong(batch []fsm.Settlement, res *fsm.Result, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight = nil
+	if res != nil && (res.Error() == nil || errors.Is(res.Error(), fsm.ErrMalformed)) {
+		return
+	}
+	if err != nil || res != nil {
+		s.pending = append(batch, s.pending...)
+	}
 }
 
 // learnIndeterminate learns the outcome of a Reserve whose Apply failed
@@ -329,15 +505,18 @@ func (s *Store) KeysToReconcile(cluster string) []fedref.MemberObject {
 
 // add records an observation for the next batch. Only a leader records:
 // a follower's view is never used, and a new leader settles from a quorum
-// list (ReconcileReservations) before it writes. Over the bound, every
-// pending observation is dropped and Epoch changes, so the engine
-// re-verifies each key from a fresh list.
+// list (ReconcileReservations) before it writes. A leader whose write lease
+// lapsed for a moment records too (raft still leads): the lease usually
+// returns in the same term, which sets off no new reconcile, so an
+// observation dropped then would hold its key until the expectations TTL.
+// Over the bound, every pending observation is dropped and Epoch changes,
+// so the engine re-verifies each key from a fresh list.
 func (s *Store) add(it fsm.Settlement) {
 	if err := it.Validate(); err != nil {
 		s.log.V(1).Info("Ignoring invalid observation", "reason", err.Error())
 		return
 	}
-	if _, _, ok := s.node.Leading(); !ok {
+	if _, _, ok := s.node.Leading(); !ok && !s.node.IsLeader() {
 		return
 	}
 	s.mu.Lock()
@@ -457,7 +636,7 @@ func (s *Store) Flush(ctx context.Context) error {
 	s.mu.Unlock()
 	actx, cancel := context.WithTimeout(ctx, 2*s.node.Config().ApplyTimeout)
 	defer cancel()
-	_, err := s.node.Apply(actx, &fsm.Settle{Meta: s.node.Meta(), Items: batch})
+	_, err := s.node.Apply(actx, &fsm.Settle{Meta: s.settleMeta(), Items: batch})
 	s.mu.Lock()
 	s.inflight = nil
 	if err != nil && !errors.Is(err, fsm.ErrMalformed) {

@@ -86,6 +86,15 @@ type Meta struct {
 	// change expectations are refused unless it equals the term of the raft
 	// entry that carries them (see the package doc, "fencing").
 	Term uint64 `json:"term,omitempty"`
+	// HoldReissued chooses the rule for reissued names (see
+	// Reservation.Reissued): a Reserve carrying it marks the held names it
+	// hands out again, and a SettleFailed it carries (in a Settle or in
+	// Reserve.Settle) holds such a name again instead of releasing it.
+	// Without it both apply as they did before the rule existed. An older
+	// replica ignores the field, so a leader sets it only while every server
+	// says it applies the rule (node.FeatureHoldReissued): replicas of
+	// either version then apply every entry alike.
+	HoldReissued bool `json:"holdReissued,omitempty"`
 }
 
 // Command is one decoded replicated command.

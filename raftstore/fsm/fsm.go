@@ -182,7 +182,7 @@ func fencedType(cmd Command) bool {
 
 // applySettle records the outcome of creates (pod seen, or create failed).
 func (f *FSM) applySettle(c *Settle, logTerm uint64) Result {
-	f.st.settle(c.Items, c.Now, logTerm)
+	f.st.settle(c.Items, c.Now, logTerm, c.HoldReissued)
 	return Result{}
 }
 
@@ -261,7 +261,7 @@ func (f *FSM) applySetHealth(c *SetHealth) Result {
 // one), reissuing held names first.
 func (f *FSM) applyReserve(c *Reserve, logTerm uint64) Result {
 	s := f.st
-	s.settle(c.Settle, c.Now, logTerm)
+	s.settle(c.Settle, c.Now, logTerm, c.HoldReissued)
 	target := c.Target
 	if rec, ok := s.Targets[FRSRef{Namespace: c.Key.Namespace, Name: c.Key.Name}.String()]; ok {
 		// The committed target bounds every leader, also one whose own view is stale.
@@ -303,6 +303,9 @@ func (f *FSM) applyReserve(c *Reserve, logTerm uint64) Result {
 			break
 		}
 		r.Held, r.Term, r.Expiry = false, c.Term, c.Now+c.TTL
+		if c.HoldReissued {
+			r.Reissued = true
+		}
 		ks.Reservations[r.Name] = r
 		names = append(names, r.Name)
 	}

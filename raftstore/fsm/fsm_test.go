@@ -669,3 +669,148 @@ func TestHeldNameSeenCountsOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedReissueStaysHeld: a held name handed out again whose create
+// then fails (or is never sent, a slow-start skip after a lapsed lease) is
+// held again, not released, when both the Reserve that reissued it and the
+// command carrying the SettleFailed are marked HoldReissued: the deposed
+// leader's paused create of it may still land, and the next Reserve must
+// hand out the same name, never a fresh one next to it. Without either mark
+// the name is released, exactly as by a version that does not know the
+// rule, so replicas of both versions end in the same state. A fresh name's
+// failed create is released in every case.
+func TestFailedReissueStaysHeld(t *testing.T) {
+	tests := []struct {
+		name          string
+		markReserve   bool // the reissuing Reserve
+		markSettle    bool // the command carrying the SettleFailed items
+		inNextReserve bool // the items ride in the next Reserve's Settle
+		wantHeld      bool // the reissued names are held again
+	}{
+		{name: "unmarked, as before the rule"},
+		{name: "both marked", markReserve: true, markSettle: true, wantHeld: true},
+		{name: "marked reserve, unmarked settle", markReserve: true},
+		{name: "unmarked reserve, marked settle", markSettle: true},
+		{name: "both marked, settled by the next reserve", markReserve: true, markSettle: true, inNextReserve: true, wantHeld: true},
+		{name: "unmarked, settled by the next reserve", inNextReserve: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New("s")
+			old := applyAt(t, f, reserve("", 0, 1, 10, 0, 2), 1)
+			// The term-2 leader finds neither pod and holds both names.
+			if r := applyAt(t, f, &Reconcile{Meta: Meta{Term: 2, Now: 1}, Key: k1, TTL: ttl}, 2); len(r.Held) != 2 {
+				t.Fatalf("reconcile held %v, want both names", r.Held)
+			}
+			re := reserve("", 2, 2, 10, 0, 3)
+			re.HoldReissued = tc.markReserve
+			got := applyAt(t, f, re, 2)
+			if len(got.Names) != 3 || !slicesEqualSet(got.Names[:2], old.Names) {
+				t.Fatalf("reserve gave %v, want the held %v first", got.Names, old.Names)
+			}
+			for _, n := range old.Names {
+				if r := f.View(k1).Reservations[n]; r.Reissued != tc.markReserve {
+					t.Fatalf("reissued name %s: Reissued %v, want %v (the Reserve's mark)", n, r.Reissued, tc.markReserve)
+				}
+			}
+			// Every create of the sync fails before it is sent.
+			var items []Settlement
+			for _, n := range got.Names {
+				items = append(items, Settlement{Kind: SettleFailed, Key: k1, Name: n, Term: 2})
+			}
+			var next Result
+			if tc.inNextReserve {
+				nr := reserve("", 3, 2, 10, 0, 2)
+				nr.HoldReissued, nr.Settle = tc.markSettle, items
+				next = applyAt(t, f, nr, 2)
+			} else {
+				applyAt(t, f, &Settle{Meta: Meta{Now: 3, HoldReissued: tc.markSettle}, Items: items}, 2)
+			}
+			want := map[string]Reservation{}
+			if tc.wantHeld {
+				for i, n := range old.Names {
+					want[n] = Reservation{Name: n, Expiry: 2 + ttl, Term: 2, Seq: uint64(i + 1), Held: true, Reissued: true}
+				}
+			}
+			if !tc.inNextReserve {
+				if diff := cmp.Diff(want, f.View(k1).Reservations); diff != "" {
+					t.Fatalf("reservations after the failed creates (-want +got):\n%s", diff)
+				}
+				if c, _ := f.View(k1).Outstanding(3); c != 0 {
+					t.Fatalf("%d outstanding, want 0: held names do not hold up the next sync", c)
+				}
+				next = applyAt(t, f, reserve("", 4, 2, 10, 0, 2), 2)
+			}
+			// The next sync gets the held names again, or fresh ones once
+			// they were released.
+			if reused := slicesEqualSet(next.Names, old.Names); reused != tc.wantHeld {
+				t.Fatalf("next reserve gave %v (the old names %v): reused %v, want %v", next.Names, old.Names, reused, tc.wantHeld)
+			}
+		})
+	}
+}
+
+// TestLocalViewHoldsFailedReissue: the store's local view holds a failed
+// reissue (it cannot know the mark of the command that will carry the
+// settlement), and releases a fresh name; either way neither is
+// outstanding, as in the FSM whichever the mark.
+func TestLocalViewHoldsFailedReissue(t *testing.T) {
+	f := New("s")
+	old := applyAt(t, f, reserve("", 0, 1, 10, 0, 1), 1)
+	applyAt(t, f, &Reconcile{Meta: Meta{Term: 2, Now: 1}, Key: k1, TTL: ttl}, 2)
+	re := reserve("", 2, 2, 10, 0, 2)
+	re.HoldReissued = true
+	got := applyAt(t, f, re, 2)
+	view := f.View(k1)
+	view.Apply(k1, []Settlement{
+		{Kind: SettleFailed, Key: k1, Name: got.Names[0], Term: 2},
+		{Kind: SettleFailed, Key: k1, Name: got.Names[1], Term: 2},
+	})
+	want := map[string]Reservation{old.Names[0]: {Name: old.Names[0], Expiry: 2 + ttl, Term: 2, Seq: 1, Held: true, Reissued: true}}
+	if diff := cmp.Diff(want, view.Reservations); diff != "" {
+		t.Fatalf("local view (-want +got):\n%s", diff)
+	}
+	if c, _ := view.Outstanding(3); c != 0 {
+		t.Fatalf("%d outstanding, want 0", c)
+	}
+}
+
+// TestHoldReissuedEncoding: the mark survives encoding; a command without
+// it encodes as before the field existed (an older replica decodes the same
+// bytes), and bytes without it decode unmarked.
+func TestHoldReissuedEncoding(t *testing.T) {
+	for _, mark := range []bool{false, true} {
+		c := reserve("id", 1, 2, 3, 0, 1)
+		c.HoldReissued = mark
+		b, err := Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := bytes.Contains(b, []byte("holdReissued")); got != mark {
+			t.Fatalf("mark %v: encoding %s carries the field: %v", mark, b, got)
+		}
+		d, err := Decode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(Command(c), d); diff != "" {
+			t.Fatalf("mark %v: decoded (-want +got):\n%s", mark, diff)
+		}
+	}
+}
+
+func slicesEqualSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	in := map[string]bool{}
+	for _, s := range a {
+		in[s] = true
+	}
+	for _, s := range b {
+		if !in[s] {
+			return false
+		}
+	}
+	return true
+}

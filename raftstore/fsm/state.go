@@ -27,6 +27,13 @@ type Reservation struct {
 	// once and drops it: its caller listed pods before the observation
 	// may have arrived, so its Active may leave the pod out.
 	Seen bool `json:"seen,omitempty"`
+	// Reissued is set once a Reserve marked HoldReissued hands out a held
+	// name again. Whoever held it before may still create it (a deposed
+	// leader's paused request), so a failed or unsent create of the reissue,
+	// settled by a command marked HoldReissued, holds the name again instead
+	// of releasing it: the next Reserve would otherwise grant a fresh name
+	// for the slot, next to that late pod.
+	Reissued bool `json:"reissued,omitempty"`
 }
 
 // PendingDelete is a pod expected to be deleted.
@@ -62,13 +69,16 @@ func (v KeyView) Outstanding(now int64) (creates, deletes int) {
 
 // Apply applies settlements for key k to the view, as the FSM would in the
 // term the settlements were decided in. It lets a store answer from
-// committed state plus observations not yet flushed.
+// committed state plus observations not yet flushed. A failed reissue is
+// held again, as a command marked HoldReissued would do; the view cannot
+// know the mark of the command that will carry the settlement, and the
+// name is not outstanding either way, which is what the view is asked.
 func (v *KeyView) Apply(k Key, items []Settlement) {
 	for _, s := range items {
 		switch s.Kind {
 		case SettleCreated, SettleFailed:
 			if s.Key == k {
-				settleName(v.Reservations, s.Kind, s.Name)
+				settleName(v.Reservations, s.Kind, s.Name, true)
 			}
 		case SettleHold:
 			if r, ok := v.Reservations[s.Name]; ok && s.Key == k {
@@ -251,7 +261,8 @@ func (s *state) gc(ks *keyState, now int64) {
 // settle applies items in an entry of raft term logTerm (0: unfenced, for
 // tests). Releases and forgets decided in another term are ignored: only the
 // leader of the current term may free a name or forget expectations.
-func (s *state) settle(items []Settlement, now int64, logTerm uint64) {
+// holdReissued is the carrying command's Meta.HoldReissued.
+func (s *state) settle(items []Settlement, now int64, logTerm uint64, holdReissued bool) {
 	for _, it := range items {
 		if it.Kind.leaderOnly() && !fenced(it.Term, logTerm) {
 			continue
@@ -281,7 +292,7 @@ func (s *state) settle(items []Settlement, now int64, logTerm uint64) {
 				ks.Reservations[it.Name] = r
 			}
 		default:
-			settleName(ks.Reservations, it.Kind, it.Name)
+			settleName(ks.Reservations, it.Kind, it.Name, holdReissued)
 		}
 		s.gc(ks, now)
 	}
@@ -294,13 +305,22 @@ func (s *state) settle(items []Settlement, now int64, logTerm uint64) {
 // listed its pods, and dropping it here would leave its slot counted
 // neither as active nor as reserved, so a fresh name would be granted for
 // it.
-func settleName(res map[string]Reservation, kind SettleKind, name string) {
-	if r, ok := res[name]; ok && kind == SettleCreated && r.Held {
+//
+// With holdReissued (the carrying command's mark), a SettleFailed of a
+// reissued name holds it again (see Reservation.Reissued); without it, the
+// name is released, as by versions that do not know the rule.
+func settleName(res map[string]Reservation, kind SettleKind, name string, holdReissued bool) {
+	r, ok := res[name]
+	switch {
+	case ok && kind == SettleCreated && r.Held:
 		r.Seen = true
-		res[name] = r
+	case ok && kind == SettleFailed && r.Reissued && holdReissued:
+		r.Held = true
+	default:
+		delete(res, name)
 		return
 	}
-	delete(res, name)
+	res[name] = r
 }
 
 // fenced reports whether a command proposed in term cmdTerm may change

@@ -3,9 +3,9 @@ package node
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
-	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/replicafed/replicafed/internal/metrics"
 	"github.com/replicafed/replicafed/raftstore/fsm"
@@ -40,16 +40,83 @@ type applier struct {
 // be the leader) and returns the FSM's result.
 func (n *Node) applyLocal(data []byte) (*fsm.Result, error) {
 	p := &pendingApply{data: data, done: make(chan struct{})}
+	n.enqueue(p)
+	<-p.done
+	return p.res, p.err
+}
+
+// ApplyAll commits cmds, in order, and returns one result per command
+// (each command's own refusal is in its result, see fsm.Result.Error). On
+// the leader they are queued together, so they share one raft entry when
+// group commit is allowed and they fit (fsm.MaxBatchCommands, 1 MiB).
+// Every command not known to be committed then (on a follower, or when the
+// shared entry failed: leadership lost for a moment, an enqueue timeout)
+// goes the way Apply goes, in order and with its own request ID: retried
+// until ctx ends, so one that did commit returns its first result, as a
+// single Apply would. err is the first failure to commit; a command whose
+// result is nil has an unknown outcome (it may still commit).
+func (n *Node) ApplyAll(ctx context.Context, cmds []fsm.Command) ([]*fsm.Result, error) {
+	out := make([]*fsm.Result, len(cmds))
+	data := make([][]byte, len(cmds))
+	for i, c := range cmds {
+		d, err := fsm.Encode(c)
+		if err != nil {
+			return out, err
+		}
+		data[i] = d
+	}
+	if n.stopped() {
+		return out, raft.ErrRaftShutdown
+	}
+	if err := ctx.Err(); err != nil {
+		return out, fmt.Errorf("applying %d commands: %w", len(cmds), err)
+	}
+	if n.raft.State() == raft.Leader {
+		n.commitTogether(data, out)
+	}
+	var first error
+	for i, c := range cmds {
+		if out[i] != nil {
+			continue
+		}
+		res, err := n.Apply(ctx, c)
+		if res != nil {
+			err = nil // committed; a refusal is in the result
+		}
+		out[i] = res
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return out, first
+}
+
+// commitTogether queues data, in order, for this leader's committer and
+// records the result of each command that committed in out.
+func (n *Node) commitTogether(data [][]byte, out []*fsm.Result) {
+	ps := make([]*pendingApply, len(data))
+	for i, d := range data {
+		ps[i] = &pendingApply{data: d, done: make(chan struct{})}
+	}
+	n.enqueue(ps...)
+	for i, p := range ps {
+		<-p.done
+		if p.err == nil {
+			out[i] = p.res
+		}
+	}
+}
+
+// enqueue queues ps, in order, for the committer, starting it if idle.
+func (n *Node) enqueue(ps ...*pendingApply) {
 	a := &n.applier
 	a.mu.Lock()
-	a.queue = append(a.queue, p)
+	a.queue = append(a.queue, ps...)
 	if !a.running {
 		a.running = true
 		go n.commitQueued()
 	}
 	a.mu.Unlock()
-	<-p.done
-	return p.res, p.err
 }
 
 // commitQueued commits what is queued, one entry at a time, until the queue
@@ -58,7 +125,7 @@ func (n *Node) commitQueued() {
 	a := &n.applier
 	for {
 		limit := 1
-		if n.batchAllowed() {
+		if n.AllServersHave(FeatureBatch) {
 			limit = fsm.MaxBatchCommands
 		}
 		a.mu.Lock()
@@ -142,68 +209,4 @@ func (n *Node) apply(batch []*pendingApply) ([]*fsm.Result, error) {
 		out[i] = &br.Results[i]
 	}
 	return out, nil
-}
-
-// featureBatch is listed in a replica's status answer when its FSM applies
-// batch entries. A replica of an older version lists nothing, and a batch
-// entry would be lost on it (its FSM refuses the unknown type while the
-// others apply it), so the leader combines commands only while every server
-// in the configuration lists the feature: a rolling upgrade is safe.
-const featureBatch = "batch"
-
-// batchRecheck is how long an answer about the servers' features is used.
-// A server added since is asked at the next check; until then a new
-// server of an older version could miss batches, so membership changes
-// during an upgrade should wait this long after the new server is up.
-const batchRecheck = 10 * time.Second
-
-// batchGate caches whether every server applies batch entries.
-type batchGate struct {
-	mu       sync.Mutex
-	ok       bool
-	checked  time.Time
-	checking bool
-}
-
-// batchAllowed reports whether this leader may combine commands. It never
-// waits: a stale answer starts a check in the background and is used (no,
-// at first) meanwhile.
-func (n *Node) batchAllowed() bool {
-	g := &n.batchGate
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.checking && (g.checked.IsZero() || n.clock.Now().Sub(g.checked) >= batchRecheck) {
-		g.checking = true
-		go n.checkBatchSupport(context.Background())
-	}
-	return g.ok
-}
-
-// checkBatchSupport asks every other server of the configuration for its
-// features and records whether all apply batch entries.
-func (n *Node) checkBatchSupport(ctx context.Context) bool {
-	ok := n.allServersBatch(ctx)
-	g := &n.batchGate
-	g.mu.Lock()
-	g.ok, g.checked, g.checking = ok, n.clock.Now(), false
-	g.mu.Unlock()
-	return ok
-}
-
-func (n *Node) allServersBatch(ctx context.Context) bool {
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
-		return false
-	}
-	for _, s := range f.Configuration().Servers {
-		if s.ID == n.serverID {
-			continue
-		}
-		resp, err := n.peerStatus(ctx, string(s.Address), serverName(string(s.ID)))
-		if err != nil || resp.Err != "" || !slices.Contains(resp.Features, featureBatch) {
-			n.log.V(2).Info("Not combining raft commands: a server does not apply batch entries", "server", s.ID, "error", err)
-			return false
-		}
-	}
-	return true
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	tu "github.com/replicafed/replicafed/internal/test/rafttest"
 	"github.com/replicafed/replicafed/raftstore/fsm"
 )
@@ -163,5 +165,110 @@ func TestNoGroupCommitWithAnOlderServer(t *testing.T) {
 	}
 	if got := l.Raft().AppliedIndex() - before; got != cmds {
 		t.Fatalf("%d commands took %d raft entries, want one each", cmds, got)
+	}
+}
+
+// TestApplyAllSharesOneEntry: commands handed to ApplyAll together take
+// one raft entry on the leader, each with its own result (a stale one is
+// refused alone), in order.
+func TestApplyAllSharesOneEntry(t *testing.T) {
+	c := tu.NewCluster(t, 3, tu.StableTimers)
+	c.StartAll()
+	l := c.WaitVoters(3, 60*time.Second)
+	term := l.LastLeaderTerm()
+	tu.Eventually(t, 30*time.Second, func() error {
+		if !l.CheckBatchSupport() {
+			return errors.New("the servers do not all say they apply batch entries yet")
+		}
+		return nil
+	})
+	key := func(i int) fsm.Key { return fsm.Key{Cluster: "m1", Namespace: "ns", Name: fmt.Sprintf("all%d", i)} }
+	var cmds []fsm.Command
+	for i := range 10 {
+		cmds = append(cmds, &fsm.Reserve{Meta: l.Meta(), Key: key(i), Target: 2, Count: 2, Prefix: fmt.Sprintf("all%d-", i), TTL: int64(time.Hour)})
+	}
+	stale := l.Meta()
+	stale.Term = term - 1
+	cmds = append(cmds, &fsm.Reserve{Meta: stale, Key: key(99), Target: 1, Count: 1, Prefix: "old-", TTL: int64(time.Hour)})
+	before := l.Raft().AppliedIndex()
+	res, err := l.ApplyAll(tu.Ctx(t, 30*time.Second), cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if res[i] == nil || res[i].Error() != nil || len(res[i].Names) != 2 || !strings.HasPrefix(res[i].Names[0], fmt.Sprintf("all%d-", i)) {
+			t.Fatalf("command %d: %+v", i, res[i])
+		}
+	}
+	if r := res[10]; r == nil || !errors.Is(r.Error(), fsm.ErrStale) {
+		t.Fatalf("command of an earlier term: %+v, want ErrStale", r)
+	}
+	if l.LastLeaderTerm() != term || !l.IsLeader() {
+		t.Skipf("leadership moved during the test (term %d -> %d); entry count not checked", term, l.LastLeaderTerm())
+	}
+	if got := l.Raft().AppliedIndex() - before; got != 1 {
+		t.Fatalf("%d commands took %d raft entries, want 1", len(cmds), got)
+	}
+}
+
+// TestApplyAllRetriesAFailedEntry: when the shared entry fails (never
+// appended, or appended and then reported lost), ApplyAll retries each
+// command as Apply does, so every command gets its result and one that
+// did commit is not applied twice.
+func TestApplyAllRetriesAFailedEntry(t *testing.T) {
+	c := tu.NewCluster(t, 3, tu.StableTimers)
+	c.StartAll()
+	l := c.WaitVoters(3, 60*time.Second)
+	tu.Eventually(t, 30*time.Second, func() error {
+		if !l.CheckBatchSupport() {
+			return errors.New("the servers do not all say they apply batch entries yet")
+		}
+		return nil
+	})
+	for _, committed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("committed=%v", committed), func(t *testing.T) {
+			key := func(i int) fsm.Key {
+				return fsm.Key{Cluster: "m1", Namespace: "ns", Name: fmt.Sprintf("retry%v%d", committed, i)}
+			}
+			// The term this node leads in, also while its lease lapses
+			// for a moment under load (Meta would then say 0).
+			term := l.LastLeaderTerm()
+			var cmds []fsm.Command
+			for i := range 3 {
+				m := l.Meta()
+				m.Term = term
+				cmds = append(cmds, &fsm.Reserve{Meta: m, Key: key(i), Target: 2, Count: 2, Prefix: "r-", TTL: int64(time.Hour)})
+			}
+			queued, _ := l.HoldCommits()
+			var res []*fsm.Result
+			var err error
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				res, err = l.ApplyAll(tu.Ctx(t, 60*time.Second), cmds)
+			}()
+			tu.Eventually(t, 30*time.Second, func() error {
+				if q := queued(); q != len(cmds) {
+					return fmt.Errorf("%d of %d commands queued", q, len(cmds))
+				}
+				return nil
+			})
+			l.FailQueued(raft.ErrLeadershipLost, committed)
+			<-done
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range cmds {
+				if res[i] != nil && errors.Is(res[i].Error(), fsm.ErrStale) && l.LastLeaderTerm() != term {
+					t.Skipf("leadership moved during the test (term %d -> %d)", term, l.LastLeaderTerm())
+				}
+				if res[i] == nil || res[i].Error() != nil || len(res[i].Names) != 2 {
+					t.Fatalf("command %d: %+v", i, res[i])
+				}
+				if got := l.FSM().View(key(i)).Reservations; len(got) != 2 {
+					t.Fatalf("key %d holds %d reservations, want the 2 of one Reserve: %+v", i, len(got), got)
+				}
+			}
+		})
 	}
 }

@@ -28,10 +28,40 @@ func (n *Node) HoldCommits() (queued func() int, release func()) {
 	return queued, func() { go n.commitQueued() }
 }
 
+// WithoutFeature makes n answer status, and judge its own features, as a
+// replica of a version without feature.
+func (n *Node) WithoutFeature(feature string) { n.hiddenFeatures.Store(feature, struct{}{}) }
+
 // WithoutBatchFeature makes n answer status as a replica of a version that
 // cannot apply batch entries.
-func (n *Node) WithoutBatchFeature() { n.noBatchFeature.Store(true) }
+func (n *Node) WithoutBatchFeature() { n.WithoutFeature(FeatureBatch) }
+
+// CheckFeatures asks the servers of the configuration for their features
+// now, as the feature loop does.
+func (n *Node) CheckFeatures() { n.checkFeatures(context.Background()) }
 
 // CheckBatchSupport asks the other servers now and returns whether this
 // node may combine commands.
-func (n *Node) CheckBatchSupport() bool { return n.checkBatchSupport(context.Background()) }
+func (n *Node) CheckBatchSupport() bool {
+	n.CheckFeatures()
+	return n.CombinesCommands()
+}
+
+// FailQueued ends the commands HoldCommits queued with err, as a failed
+// raft.Apply does; when committed is true their entry is committed first
+// (the failure came after the append, as when leadership is lost then).
+// Commits after it are normal.
+func (n *Node) FailQueued(err error, committed bool) {
+	a := &n.applier
+	a.mu.Lock()
+	batch := takeBatch(&a.queue, len(a.queue))
+	a.mu.Unlock()
+	if committed {
+		_, _ = n.apply(batch)
+	}
+	for _, p := range batch {
+		p.err = err
+		close(p.done)
+	}
+	go n.commitQueued()
+}

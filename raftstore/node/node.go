@@ -38,12 +38,12 @@ type Node struct {
 	serverID raft.ServerID
 	observer *raft.Observer
 
-	lead      leadership
-	applier   applier
-	batchGate batchGate
-	// noBatchFeature makes the status answer omit featureBatch, as an older
-	// version's would; set only by tests.
-	noBatchFeature atomic.Bool
+	lead     leadership
+	applier  applier
+	features featureGate
+	// hiddenFeatures are left out of the status answer and this node's own
+	// features, as by an older version; set only by tests.
+	hiddenFeatures sync.Map
 	// started is set once raft exists; RPCs arriving earlier are dropped.
 	started atomic.Bool
 
@@ -121,6 +121,7 @@ func (n *Node) open() error {
 	n.goRun(n.gateWatchdog)
 	n.goRun(n.leaseVerifier)
 	n.goRun(n.membershipLoop)
+	n.goRun(n.featureLoop)
 	n.goRun(func() { n.deadServerLoop(obsCh) })
 	return nil
 }

@@ -50,7 +50,7 @@ type rpcResponse struct {
 	LeaderID string   `json:"leaderID,omitempty"`
 	Servers  []string `json:"servers,omitempty"`
 	// Features lists optional abilities of the answering replica
-	// (featureBatch).
+	// (FeatureBatch, FeatureHoldReissued).
 	Features []string `json:"features,omitempty"`
 }
 
@@ -118,9 +118,7 @@ func (n *Node) handleRPC(req *rpcRequest) *rpcResponse {
 	case "status":
 		addr, id := n.raft.LeaderWithID()
 		r := &rpcResponse{LeaderAddr: string(addr), LeaderID: string(id)}
-		if !n.noBatchFeature.Load() {
-			r.Features = []string{featureBatch}
-		}
+		r.Features = n.localFeatures()
 		if f := n.raft.GetConfiguration(); f.Error() == nil {
 			for _, s := range f.Configuration().Servers {
 				r.Servers = append(r.Servers, string(s.ID))
