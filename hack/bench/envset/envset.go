@@ -17,33 +17,28 @@ type Getenv func(key string) string
 
 // PositiveInts sets each destination from its variable when that is set.
 func PositiveInts(getenv Getenv, vars map[string]*int) error {
-	for _, key := range slices.Sorted(maps.Keys(vars)) {
-		v := getenv(key)
-		if v == "" {
-			continue
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return fmt.Errorf("%s=%q: want a positive integer", key, v)
-		}
-		*vars[key] = n
-	}
-	return nil
+	return setPositive(getenv, vars, strconv.Atoi, "a positive integer")
 }
 
 // PositiveDurations sets each destination from its variable when that is
 // set.
 func PositiveDurations(getenv Getenv, vars map[string]*time.Duration) error {
+	return setPositive(getenv, vars, time.ParseDuration, "a positive duration such as 30m")
+}
+
+// setPositive sets each destination, in name order, from its variable when
+// that is set and parses to a positive value; want says what is expected.
+func setPositive[T int | time.Duration](getenv Getenv, vars map[string]*T, parse func(string) (T, error), want string) error {
 	for _, key := range slices.Sorted(maps.Keys(vars)) {
 		v := getenv(key)
 		if v == "" {
 			continue
 		}
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return fmt.Errorf("%s=%q: want a positive duration such as 30m", key, v)
+		x, err := parse(v)
+		if err != nil || x <= 0 {
+			return fmt.Errorf("%s=%q: want %s", key, v, want)
 		}
-		*vars[key] = d
+		*vars[key] = x
 	}
 	return nil
 }
