@@ -13,6 +13,7 @@ import (
 
 	tu "github.com/replicafed/replicafed/internal/test/rafttest"
 	"github.com/replicafed/replicafed/raftstore/fsm"
+	"github.com/replicafed/replicafed/raftstore/node"
 )
 
 // TestGroupCommit: commands that reach the leader while an entry is in
@@ -23,12 +24,7 @@ func TestGroupCommit(t *testing.T) {
 	c.StartAll()
 	l := c.WaitVoters(3, 60*time.Second)
 	term := l.LastLeaderTerm()
-	tu.Eventually(t, 30*time.Second, func() error {
-		if !l.CheckBatchSupport() {
-			return errors.New("the servers do not all say they apply batch entries yet")
-		}
-		return nil
-	})
+	waitAllHave(t, []*node.Node{l}, node.FeatureBatch)
 	// Commit one command first, so the entries counted below are ours.
 	if _, err := l.Apply(tu.Ctx(t, 10*time.Second), &fsm.SetHealth{Meta: l.Meta(), Cluster: "m0", Healthy: true}); err != nil {
 		t.Fatal(err)
@@ -176,12 +172,7 @@ func TestApplyAllSharesOneEntry(t *testing.T) {
 	c.StartAll()
 	l := c.WaitVoters(3, 60*time.Second)
 	term := l.LastLeaderTerm()
-	tu.Eventually(t, 30*time.Second, func() error {
-		if !l.CheckBatchSupport() {
-			return errors.New("the servers do not all say they apply batch entries yet")
-		}
-		return nil
-	})
+	waitAllHave(t, []*node.Node{l}, node.FeatureBatch)
 	key := func(i int) fsm.Key { return fsm.Key{Cluster: "m1", Namespace: "ns", Name: fmt.Sprintf("all%d", i)} }
 	var cmds []fsm.Command
 	for i := range 10 {
@@ -219,12 +210,7 @@ func TestApplyAllRetriesAFailedEntry(t *testing.T) {
 	c := tu.NewCluster(t, 3, tu.StableTimers)
 	c.StartAll()
 	l := c.WaitVoters(3, 60*time.Second)
-	tu.Eventually(t, 30*time.Second, func() error {
-		if !l.CheckBatchSupport() {
-			return errors.New("the servers do not all say they apply batch entries yet")
-		}
-		return nil
-	})
+	waitAllHave(t, []*node.Node{l}, node.FeatureBatch)
 	for _, committed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("committed=%v", committed), func(t *testing.T) {
 			key := func(i int) fsm.Key {
