@@ -684,7 +684,10 @@ func (r *podRunner) forbidden(since map[string]int) []string {
 func buildReplicafed(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "replicafed")
-	cmd := exec.Command("go", "build", "-o", out, "../cmd/replicafed")
+	// The flags of `make image`, so the image and this binary share their
+	// compiled dependencies.
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "../cmd/replicafed")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building replicafed: %v\n%s", err, b)
 	}

@@ -56,19 +56,61 @@ func chaosTable(plan chaosPlan, results []*roundResult, took time.Duration) stri
 		if up+down == 0 {
 			continue
 		}
-		conv := "-"
-		if len(times) > 0 {
-			slices.Sort(times)
-			conv = fmt.Sprintf("%.1f s, %.1f s", median(times).Seconds(), times[len(times)-1].Seconds())
-		}
-		fmt.Fprintf(&b, "| %s | %d (%d/%d) | %d | %d | %d | %d | %d | %d | %s |\n", k, up+down, up, down, fails, over, dup, below, belowS, notConv, conv)
+		fmt.Fprintf(&b, "| %s | %d (%d/%d) | %d | %d | %d | %d | %d | %d | %s |\n", k, up+down, up, down, fails, over, dup, below, belowS, notConv, medianMax(times))
 	}
 	b.WriteString("\nOver-target samples: 100 ms samples in which a member ran more than max(old, new target) + maxSurge active pods, or the fleet more than max(old, new replicas) + maxSurge. ")
 	b.WriteString("Duplicate creates: distinct pods created beyond the missing replicas (watched in every member), plus any create on a scale-down. ")
 	b.WriteString("Deletes below target: deletes beyond the surplus on a scale-down, or any delete on a scale-up. ")
 	b.WriteString("Below-target samples: samples in which a member ran fewer active pods than its new target, or the fleet fewer than the new replicas, on a scale-down. ")
 	b.WriteString("Time to converge: from the scale request until every member runs its target, all Ready, and the hub status says so (converged rounds only).\n")
+	handoverTable(&b, plan, results)
 	return b.String()
+}
+
+// memberQPS is controller.memberQPS as the e2e fleet runs it (the default):
+// the pace of the QPS ideal below.
+const memberQPS = 20
+
+// handoverTable adds one row per leader disruption: how long the election
+// and the new leader's first member write took, and the convergence time
+// against the QPS ideal (each member's change at memberQPS, as if nothing
+// had been disrupted).
+func handoverTable(b *strings.Builder, plan chaosPlan, results []*roundResult) {
+	ideal := time.Duration(float64(plan.high-plan.low) / 3 / memberQPS * float64(time.Second))
+	fmt.Fprintf(b, "\nHandover, leader disruptions only. QPS ideal %.2f s: each member's %d pods at memberQPS %d.\n\n", ideal.Seconds(), (plan.high-plan.low)/3, memberQPS)
+	b.WriteString("| disruption | rounds measured | elected after the disruption (median, max) | first member write after the election (median, max) | converged after the scale (median, max) | over the QPS ideal (median, max) |\n")
+	b.WriteString("|---|---|---|---|---|---|\n")
+	for _, k := range allDisruptions {
+		if !k.leader() {
+			continue
+		}
+		var elected, first, conv, over []time.Duration
+		for _, r := range results {
+			if r.spec.kind != k || r.handover == nil {
+				continue
+			}
+			elected = append(elected, r.handover.elected)
+			if r.handover.firstWrite >= 0 {
+				first = append(first, r.handover.firstWrite)
+			}
+			if r.converged {
+				conv = append(conv, r.convergeIn)
+				over = append(over, r.convergeIn-ideal)
+			}
+		}
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s |\n", k, len(elected), medianMax(elected), medianMax(first), medianMax(conv), medianMax(over))
+	}
+	b.WriteString("\nElected: from the disruption (signal or transfer request) to the time raft made the round's final leader leader, as that replica's admin status reports it. First member write: from that election to the first pod create or delete it let leave for a member (the write lease's first grant of the term).\n")
+}
+
+// medianMax formats "median, max" of ds in seconds, or "-" if empty.
+func medianMax(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	return fmt.Sprintf("%.2f s, %.2f s", median(ds).Seconds(), ds[len(ds)-1].Seconds())
 }
 
 func median(ds []time.Duration) time.Duration {

@@ -141,6 +141,7 @@ type roundResult struct {
 	converged  bool
 	convergeIn time.Duration // from the scale request
 	afterDisr  time.Duration // from the disruption
+	handover   *handover     // leader disruptions: what the next leader took
 	final      string
 	timeline   []string
 	notes      []string
@@ -440,6 +441,9 @@ func (c *chaos) round(n int, spec roundSpec) *roundResult {
 		event("not converged: %s", last)
 	}
 	r.final = last
+	if spec.kind.leader() {
+		r.handover = c.handoverOf(ctx, term, check.disrupted, event)
+	}
 	if spec.kind == faultyMember {
 		_ = proxy.SetFaults(faultproxy.Faults{})
 		st := proxy.Stats()
@@ -600,6 +604,30 @@ func (c *chaos) waitNewLeader(ctx context.Context, not *fleet.Replica, term uint
 	}
 	event("new leader %s term %d", got.ID, gotTerm)
 	return true
+}
+
+// handover is how long a leader disruption kept member writes waiting.
+type handover struct {
+	elected    time.Duration // from the disruption to raft electing the leader that finished the round
+	firstWrite time.Duration // from that election to its first member pod write; < 0: none
+}
+
+// handoverOf reads the current leader's election and first member write,
+// if it leads in a term after oldTerm.
+func (c *chaos) handoverOf(ctx context.Context, oldTerm uint64, disrupted time.Time, event func(string, ...any)) *handover {
+	for id, st := range c.e.f.Statuses(ctx) {
+		if !st.Leading || st.Term <= oldTerm || st.LeaderSince.IsZero() {
+			continue
+		}
+		h := &handover{elected: st.LeaderSince.Sub(disrupted), firstWrite: -1}
+		if !st.FirstMemberWrite.IsZero() {
+			h.firstWrite = st.FirstMemberWrite.Sub(st.LeaderSince)
+		}
+		event("handover: %s (term %d) elected %s after the disruption, first member write %s after its election",
+			id, st.Term, h.elected.Round(time.Millisecond), h.firstWrite.Round(time.Millisecond))
+		return h
+	}
+	return nil
 }
 
 // convergence polls whether the round's target state holds, from the scale

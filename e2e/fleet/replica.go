@@ -60,6 +60,11 @@ type Status struct {
 	LeaderID      string `json:"leaderID"`
 	LeaderAddress string `json:"leaderAddress"`
 	Ready         bool   `json:"ready"`
+	// LeaderSince is when raft elected this replica, while it leads.
+	LeaderSince time.Time `json:"leaderSince,omitzero"`
+	// FirstMemberWrite is when this leader's first pod write to a member
+	// left in its term; zero while none has.
+	FirstMemberWrite time.Time `json:"firstMemberWrite,omitzero"`
 }
 
 // Start starts the process (again, after Kill or Stop).

@@ -67,6 +67,14 @@ var (
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
 	}, []string{"operation"})
 
+	// RaftFirstMemberWrite measures each leadership's handover: from raft
+	// electing this replica to its first member pod write.
+	RaftFirstMemberWrite = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "replicafed_raft_first_member_write_seconds",
+		Help:    "Seconds from raft electing this replica leader to the first pod write it sent to a member in that term (one sample per term that wrote).",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
+	})
+
 	// RaftCommandsPerEntry is how many commands the leader combined into
 	// each raft entry it proposed (group commit).
 	RaftCommandsPerEntry = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -90,5 +98,5 @@ func newBuildInfo(v version.Info) prometheus.Gauge {
 
 func init() {
 	BuildInfo.Set(1)
-	crmetrics.Registry.MustRegister(PodOperations, Plans, Shortfall, MemberHealthy, MemberPodCachePods, MemberPodCacheIncomplete, RaftLeader, RaftTerm, RaftApplyDuration, RaftCommandsPerEntry, BuildInfo)
+	crmetrics.Registry.MustRegister(PodOperations, Plans, Shortfall, MemberHealthy, MemberPodCachePods, MemberPodCacheIncomplete, RaftLeader, RaftTerm, RaftApplyDuration, RaftFirstMemberWrite, RaftCommandsPerEntry, BuildInfo)
 }

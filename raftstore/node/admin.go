@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/replicafed/replicafed/raftstore/transport"
 )
@@ -41,10 +42,17 @@ func (n *Node) AdminHandler() http.Handler {
 	mux.Handle("GET /status", n.auth(false, func(w http.ResponseWriter, _ *http.Request) {
 		leaderAddr, leaderID := n.Leader()
 		_, term, leading := n.Leading()
-		writeJSON(w, map[string]any{
+		st := map[string]any{
 			"id": n.ServerID(), "address": n.Address(), "leading": leading, "term": term,
 			"leaderID": leaderID, "leaderAddress": leaderAddr, "ready": n.Ready() == nil,
-		})
+		}
+		if elected, first := n.Handover(); leading {
+			st["leaderSince"] = elected.UTC().Format(time.RFC3339Nano)
+			if !first.IsZero() {
+				st["firstMemberWrite"] = first.UTC().Format(time.RFC3339Nano)
+			}
+		}
+		writeJSON(w, st)
 	}))
 	mux.Handle("GET /raft/servers", n.auth(false, func(w http.ResponseWriter, _ *http.Request) {
 		s, err := n.Servers()

@@ -49,6 +49,11 @@ type leadership struct {
 	// closed and replaced whenever it moves forward.
 	leaseUntil time.Time
 	leaseCh    chan struct{}
+
+	// firstWrite is when the first member pod write of lastTerm was
+	// permitted; zero until then. With raftSince it shows what a handover
+	// cost (Node.Handover, replicafed_raft_first_member_write_seconds).
+	firstWrite time.Time
 }
 
 func (l *leadership) init() {}
@@ -133,6 +138,9 @@ func (n *Node) establish() {
 	}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
 	l.term = n.raft.CurrentTerm()
+	if l.term != l.lastTerm {
+		l.firstWrite = time.Time{}
+	}
 	l.lastTerm = l.term
 	l.openWritesLocked()
 	term := l.term
@@ -193,6 +201,15 @@ func (n *Node) Leading() (ctx context.Context, term uint64, ok bool) {
 		return nil, 0, false
 	}
 	return l.ctx, l.term, true
+}
+
+// Handover returns when raft last made this node leader and when the first
+// member pod write of its latest term was permitted (zero while none was).
+// Both are zero on a node that never led.
+func (n *Node) Handover() (elected, firstWrite time.Time) {
+	n.lead.mu.Lock()
+	defer n.lead.mu.Unlock()
+	return n.lead.raftSince, n.lead.firstWrite
 }
 
 // LastLeaderTerm returns the last term this node led in (0 if never), also

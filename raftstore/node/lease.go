@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/replicafed/replicafed/internal/metrics"
 )
 
 // The write lease: why quorum contact alone is not enough.
@@ -86,6 +88,9 @@ func (n *Node) WriteLease(wait time.Duration) bool {
 		allowed := n.allowedLocked()
 		now := time.Now()
 		valid := now.Before(l.leaseUntil)
+		if allowed && valid {
+			n.markFirstWriteLocked(now)
+		}
 		if l.leaseCh == nil {
 			l.leaseCh = make(chan struct{})
 		}
@@ -109,4 +114,16 @@ func (n *Node) WriteLease(wait time.Duration) bool {
 		}
 		t.Stop()
 	}
+}
+
+// markFirstWriteLocked records the first member pod write permitted in this
+// term and how long after raft's election it came: the part of a
+// handover's cost that is replicafed's own, not the election's.
+func (n *Node) markFirstWriteLocked(now time.Time) {
+	l := &n.lead
+	if !l.firstWrite.IsZero() || l.raftSince.IsZero() {
+		return
+	}
+	l.firstWrite = now
+	metrics.RaftFirstMemberWrite.Observe(now.Sub(l.raftSince).Seconds())
 }

@@ -5,7 +5,11 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/replicafed/replicafed/internal/metrics"
 	tu "github.com/replicafed/replicafed/internal/test/rafttest"
+	"github.com/replicafed/replicafed/raftstore/node"
 )
 
 // TestWriteLease: only the leader holds the write lease; an isolated leader
@@ -47,4 +51,72 @@ func TestWriteLease(t *testing.T) {
 	if old.WriteLease(200 * time.Millisecond) {
 		t.Fatal("isolated node got a write lease by waiting")
 	}
+}
+
+// TestHandoverTimes: a leader records its first permitted member write once
+// per term, after its election, and counts it in
+// replicafed_raft_first_member_write_seconds; the next leader records its
+// own.
+func TestHandoverTimes(t *testing.T) {
+	c := tu.NewCluster(t, 3, nil)
+	c.StartAll()
+	old := c.WaitVoters(3, 20*time.Second)
+	elected, first := old.Handover()
+	if elected.IsZero() || !first.IsZero() {
+		t.Fatalf("before any write: elected %v, first write %v; want an election time and no write", elected, first)
+	}
+	samples := firstWriteSamples(t)
+	first = waitFirstWrite(t, old)
+	if first.Before(elected) {
+		t.Fatalf("first write %v before the election %v", first, elected)
+	}
+	if got := firstWriteSamples(t); got != samples+1 {
+		t.Fatalf("first-write samples %d after the first write, want %d", got, samples+1)
+	}
+	if !old.WriteLease(0) {
+		t.Fatal("leader lost its write lease")
+	}
+	if _, again := old.Handover(); !again.Equal(first) {
+		t.Fatalf("a later write moved the first write from %v to %v", first, again)
+	}
+	for _, n := range c.Live() {
+		if _, f := n.Handover(); n != old && !f.IsZero() {
+			t.Fatalf("follower %s recorded a write at %v", n.ServerID(), f)
+		}
+	}
+	old.SetIsolated(true)
+	next := c.WaitLeader(20*time.Second, old)
+	nextFirst := waitFirstWrite(t, next)
+	nextElected, _ := next.Handover()
+	if !nextElected.After(elected) || nextFirst.Before(nextElected) {
+		t.Fatalf("new leader elected %v (old one %v), first write %v", nextElected, elected, nextFirst)
+	}
+	if got := firstWriteSamples(t); got != samples+2 {
+		t.Fatalf("first-write samples %d after the second leader's write, want %d", got, samples+2)
+	}
+}
+
+func waitFirstWrite(t *testing.T, n *node.Node) time.Time {
+	t.Helper()
+	var first time.Time
+	tu.Eventually(t, 20*time.Second, func() error {
+		if !n.WriteLease(0) {
+			return errors.New("no write lease yet")
+		}
+		_, first = n.Handover()
+		return nil
+	})
+	if first.IsZero() {
+		t.Fatalf("%s wrote, but no first write is recorded", n.ServerID())
+	}
+	return first
+}
+
+func firstWriteSamples(t *testing.T) uint64 {
+	t.Helper()
+	var m dto.Metric
+	if err := metrics.RaftFirstMemberWrite.Write(&m); err != nil {
+		t.Fatalf("reading the first-write histogram: %v", err)
+	}
+	return m.GetHistogram().GetSampleCount()
 }
