@@ -1,11 +1,13 @@
 package fleet
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -139,5 +141,49 @@ func TestDockerShim(t *testing.T) {
 				t.Errorf("shim %v:\n got %s\nwant %s", tc.args, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestDockerShimSkipsOtherCopies: with two checkouts' hack/kind/bin on PATH
+// (each shim sees the other as "another docker"), a call still reaches the
+// real docker further down PATH instead of bouncing between the shims.
+func TestDockerShimSkipsOtherCopies(t *testing.T) {
+	src, err := filepath.Abs("../../hack/kind")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	var path []string
+	for _, checkout := range []string{"a", "b"} {
+		bin := filepath.Join(root, checkout, "bin")
+		if err := os.MkdirAll(bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for from, to := range map[string]string{"bin/docker": "bin/docker", "nodeflags.sh": "nodeflags.sh"} {
+			b, err := os.ReadFile(filepath.Join(src, from))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, checkout, to), b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		path = append(path, bin)
+	}
+	realDir := filepath.Join(root, "real")
+	if err := os.MkdirAll(realDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(realDir, "docker"), []byte("#!/bin/sh\necho real \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path = append(path, realDir, "/usr/bin", "/bin")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(path[0], "docker"), "-v")
+	cmd.Env = []string{"PATH=" + strings.Join(path, ":")}
+	out, err := cmd.CombinedOutput()
+	if got := strings.TrimSpace(string(out)); err != nil || got != "real -v" {
+		t.Fatalf("shim with another copy on PATH: %q, %v; want the real docker's \"real -v\"", got, err)
 	}
 }
