@@ -46,7 +46,8 @@ func (n *Node) AdminHandler() http.Handler {
 			"id": n.ServerID(), "address": n.Address(), "leading": leading, "term": term,
 			"leaderID": leaderID, "leaderAddress": leaderAddr, "ready": n.Ready() == nil,
 		}
-		if elected, first := n.Handover(); leading {
+		if leading {
+			elected, first := n.Handover()
 			st["leaderSince"] = elected.UTC().Format(time.RFC3339Nano)
 			if !first.IsZero() {
 				st["firstMemberWrite"] = first.UTC().Format(time.RFC3339Nano)
