@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -201,6 +202,24 @@ func (e *env) create(c client.Client, obj client.Object) {
 	}
 }
 
+// update reads obj from the hub, applies change and writes it back, again
+// on a conflict: the propagator writes the FederatedReplicaSet's status
+// meanwhile, so a single read-then-update can lose the race.
+func (e *env) update(obj client.Object, change func()) {
+	e.t.Helper()
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := e.hub.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		change()
+		return e.hub.Update(ctx, obj)
+	})
+	if err != nil {
+		e.t.Fatalf("updating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
 func (e *env) eventually(what string, cond func() (bool, string)) {
 	e.t.Helper()
 	var last string
@@ -346,13 +365,7 @@ func TestPropagation(t *testing.T) {
 
 	// Hub changes reach the copies.
 	hubSec := &corev1.Secret{ObjectMeta: objMeta("db")}
-	if err := e.hub.Get(ctx, client.ObjectKeyFromObject(hubSec), hubSec); err != nil {
-		t.Fatal(err)
-	}
-	hubSec.Data["PASSWORD"] = []byte("rotated")
-	if err := e.hub.Update(ctx, hubSec); err != nil {
-		t.Fatal(err)
-	}
+	e.update(hubSec, func() { hubSec.Data["PASSWORD"] = []byte("rotated") })
 	e.eventually("rotated Secret in the member", func() (bool, string) {
 		s := &corev1.Secret{ObjectMeta: objMeta("db")}
 		return e.memberObj(s) && string(s.Data["PASSWORD"]) == "rotated", "old data"
@@ -371,14 +384,8 @@ func TestPropagation(t *testing.T) {
 	})
 
 	// web stops referencing foreign: its condition recovers.
-	web := &v1alpha1.FederatedReplicaSet{}
-	if err := e.hub.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, web); err != nil {
-		t.Fatal(err)
-	}
-	web.Spec.Template.Spec.Volumes = web.Spec.Template.Spec.Volumes[:1]
-	if err := e.hub.Update(ctx, web); err != nil {
-		t.Fatal(err)
-	}
+	web := &v1alpha1.FederatedReplicaSet{ObjectMeta: objMeta("web")}
+	e.update(web, func() { web.Spec.Template.Spec.Volumes = web.Spec.Template.Spec.Volumes[:1] })
 	e.eventually("web propagated", func() (bool, string) {
 		c := e.condition("web")
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonDependenciesPropagated, fmt.Sprintf("%+v", c)
@@ -431,13 +438,7 @@ func TestPropagation(t *testing.T) {
 		return e.memberObj(cm) && !dependencies.IsCopy(cm) && owners(cm) == "" && cm.Data["mode"] == "v1",
 			fmt.Sprintf("labels %v annotations %v", cm.Labels, cm.Annotations)
 	})
-	if err := e.hub.Get(ctx, client.ObjectKeyFromObject(keep), keep); err != nil {
-		t.Fatal(err)
-	}
-	keep.Finalizers = nil
-	if err := e.hub.Update(ctx, keep); err != nil {
-		t.Fatal(err)
-	}
+	e.update(keep, func() { keep.Finalizers = nil })
 
 	got := &corev1.ConfigMap{ObjectMeta: objMeta("foreign")}
 	if !e.memberObj(got) || got.ResourceVersion != foreignRV || got.Data["from"] != "member" || dependencies.IsCopy(got) {
@@ -534,14 +535,8 @@ func TestRollingRevisionsKeepTheirDependencies(t *testing.T) {
 
 	// The new template names settings-v2 instead; the record lists both.
 	next := frs("roll", "settings-v2")
-	cur := &v1alpha1.FederatedReplicaSet{}
-	if err := e.hub.Get(ctx, client.ObjectKeyFromObject(old), cur); err != nil {
-		t.Fatal(err)
-	}
-	cur.Spec.Template = next.Spec.Template
-	if err := e.hub.Update(ctx, cur); err != nil {
-		t.Fatal(err)
-	}
+	cur := &v1alpha1.FederatedReplicaSet{ObjectMeta: objMeta("roll")}
+	e.update(cur, func() { cur.Spec.Template = next.Spec.Template })
 	newRev := rollout.LiveRevision{Name: "roll-v2", Object: "roll-v2", Labelled: true, Template: next.Spec.Template}
 	_ = e.rollouts.SetRollout(ctx, key, &rollout.Record{Revisions: []rollout.LiveRevision{oldRev, newRev}})
 	e.setTargets("roll", map[string]int32{member: 2})
