@@ -4,7 +4,8 @@
 #   hack/tools/build.sh [tool...]      (default: all but staticcheck)
 # BIN_DIR overrides the output directory (default: bin/).
 # Tools: kube (kube-apiserver, kube-scheduler, kube-controller-manager), etcd,
-# kwok (binary plus its fast stage definitions), helm, controller-gen,
+# kwok (binary plus its fast stage definitions; built with metrics-server and
+# custom-metrics from one module, hack/tools/testtools), helm, controller-gen,
 # staticcheck, actionlint and funlen (for `make lint`; not built by default),
 # metrics-server (for members that serve metrics.k8s.io), custom-metrics (for members that serve
 # custom.metrics.k8s.io and external.metrics.k8s.io), kind (the kind CLI) and kind-node (everything the kind node image holds,
@@ -59,30 +60,48 @@ build_one() {
 
 build_etcd() { build_one etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 "-s -w"; }
 
-build_kwok() {
-  local v; v=$(module_version kwok sigs.k8s.io/kwok)
-  # The stamp names the stage set, so changing it regenerates the stages.
-  local want="sigs.k8s.io/kwok@$v $gover stages=fast+heartbeat-with-lease"
-  if up_to_date kwok "$want" kwok kwok-stages.yaml; then echo "kwok $v: up to date"; return; fi
-  if [ -x "$bin/kwok" ] && [ "$("$bin/kwok" --version 2>/dev/null | grep -o 'v[0-9][0-9.]*' | head -1)" = "$v" ]; then
-    echo "kwok $v: binary current, regenerating stages"
-  else
-    echo "kwok $v: building"
-    (cd "$root/hack/tools/kwok" && go build -trimpath -ldflags "-s -w" -o "$bin/kwok" sigs.k8s.io/kwok/cmd/kwok)
-  fi
-  local dir; dir=$(cd "$root/hack/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
-  # kwok needs its stage definitions: the "fast" stages move nodes to Ready
-  # and pods to Running at once; the lease heartbeat keeps nodes Ready, or
-  # kube-controller-manager's node lifecycle controller marks them NotReady
-  # (and their pods not ready) after its grace period.
-  : > "$bin/kwok-stages.yaml"
+# kwok, metrics-server and custom-metrics share one tool module
+# (hack/tools/testtools), so the Kubernetes library packages they all import
+# compile once. One build makes the three binaries under one stamp; asking
+# for any of them builds all three.
+# metrics-server: the test clusters run it against kwok's fake kubelets so a
+# member serves a real metrics.k8s.io (internal/test/testcluster, Options.Metrics).
+# custom-metrics: custom-metrics-apiserver's test provider behind a small
+# main of ours (hack/tools/testtools/custom-metrics/main.go: its write
+# endpoint on a port of the caller's choosing), so test clusters serve real
+# custom and external metrics APIs whose values tests set. The stamp covers
+# that main.
+build_testtools() {
+  local dir=$root/hack/tools/testtools
+  local want; want="$(cd "$dir" && go list -m -f '{{.Path}}@{{.Version}}' sigs.k8s.io/kwok sigs.k8s.io/metrics-server sigs.k8s.io/custom-metrics-apiserver | tr '\n' ' ')main.go:$(sha256sum "$dir/custom-metrics/main.go" | cut -c1-12) $gover"
+  if up_to_date testtools "$want" kwok metrics-server custom-metrics; then echo "testtools: up to date"; return; fi
+  echo "testtools: building kwok, metrics-server, custom-metrics"
+  (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$bin/" \
+    sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/metrics-server/cmd/metrics-server ./custom-metrics)
+  echo "$want" > "$bin/.testtools.stamp"
+}
+
+# kwok-stages.yaml: kwok's stage definitions from the pinned module. The
+# "fast" stages move nodes to Ready and pods to Running at once; the lease
+# heartbeat keeps nodes Ready, or kube-controller-manager's node lifecycle
+# controller marks them NotReady (and their pods not ready) after its grace
+# period. The stamp names the stage set, so changing it regenerates the file.
+build_kwok_stages() {
+  local v; v=$(module_version testtools sigs.k8s.io/kwok)
+  local want="sigs.k8s.io/kwok@$v stages=fast+heartbeat-with-lease"
+  if up_to_date kwok-stages "$want" kwok-stages.yaml; then echo "kwok-stages $v: up to date"; return; fi
+  local dir; dir=$(cd "$root/hack/tools/testtools" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  local tmp="$bin/.kwok-stages.yaml.tmp"
+  : > "$tmp"
   local f
   for f in "$dir"/kustomize/stage/node/fast/*.yaml "$dir"/kustomize/stage/node/heartbeat-with-lease/*.yaml "$dir"/kustomize/stage/pod/fast/*.yaml; do
     case "$f" in */kustomization.yaml) continue ;; esac
-    printf -- '---\n' >> "$bin/kwok-stages.yaml"
-    cat "$f" >> "$bin/kwok-stages.yaml"
+    printf -- '---\n' >> "$tmp"
+    cat "$f" >> "$tmp"
   done
-  echo "$want" > "$bin/.kwok.stamp"
+  mv "$tmp" "$bin/kwok-stages.yaml"
+  echo "$want" > "$bin/.kwok-stages.stamp"
+  echo "kwok-stages $v: written"
 }
 
 # kwok-metrics.yaml: kwok's own resource-metrics Metric (the kubelet's
@@ -93,10 +112,10 @@ build_kwok() {
 # Written beside kwok-stages.yaml under a stamp of its own, atomically, so
 # running clusters never read half a file.
 build_kwok_metrics() {
-  local v; v=$(module_version kwok sigs.k8s.io/kwok)
+  local v; v=$(module_version testtools sigs.k8s.io/kwok)
   local want="sigs.k8s.io/kwok@$v metrics=resource+usage-from-annotation"
   if up_to_date kwok-metrics "$want" kwok-metrics.yaml; then echo "kwok-metrics $v: up to date"; return; fi
-  local dir; dir=$(cd "$root/hack/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  local dir; dir=$(cd "$root/hack/tools/testtools" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
   local tmp="$bin/.kwok-metrics.yaml.tmp"
   : > "$tmp"
   local f
@@ -118,24 +137,6 @@ build_actionlint() { build_one actionlint github.com/rhysd/actionlint github.com
 build_staticcheck() { build_one staticcheck honnef.co/go/tools honnef.co/go/tools/cmd/staticcheck; }
 
 build_kind() { build_one kind sigs.k8s.io/kind sigs.k8s.io/kind "-s -w"; }
-
-# metrics-server: the test clusters run it against kwok's fake kubelets so a
-# member serves a real metrics.k8s.io (internal/test/testcluster, Options.Metrics).
-# custom-metrics: custom-metrics-apiserver's test provider behind a small
-# main of ours (hack/tools/custom-metrics/main.go: its write endpoint on a
-# port of the caller's choosing), so test clusters serve real custom and
-# external metrics APIs whose values tests set. The stamp covers main.go.
-build_custom_metrics() {
-  local dir=$root/hack/tools/custom-metrics
-  local v; v=$(module_version custom-metrics sigs.k8s.io/custom-metrics-apiserver)
-  local want; want="sigs.k8s.io/custom-metrics-apiserver@$v main.go:$(sha256sum "$dir/main.go" | cut -c1-12) $gover"
-  if up_to_date custom-metrics "$want" custom-metrics; then echo "custom-metrics $v: up to date"; return; fi
-  echo "custom-metrics $v: building"
-  (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$bin/custom-metrics" .)
-  echo "$want" > "$bin/.custom-metrics.stamp"
-}
-
-build_metrics_server() { build_one metrics-server sigs.k8s.io/metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server "-s -w"; }
 
 # funlen: the project's own main around github.com/ultraware/funlen, so its
 # stamp also names the main's content.
@@ -161,14 +162,13 @@ for t in "${tools[@]}"; do
   case "$t" in
     kube) build_kube ;;
     etcd) build_etcd ;;
-    kwok) build_kwok; build_kwok_metrics ;;
+    kwok) build_testtools; build_kwok_stages; build_kwok_metrics ;;
     helm) build_helm ;;
     controller-gen) build_controller_gen ;;
     actionlint) build_actionlint ;;
     staticcheck) build_staticcheck ;;
     kind) build_kind ;;
-    metrics-server) build_metrics_server ;;
-    custom-metrics) build_custom_metrics ;;
+    metrics-server | custom-metrics) build_testtools ;;
     funlen) build_funlen ;;
     kind-node) build_kind_node ;;
     *) echo "unknown tool: $t" >&2; exit 2 ;;
