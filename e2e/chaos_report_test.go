@@ -78,13 +78,13 @@ const memberQPS = 20
 func handoverTable(b *strings.Builder, plan chaosPlan, results []*roundResult) {
 	ideal := time.Duration(float64(plan.high-plan.low) / 3 / memberQPS * float64(time.Second))
 	fmt.Fprintf(b, "\nHandover, leader disruptions only. QPS ideal %.2f s: each member's %d pods at memberQPS %d.\n\n", ideal.Seconds(), (plan.high-plan.low)/3, memberQPS)
-	b.WriteString("| disruption | rounds measured | elected after the disruption (median, max) | first member write after the election (median, max) | converged after the scale (median, max) | over the QPS ideal (median, max) |\n")
-	b.WriteString("|---|---|---|---|---|---|\n")
+	b.WriteString("| disruption | rounds measured | elected after the disruption (median, max) | first member write after the election (median, max) | converged after the scale (median, max) | over the QPS ideal (median, max) | hub status after the pods (median, max) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|\n")
 	for _, k := range allDisruptions {
 		if !k.leader() {
 			continue
 		}
-		var elected, first, conv, over []time.Duration
+		var elected, first, conv, over, lag []time.Duration
 		for _, r := range results {
 			if r.spec.kind != k || r.handover == nil {
 				continue
@@ -96,11 +96,12 @@ func handoverTable(b *strings.Builder, plan chaosPlan, results []*roundResult) {
 			if r.converged {
 				conv = append(conv, r.convergeIn)
 				over = append(over, r.convergeIn-ideal)
+				lag = append(lag, r.statusLag)
 			}
 		}
-		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s |\n", k, len(elected), medianMax(elected), medianMax(first), medianMax(conv), medianMax(over))
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s |\n", k, len(elected), medianMax(elected), medianMax(first), medianMax(conv), medianMax(over), medianMax(lag))
 	}
-	b.WriteString("\nElected: from the disruption (signal or transfer request) to the time raft made the round's final leader leader, as that replica's admin status reports it. First member write: from that election to the first pod create or delete it let leave for a member (the write lease's first grant of the term).\n")
+	b.WriteString("\nElected: from the disruption (signal or transfer request) to the time raft made the round's final leader leader, as that replica's admin status reports it. First member write: from that election to the first pod create or delete it let leave for a member (the write lease's first grant of the term). Hub status after the pods: from the first poll (every 250 ms plus the poll's own time) that saw every member's pods at the target to the first that also saw the hub status say so.\n")
 }
 
 // medianMax formats "median, max" of ds in seconds, or "-" if empty.

@@ -142,6 +142,7 @@ type roundResult struct {
 	convergeIn time.Duration // from the scale request
 	afterDisr  time.Duration // from the disruption
 	handover   *handover     // leader disruptions: what the next leader took
+	statusLag  time.Duration // from the members' pods at target to the hub status saying so
 	final      string
 	timeline   []string
 	notes      []string
@@ -431,6 +432,7 @@ func (c *chaos) round(n int, spec roundSpec) *roundResult {
 	if conv {
 		r.converged = true
 		r.convergeIn = since.Sub(check.start)
+		r.statusLag = since.Sub(track.podsAtSince())
 		r.afterDisr = since.Sub(check.disrupted)
 		event("converged to %s since %s", split(want), relTime(since, check.start, check.disrupted))
 		if since.Before(check.disrupted) {
@@ -633,11 +635,14 @@ func (c *chaos) handoverOf(ctx context.Context, oldTerm uint64, disrupted time.T
 // convergence polls whether the round's target state holds, from the scale
 // request on, and remembers since when it has held without a break.
 type convergence struct {
-	mu     sync.Mutex
-	since  time.Time // start of the current streak; zero while not converged
-	last   string
-	cancel context.CancelFunc
-	done   chan struct{}
+	mu    sync.Mutex
+	since time.Time // start of the current streak; zero while not converged
+	// podsSince starts the current streak of the members' pods at the
+	// target (the hub status aside); podsAt is its value when since began.
+	podsSince, podsAt time.Time
+	last              string
+	cancel            context.CancelFunc
+	done              chan struct{}
 }
 
 // trackConvergence starts polling: every member runs want, all Ready, none
@@ -651,14 +656,20 @@ func (c *chaos) trackConvergence(want map[string]int) *convergence {
 		defer tick.Stop()
 		for {
 			pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
-			ok, msg := c.e.splitReached(pctx, c.name, split(want))
+			pods, ok, msg := c.e.splitState(pctx, c.name, split(want))
 			pcancel()
 			now := time.Now()
 			v.mu.Lock()
 			v.last = msg
 			switch {
+			case pods && v.podsSince.IsZero():
+				v.podsSince = now
+			case !pods && ctx.Err() == nil:
+				v.podsSince = time.Time{}
+			}
+			switch {
 			case ok && v.since.IsZero():
-				v.since = now
+				v.since, v.podsAt = now, v.podsSince
 			case !ok && ctx.Err() == nil:
 				v.since = time.Time{}
 			}
@@ -710,6 +721,14 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// podsAtSince is when the members' pods reached the target in the streak
+// that converged.
+func (v *convergence) podsAtSince() time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.podsAt
 }
 
 func (v *convergence) stop() {

@@ -294,37 +294,42 @@ func (e *env) waitSplit(name string, want split) *v1alpha1.FederatedReplicaSet {
 // reports it for the current generation with matching per-member targets;
 // the string describes what it saw.
 func (e *env) splitReached(ctx context.Context, name string, want split) (bool, string) {
-	got := split{}
+	_, all, msg := e.splitState(ctx, name, want)
+	return all, msg
+}
+
+// splitState is splitReached in two parts: pods says the members run want
+// (whatever the hub status says), all adds the hub status.
+func (e *env) splitState(ctx context.Context, name string, want split) (pods, all bool, msg string) {
 	var msgs []string
-	ok := true
+	pods = true
 	for _, m := range e.memberNames() {
 		c, err := e.count(ctx, m, name)
 		if err != nil {
-			return false, err.Error()
+			return false, false, err.Error()
 		}
-		got[m] = c.active
 		msgs = append(msgs, fmt.Sprintf("%s=%d(ready %d, terminating %d)", m, c.active, c.ready, c.terminating))
 		if c.active != want[m] || c.ready != want[m] || c.terminating != 0 {
-			ok = false
+			pods = false
 		}
 	}
 	frs := &v1alpha1.FederatedReplicaSet{}
 	if err := e.f.HubClient.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, frs); err != nil {
-		return false, err.Error()
+		return pods, false, err.Error()
 	}
 	st := frs.Status
 	last := fmt.Sprintf("pods %s; status gen %d/%d replicas %d ready %d available %d rows %s",
 		strings.Join(msgs, " "), st.ObservedGeneration, frs.Generation, st.Replicas, st.ReadyReplicas, st.AvailableReplicas, rows(frs))
-	if !ok || st.ObservedGeneration != frs.Generation || int(st.ReadyReplicas) != want.total() ||
+	if !pods || st.ObservedGeneration != frs.Generation || int(st.ReadyReplicas) != want.total() ||
 		int(st.AvailableReplicas) != want.total() || int(st.Replicas) != want.total() {
-		return false, last
+		return pods, false, last
 	}
 	for _, r := range st.Clusters {
 		if int(r.Target) != want[r.Name] || int(r.ReadyReplicas) != want[r.Name] {
-			return false, last
+			return pods, false, last
 		}
 	}
-	return true, last
+	return pods, true, last
 }
 
 // rows formats the per-member status rows.
