@@ -3,6 +3,8 @@ package enginecpu_test
 import (
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestProblems: a median fails only beyond the tolerance, and CPU time
@@ -48,4 +50,49 @@ func TestBusy(t *testing.T) {
 			t.Errorf("busy(%q) = %v, want %v", load, got, want)
 		}
 	}
+}
+
+// TestFigures: each machine class keeps its own entry; a class without
+// one is compared with the newest entry's allocations only.
+func TestFigures(t *testing.T) {
+	amd := baseline{Machine: "amd", CPUNanosPerPod: 400, AllocsPerPod: 300, Measured: "2026-11-26T01:29:43Z"}
+	intel := baseline{Machine: "intel", CPUNanosPerPod: 300, AllocsPerPod: 310, Measured: "2026-11-26T20:00:00Z"}
+	intel2 := baseline{Machine: "intel", CPUNanosPerPod: 250, AllocsPerPod: 305, Measured: "2026-11-27T20:00:00Z"}
+	t.Run("withFigures", func(t *testing.T) {
+		cases := []struct {
+			name string
+			all  []baseline
+			got  baseline
+			want []baseline
+		}{
+			{"first", nil, amd, []baseline{amd}},
+			{"another class is added", []baseline{amd}, intel, []baseline{amd, intel}},
+			{"the same class is replaced", []baseline{amd, intel}, intel2, []baseline{amd, intel2}},
+		}
+		for _, c := range cases {
+			if diff := cmp.Diff(c.want, withFigures(c.all, c.got)); diff != "" {
+				t.Errorf("%s: withFigures (-want +got):\n%s", c.name, diff)
+			}
+		}
+	})
+	t.Run("figuresFor", func(t *testing.T) {
+		cases := []struct {
+			name    string
+			all     []baseline
+			machine string
+			want    baseline
+			same    bool
+		}{
+			{"own class", []baseline{amd, intel}, "amd", amd, true},
+			{"own class, not the newest", []baseline{intel, amd}, "amd", amd, true},
+			{"unknown class: the newest", []baseline{amd, intel}, "arm", intel, false},
+			{"none", nil, "arm", baseline{}, false},
+		}
+		for _, c := range cases {
+			got, same := figuresFor(c.all, c.machine)
+			if diff := cmp.Diff(c.want, got); diff != "" || same != c.same {
+				t.Errorf("%s: figuresFor = same %v (want %v), (-want +got):\n%s", c.name, same, c.same, diff)
+			}
+		}
+	})
 }

@@ -7,8 +7,10 @@ package enginecpu_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -34,7 +36,7 @@ import (
 	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
 
-var update = flag.Bool("update", false, "write the measured figures to testdata/baseline.json instead of comparing with it")
+var update = flag.Bool("update", false, "write the measured figures into testdata/baseline.json (this machine class's entry) instead of comparing with them")
 
 const (
 	baselinePath = "testdata/baseline.json"
@@ -46,7 +48,8 @@ const (
 	namespace  = "bench"
 )
 
-// baseline is the committed figures and where they were measured.
+// baseline is one machine class's committed figures and where they were
+// measured; testdata/baseline.json holds a list of them, one per class.
 type baseline struct {
 	// CPUNanosPerPod is the engine process's user+system CPU time per pod
 	// created (median of the runs).
@@ -225,8 +228,54 @@ func machineClass() string {
 	return fmt.Sprintf("%s, %d CPUs, %s/%s, %s", model, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
 }
 
+// readBaselines reads the committed figures, one entry per machine class.
+func readBaselines() ([]baseline, error) {
+	data, err := os.ReadFile(baselinePath)
+	if err != nil {
+		return nil, fmt.Errorf("reading the committed figures (write them with -update): %w", err)
+	}
+	var all []baseline
+	if err := json.Unmarshal(data, &all); err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", baselinePath, err)
+	}
+	return all, nil
+}
+
+// withFigures returns all with got in place of its machine class's entry,
+// or added when the class has none; other classes' figures stay.
+func withFigures(all []baseline, got baseline) []baseline {
+	out := slices.Clone(all)
+	for i := range out {
+		if out[i].Machine == got.Machine {
+			out[i] = got
+			return out
+		}
+	}
+	return append(out, got)
+}
+
+// figuresFor is what a run on machine is compared with: its class's entry
+// when there is one (CPU and allocations), else the most recently measured
+// entry (allocations only, which do not depend on the machine).
+func figuresFor(all []baseline, machine string) (baseline, bool) {
+	var newest baseline
+	for _, f := range all {
+		if f.Machine == machine {
+			return f, true
+		}
+		if f.Measured > newest.Measured {
+			newest = f
+		}
+	}
+	return newest, false
+}
+
 func writeBaseline(b *testing.B, got baseline) {
-	data, err := json.MarshalIndent(got, "", "  ")
+	all, err := readBaselines()
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		b.Fatal(err)
+	}
+	data, err := json.MarshalIndent(withFigures(all, got), "", "  ")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -244,20 +293,20 @@ func writeBaseline(b *testing.B, got baseline) {
 // was measured on and when the machine was not busy (cpu); allocations
 // depend on neither.
 func checkBaseline(b *testing.B, got baseline, cpu bool) {
-	data, err := os.ReadFile(baselinePath)
+	all, err := readBaselines()
 	if err != nil {
-		b.Fatalf("reading the committed figures (write them with -update): %v", err)
+		b.Fatal(err)
 	}
-	var want baseline
-	if err := json.Unmarshal(data, &want); err != nil {
-		b.Fatalf("parsing %s: %v", baselinePath, err)
+	want, ok := figuresFor(all, got.Machine)
+	if !ok && want.Machine == "" {
+		b.Fatalf("%s holds no figures", baselinePath)
 	}
 	for _, p := range problems(got, want, cpu) {
 		b.Error(p)
 	}
 	switch {
 	case got.Machine != want.Machine:
-		b.Logf("CPU not compared: measured on %q, committed figure from %q (%.0f ns/pod)", got.Machine, want.Machine, want.CPUNanosPerPod)
+		b.Logf("CPU not compared: no committed figure for %q (allocations compared with %q's); add one with -update on a quiet machine", got.Machine, want.Machine)
 	case !cpu:
 		b.Logf("CPU not compared: the machine was busy (load %s on %d CPUs); committed %.0f ns/pod", got.Load, runtime.NumCPU(), want.CPUNanosPerPod)
 	}
