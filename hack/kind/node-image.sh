@@ -73,6 +73,23 @@ if [ -f "$saved" ]; then
   echo "$ref"; exit 0
 fi
 
+# The build host's own packages, from Debian: debootstrap for the base
+# rootfs (base.sh), pkg-config and libseccomp's headers for runc's cgo
+# seccomp support (hack/tools/kind-node.sh). A fresh machine lacks all three.
+host_packages() {
+  local need=()
+  command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+  command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+  pkg-config --exists libseccomp 2>/dev/null || need+=(libseccomp-dev)
+  [ ${#need[@]} -gt 0 ] || return 0
+  [ "$(id -u)" = 0 ] || { log "the build needs Debian's ${need[*]}; installing them needs root"; exit 1; }
+  step "installing ${need[*]} with apt-get"
+  # The lock timeout: another apt-get (docker.sh's, say) may be running.
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+}
+host_packages
+
 step "building the node binaries (hack/tools/build.sh kind-node)"
 BIN_DIR=$BIN "$root/hack/tools/build.sh" kind-node >&2
 for f in kubelet kubeadm kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd \
