@@ -300,6 +300,19 @@ func Equal(a, b v1alpha1.FederatedReplicaSetStatus) bool {
 	return equality.Semantic.DeepEqual(strip(a), strip(b))
 }
 
+// Converged reports whether next is the status that ends a change: Ready
+// turns True with it (or stays True for a newly observed generation). That
+// is what `kubectl wait` and rollout tooling wait for, so it is written
+// without the pause between status writes; it happens once per change.
+func Converged(prev, next v1alpha1.FederatedReplicaSetStatus) bool {
+	c := meta.FindStatusCondition(next.Conditions, v1alpha1.ConditionReady)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return false
+	}
+	old := meta.FindStatusCondition(prev.Conditions, v1alpha1.ConditionReady)
+	return old == nil || old.Status != metav1.ConditionTrue || prev.ObservedGeneration != next.ObservedGeneration
+}
+
 // Significant reports whether next differs from prev in something a user
 // or tool waits on: the observed generation, the selector, a condition
 // appearing, going or changing status or reason, or a member's target or

@@ -318,3 +318,31 @@ func TestTallyAdd(t *testing.T) {
 		})
 	}
 }
+
+func TestConverged(t *testing.T) {
+	status := func(gen int64, ready metav1.ConditionStatus) v1alpha1.FederatedReplicaSetStatus {
+		st := v1alpha1.FederatedReplicaSetStatus{ObservedGeneration: gen}
+		if ready != "" {
+			st.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: ready}}
+		}
+		return st
+	}
+	tests := []struct {
+		name       string
+		prev, next v1alpha1.FederatedReplicaSetStatus
+		want       bool
+	}{
+		{"Ready turns true", status(2, metav1.ConditionFalse), status(2, metav1.ConditionTrue), true},
+		{"first status, ready", status(0, ""), status(1, metav1.ConditionTrue), true},
+		{"stays true, same generation", status(2, metav1.ConditionTrue), status(2, metav1.ConditionTrue), false},
+		{"stays true, new generation", status(2, metav1.ConditionTrue), status(3, metav1.ConditionTrue), true},
+		{"turns false", status(2, metav1.ConditionTrue), status(2, metav1.ConditionFalse), false},
+		{"still false", status(2, metav1.ConditionFalse), status(3, metav1.ConditionFalse), false},
+		{"unknown", status(2, metav1.ConditionFalse), status(2, metav1.ConditionUnknown), false},
+	}
+	for _, tc := range tests {
+		if got := Converged(tc.prev, tc.next); got != tc.want {
+			t.Errorf("%s: Converged = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

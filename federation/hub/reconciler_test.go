@@ -606,3 +606,36 @@ func TestWaitForFactsStartsAgainInANewTerm(t *testing.T) {
 		t.Fatalf("targets changed before the new term's reports arrived: %v", tg)
 	}
 }
+
+// TestConvergedStatusIsNotPaced: within the pause between status writes a
+// count change waits, but the status that turns Ready true is written at
+// once.
+func TestConvergedStatusIsNotPaced(t *testing.T) {
+	e := newEnv(t, true, frs(4), healthy("a", "b"), nil, nil)
+	e.r.StatusInterval = time.Hour // the fake clock never reaches its end
+	report := func(ready int32) {
+		for _, m := range []string{"a", "b"} {
+			e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: m, Namespace: "default", Name: "web"},
+				engine.MemberStatus{Target: 2, Replicas: 2, FullyLabeledReplicas: 2, ReadyReplicas: ready, AvailableReplicas: ready, ReportedAt: now})
+		}
+	}
+	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+		t.Fatal(err)
+	}
+	report(1)
+	res, err := e.r.Reconcile(context.Background(), req())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := get(t, e.hub).Status; st.ReadyReplicas != 0 || res.RequeueAfter <= 0 {
+		t.Fatalf("a count change within the interval: ready %d written, requeue %s; want it held back", st.ReadyReplicas, res.RequeueAfter)
+	}
+	report(2)
+	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+		t.Fatal(err)
+	}
+	st := get(t, e.hub).Status
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || st.ReadyReplicas != 4 {
+		t.Fatalf("converged status not written within the interval: ready %d, Ready %+v", st.ReadyReplicas, c)
+	}
+}

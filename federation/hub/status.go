@@ -46,8 +46,13 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *scope) (time.Duration, 
 		return 0, nil
 	}
 	// A change waiting here is not lost: the requeue computes the status
-	// afresh, coalescing whatever changed meanwhile into one write.
-	if wait := r.status.wait(s.key, s.now, aggregate.Significant(s.frs.Status, st) || rolloutChanged(&s.frs.Status, &st), r.StatusInterval, r.StatusBudget); wait > 0 {
+	// afresh, coalescing whatever changed meanwhile into one write. The
+	// status that ends a change is not held back (aggregate.Converged).
+	interval := r.StatusInterval
+	if aggregate.Converged(s.frs.Status, st) {
+		interval = 0
+	}
+	if wait := r.status.wait(s.key, s.now, aggregate.Significant(s.frs.Status, st) || rolloutChanged(&s.frs.Status, &st), interval, r.StatusBudget); wait > 0 {
 		return wait, nil
 	}
 	patch := client.MergeFrom(s.frs.DeepCopy())
