@@ -81,51 +81,49 @@ build_testtools() {
   echo "$want" > "$bin/.testtools.stamp"
 }
 
-# kwok-stages.yaml: kwok's stage definitions from the pinned module. The
-# "fast" stages move nodes to Ready and pods to Running at once; the lease
-# heartbeat keeps nodes Ready, or kube-controller-manager's node lifecycle
-# controller marks them NotReady (and their pods not ready) after its grace
-# period. The stamp names the stage set, so changing it regenerates the file.
-build_kwok_stages() {
+# kwok_yaml <name> <stamp text> <paths in the kwok module...>: writes
+# bin/<name>.yaml from the pinned kwok module's files (globs allowed,
+# kustomization.yaml skipped), atomically so running clusters never read
+# half a file, under a stamp of its own that names the module version and
+# the file set.
+kwok_yaml() {
+  local name=$1 what=$2; shift 2
   local v; v=$(module_version testtools sigs.k8s.io/kwok)
-  local want="sigs.k8s.io/kwok@$v stages=fast+heartbeat-with-lease"
-  if up_to_date kwok-stages "$want" kwok-stages.yaml; then echo "kwok-stages $v: up to date"; return; fi
+  local want="sigs.k8s.io/kwok@$v $what"
+  if up_to_date "$name" "$want" "$name.yaml"; then echo "$name $v: up to date"; return; fi
   local dir; dir=$(cd "$root/hack/tools/testtools" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
-  local tmp="$bin/.kwok-stages.yaml.tmp"
+  local tmp="$bin/.$name.yaml.tmp" p f
   : > "$tmp"
-  local f
-  for f in "$dir"/kustomize/stage/node/fast/*.yaml "$dir"/kustomize/stage/node/heartbeat-with-lease/*.yaml "$dir"/kustomize/stage/pod/fast/*.yaml; do
-    case "$f" in */kustomization.yaml) continue ;; esac
-    printf -- '---\n' >> "$tmp"
-    cat "$f" >> "$tmp"
+  for p in "$@"; do
+    # shellcheck disable=SC2231 # $p is a glob on purpose
+    for f in "$dir"/$p; do
+      case "$f" in */kustomization.yaml) continue ;; esac
+      printf -- '---\n' >> "$tmp"
+      cat "$f" >> "$tmp"
+    done
   done
-  mv "$tmp" "$bin/kwok-stages.yaml"
-  echo "$want" > "$bin/.kwok-stages.stamp"
-  echo "kwok-stages $v: written"
+  mv "$tmp" "$bin/$name.yaml"
+  echo "$want" > "$bin/.$name.stamp"
+  echo "$name $v: written"
+}
+
+# kwok-stages.yaml: kwok's stage definitions. The "fast" stages move nodes
+# to Ready and pods to Running at once; the lease heartbeat keeps nodes
+# Ready, or kube-controller-manager's node lifecycle controller marks them
+# NotReady (and their pods not ready) after its grace period.
+build_kwok_stages() {
+  kwok_yaml kwok-stages stages=fast+heartbeat-with-lease \
+    'kustomize/stage/node/fast/*.yaml' 'kustomize/stage/node/heartbeat-with-lease/*.yaml' 'kustomize/stage/pod/fast/*.yaml'
 }
 
 # kwok-metrics.yaml: kwok's own resource-metrics Metric (the kubelet's
 # /metrics/resource per fake node) and its ClusterResourceUsage that reads a
 # pod's usage from the annotations kwok.x-k8s.io/usage-cpu and
-# usage-memory, from the pinned module; the test clusters pass it to kwok
-# when they run metrics-server (internal/test/testcluster, Options.Metrics).
-# Written beside kwok-stages.yaml under a stamp of its own, atomically, so
-# running clusters never read half a file.
+# usage-memory; the test clusters pass it to kwok when they run
+# metrics-server (internal/test/testcluster, Options.Metrics).
 build_kwok_metrics() {
-  local v; v=$(module_version testtools sigs.k8s.io/kwok)
-  local want="sigs.k8s.io/kwok@$v metrics=resource+usage-from-annotation"
-  if up_to_date kwok-metrics "$want" kwok-metrics.yaml; then echo "kwok-metrics $v: up to date"; return; fi
-  local dir; dir=$(cd "$root/hack/tools/testtools" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
-  local tmp="$bin/.kwok-metrics.yaml.tmp"
-  : > "$tmp"
-  local f
-  for f in "$dir"/kustomize/metrics/resource/metrics-resource.yaml "$dir"/kustomize/metrics/usage/usage-from-annotation.yaml; do
-    printf -- '---\n' >> "$tmp"
-    cat "$f" >> "$tmp"
-  done
-  mv "$tmp" "$bin/kwok-metrics.yaml"
-  echo "$want" > "$bin/.kwok-metrics.stamp"
-  echo "kwok-metrics $v: written"
+  kwok_yaml kwok-metrics metrics=resource+usage-from-annotation \
+    kustomize/metrics/resource/metrics-resource.yaml kustomize/metrics/usage/usage-from-annotation.yaml
 }
 
 build_helm() { build_one helm helm.sh/helm/v4 helm.sh/helm/v4/cmd/helm "-s -w -X helm.sh/helm/v4/internal/version.version=@V"; }
