@@ -40,7 +40,9 @@ type env struct {
 
 func newEnv(t *testing.T, ns string) *env {
 	t.Helper()
-	return newEnvOn(t, install(t), ns)
+	e := newEnvOn(t, install(t), ns)
+	e.waitMembersSchedulable()
+	return e
 }
 
 // newEnvOn is newEnv on an installation of the test's own.
@@ -53,6 +55,63 @@ func newEnvOn(t *testing.T, k *fleet.KindInstallation, ns string) *env {
 	}
 	t.Cleanup(e.dumpIfFailed)
 	return e
+}
+
+// waitMembersSchedulable waits until every member's nodes are Ready and
+// free of the node lifecycle's taints, and the hub's MemberCluster status
+// says so too. Tests share the members: one that paused a member (its node
+// controller then marks the node unreachable for a while after it resumes)
+// must not leave the next test's placement a member with no room, where its
+// replicas would land elsewhere and, under moveBack Never, stay there.
+func (e *env) waitMembersSchedulable() {
+	e.t.Helper()
+	start := time.Now()
+	defer func() {
+		// Worth a line only when a member was not ready at once.
+		if d := time.Since(start); d > 2*time.Second {
+			logf(e.t, "members schedulable after %s", d.Round(100*time.Millisecond))
+		}
+	}()
+	for _, m := range e.members() {
+		e.poll(m+" schedulable in the member and as the hub sees it", func(ctx context.Context) (bool, error) {
+			ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			defer cancel()
+			nodes := &corev1.NodeList{}
+			if err := e.k.MemberClients[m].List(ctx, nodes); err != nil || len(nodes.Items) == 0 {
+				return false, nil
+			}
+			for i := range nodes.Items {
+				if !nodeSchedulable(&nodes.Items[i]) {
+					return false, nil
+				}
+			}
+			mc := &v1alpha1.MemberCluster{}
+			if err := e.k.HubClient.Get(ctx, client.ObjectKey{Name: m}, mc); err != nil {
+				return false, nil
+			}
+			st := mc.Status
+			return st.Health == v1alpha1.ClusterHealthy && st.Nodes == int32(len(nodes.Items)) && st.ReadyNodes == st.Nodes, nil
+		})
+	}
+}
+
+// nodeSchedulable: Ready, not cordoned, no taint of the node lifecycle
+// (node.kubernetes.io/unreachable, not-ready, ...).
+func nodeSchedulable(n *corev1.Node) bool {
+	if n.Spec.Unschedulable {
+		return false
+	}
+	for _, t := range n.Spec.Taints {
+		if strings.HasPrefix(t.Key, "node.kubernetes.io/") {
+			return false
+		}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func (e *env) dumpIfFailed() {
