@@ -227,10 +227,17 @@ func (s *Store) commitReservations() {
 	}
 }
 
-// commitRound proposes one round's reservations as one entry, preceded by
+// commitRound proposes one round's reservations as one entry, followed by
 // a Settle of the pending observations, and hands each caller its result.
 // Every caller holds flushMu shared, so no Flush runs meanwhile and the
 // observations taken here are the only ones in flight.
+//
+// The Settle goes last because observations queued while the round
+// lingered are newer than those each Reserve drained for its key: ahead of
+// it, an observation of a pod whose create timed out would drop the name
+// before the Reserve's older settlement holds it, and the Reserve would
+// grant a fresh name for the slot next to that pod (the chaos suite's
+// round 47; TestRound47Replay).
 func (s *Store) commitRound(round []*reserveCall) {
 	cmds := make([]fsm.Command, 0, len(round)+1)
 	calls := round[:0:0]
@@ -248,14 +255,14 @@ func (s *Store) commitRound(round []*reserveCall) {
 	}
 	batch := s.takeRideAlong()
 	if len(batch) > 0 {
-		cmds = append([]fsm.Command{&fsm.Settle{Meta: s.settleMeta(), Items: batch}}, cmds...)
+		cmds = append(cmds, &fsm.Settle{Meta: s.settleMeta(), Items: batch})
 	}
 	ctx, cancel := roundContext(calls)
 	defer cancel()
 	res, err := s.node.ApplyAll(ctx, cmds)
 	if len(batch) > 0 {
-		s.settleRideAlong(batch, res[0], err)
-		res = res[1:]
+		s.settleRideAlong(batch, res[len(calls)], err)
+		res = res[:len(calls)]
 	}
 	for i, c := range calls {
 		c.res = res[i]
