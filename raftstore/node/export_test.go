@@ -65,3 +65,12 @@ func (n *Node) FailQueued(err error, committed bool) {
 	}
 	go n.commitQueued()
 }
+
+// Prompts is how many heartbeat checks the election prompter prompted.
+func (n *Node) Prompts() int64 { return n.prompts.Load() }
+
+// Exported for the prompt tests.
+var (
+	FollowerRank = followerRank
+	PromptDue    = promptDue
+)

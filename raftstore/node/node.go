@@ -46,6 +46,8 @@ type Node struct {
 	hiddenFeatures sync.Map
 	// started is set once raft exists; RPCs arriving earlier are dropped.
 	started atomic.Bool
+	// prompts counts the heartbeat checks electionPrompter prompted.
+	prompts atomic.Int64
 
 	hooksMu sync.Mutex
 	hooks   []func(context.Context)
@@ -122,6 +124,7 @@ func (n *Node) open() error {
 	n.goRun(n.leaseVerifier)
 	n.goRun(n.membershipLoop)
 	n.goRun(n.featureLoop)
+	n.goRun(n.electionPrompter)
 	n.goRun(func() { n.deadServerLoop(obsCh) })
 	return nil
 }
