@@ -1081,3 +1081,18 @@ func TestSyncHoldsNewGenerationWhilePodsAppear(t *testing.T) {
 		})
 	}
 }
+
+// TestReportCarriesTheTerm: the hub enqueues a FederatedReplicaSet for the
+// first report of each term even when its counts repeat an earlier term's
+// (hub.Reports), so each report names the term its sync ran in.
+func TestReportCarriesTheTerm(t *testing.T) {
+	h := newHarness(t, workload(2), hopts{gate: &termGate{term: 7}})
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.report) == 0 || h.report[len(h.report)-1].Term != 7 {
+		t.Fatalf("reports = %+v, want the last in term 7", h.report)
+	}
+}

@@ -98,6 +98,8 @@ type MemberStatus struct {
 	ReplicaFailure *metav1.Condition
 	// ReportedAt is when the status was computed.
 	ReportedAt time.Time
+	// Term is the leader term the sync ran in (0 when unknown).
+	Term uint64
 }
 
 // StatusSink receives every sync's status; the hub aggregator consumes it.

@@ -42,6 +42,12 @@ func (r *Reports) Report(_ context.Context, key fedref.MemberObject, st engine.M
 	}
 }
 
+// sameCounts reports whether b would tell the hub nothing a did. A report
+// of a new term always tells something: the hub reads only its own term's
+// reports (memberReport), so a new leader whose first report repeats the
+// counts it reported when it last led must still enqueue the
+// FederatedReplicaSet, or the hub status waits for the next resync (10 s
+// after a leader SIGSTOP on a scale-down in the chaos suite).
 func sameCounts(a, b engine.MemberStatus) bool {
 	af, bf := "", ""
 	if a.ReplicaFailure != nil {
@@ -50,7 +56,7 @@ func sameCounts(a, b engine.MemberStatus) bool {
 	if b.ReplicaFailure != nil {
 		bf = b.ReplicaFailure.Message
 	}
-	return a.Target == b.Target && a.Replicas == b.Replicas && a.FullyLabeledReplicas == b.FullyLabeledReplicas &&
+	return a.Term == b.Term && a.Target == b.Target && a.Replicas == b.Replicas && a.FullyLabeledReplicas == b.FullyLabeledReplicas &&
 		a.ReadyReplicas == b.ReadyReplicas && a.AvailableReplicas == b.AvailableReplicas &&
 		a.TerminatingReplicas == b.TerminatingReplicas && a.Unschedulable == b.Unschedulable && af == bf
 }
