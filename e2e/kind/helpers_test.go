@@ -23,6 +23,7 @@ import (
 	"github.com/replicafed/replicafed/controller/podstate"
 	"github.com/replicafed/replicafed/e2e/fleet"
 	"github.com/replicafed/replicafed/internal/test/builder"
+	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
 
 // waitTimeout bounds every wait for the installation to converge: real
@@ -106,12 +107,7 @@ func nodeSchedulable(n *corev1.Node) bool {
 			return false
 		}
 	}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	return testcluster.NodeReady(n)
 }
 
 func (e *env) dumpIfFailed() {

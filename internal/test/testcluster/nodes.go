@@ -93,7 +93,7 @@ func (c *Cluster) waitNodesReady(ctx context.Context, cs kubernetes.Interface) e
 			return fmt.Errorf("%d of %d nodes exist", len(nodes.Items), c.opts.Nodes)
 		}
 		for _, n := range nodes.Items {
-			if !nodeReady(&n) {
+			if !NodeReady(&n) {
 				return fmt.Errorf("node %s not Ready", n.Name)
 			}
 			for _, t := range n.Spec.Taints {
@@ -106,7 +106,8 @@ func (c *Cluster) waitNodesReady(ctx context.Context, cs kubernetes.Interface) e
 	})
 }
 
-func nodeReady(n *corev1.Node) bool {
+// NodeReady reports whether n's Ready condition is True.
+func NodeReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			return c.Status == corev1.ConditionTrue
