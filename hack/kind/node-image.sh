@@ -24,6 +24,8 @@ CACHE=${REPLICAFED_KIND_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/replicafed/kind}
 NODEBIN=$BIN/kind-node
 # The test and demo workload (workload/), pre-imported like the rest.
 WORKLOAD_IMAGE=replicafed.local/workload:v1
+# The NetworkPolicy agent (netpol/), run by default-cni.yaml's DaemonSet.
+NETPOL_IMAGE=replicafed.local/netpol:v1
 # The tool modules whose binaries go into the image.
 NODE_TOOLS=(kube-node containerd runc crictl cni-plugins coredns)
 # shellcheck source=nodeflags.sh
@@ -58,7 +60,7 @@ key=$( {
   done
   sha256sum hack/tools/kind-node.sh
   # What goes into the image; the cluster scripts and configs do not.
-  find hack/kind/node hack/kind/images hack/kind/pause hack/kind/workload hack/kind/node-image.sh hack/kind/base.sh \
+  find hack/kind/node hack/kind/images hack/kind/pause hack/kind/workload hack/kind/netpol hack/kind/node-image.sh hack/kind/base.sh \
     -type f ! -name '*_test.go' | LC_ALL=C sort | xargs sha256sum
   go version
 } | sha256sum | cut -c1-12)
@@ -131,6 +133,8 @@ grep -q "sandbox = '${want[pause]}'" "$here/node/etc/containerd/config.toml" || 
   log "node/etc/containerd/config.toml's sandbox image is not ${want[pause]}"; exit 1; }
 
 (cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/" ./hack/kind/pause ./hack/kind/workload)
+# The NetworkPolicy agent is its own module (kube-network-policies' pins).
+(cd "$root/hack/kind/netpol" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/netpol" .)
 args=(--out "$work/images.tar" --base-layer "$CACHE/base-${base##*:}.tar.gz")
 for c in kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd; do
   args+=(--image "${want[$c]}" --on base --add "/usr/local/bin/$c=$NODEBIN/$c")
@@ -142,6 +146,8 @@ for p in "${want[pause]}" registry.k8s.io/pause:3.10; do
   args+=(--image "$p" --on scratch --add "/pause=$work/pause" --entrypoint /pause --user 65535:65535)
 done
 args+=(--image "$WORKLOAD_IMAGE" --on scratch --add "/workload=$work/workload" --entrypoint /workload --user 65532:65532)
+# On the Debian base for its iptables (the steering rules).
+args+=(--image "$NETPOL_IMAGE" --on base --add "/usr/local/bin/netpol=$work/netpol" --entrypoint /usr/local/bin/netpol)
 (cd "$root" && go run ./hack/kind/images "${args[@]}")
 
 step "adding node files and binaries to $base"

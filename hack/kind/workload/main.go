@@ -8,7 +8,9 @@
 //
 // As a client, for checks from inside a pod (the image has no shell):
 // `workload get URL` prints the body of a GET and fails on any other status
-// than 200; `workload lookup NAME` prints the addresses NAME resolves to.
+// than 200; `workload lookup NAME` prints the addresses NAME resolves to;
+// `workload dial HOST:PORT` opens a TCP connection and closes it (for ports
+// that do not speak plain HTTP, such as raft's).
 package main
 
 import (
@@ -74,7 +76,8 @@ func main() {
 	}
 }
 
-// client runs one check: get URL or lookup NAME, each bounded by 10 s.
+// client runs one check: get URL, lookup NAME or dial HOST:PORT, each
+// bounded by 10 s (dial by 5 s, so a dropped SYN fails well inside an exec).
 func client(cmd, arg string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -107,7 +110,15 @@ func client(cmd, arg string) error {
 			fmt.Println(a)
 		}
 		return nil
+	case "dial":
+		d := net.Dialer{Timeout: 5 * time.Second}
+		conn, err := d.DialContext(ctx, "tcp", arg)
+		if err != nil {
+			return fmt.Errorf("dialing %s: %w", arg, err)
+		}
+		fmt.Printf("connected to %s\n", conn.RemoteAddr())
+		return conn.Close()
 	default:
-		return fmt.Errorf("unknown command %q: want get URL or lookup NAME", cmd)
+		return fmt.Errorf("unknown command %q: want get URL, lookup NAME or dial HOST:PORT", cmd)
 	}
 }
