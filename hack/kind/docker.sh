@@ -12,6 +12,7 @@
 # pid is kept in $STATE_DIR/dockerd.pid). Storage is overlay2: the kind node
 # image is layered on it and the nodes' anonymous /var volumes use it.
 set -euo pipefail
+. "$(dirname "$0")/../lib/apt.sh"
 
 STATE_DIR=${REPLICAFED_DOCKER_STATE:-/var/run/replicafed-docker}
 PIDFILE=$STATE_DIR/dockerd.pid
@@ -24,14 +25,11 @@ install() {
   command -v dockerd >/dev/null 2>&1 && return
   [ "$(id -u)" = 0 ] || { echo "docker.sh: dockerd is missing and installing it needs root" >&2; exit 1; }
   echo "docker.sh: installing docker.io with apt-get"
-  # The lock timeout: another apt-get (node-image.sh's, a machine's own
-  # unattended upgrade) may hold the dpkg lock for a while.
-  apt-get -o DPkg::Lock::Timeout=600 update -qq
   # policy-rc.d 101 keeps the package scripts from starting the daemon
   # themselves (there is no init system to hand it to); `up` starts it.
   local policy=/usr/sbin/policy-rc.d created=
   if [ ! -e "$policy" ]; then printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod +x "$policy"; created=1; fi
-  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends docker.io >/dev/null
+  apt_install --no-install-recommends docker.io
   [ -z "$created" ] || rm -f "$policy"
 }
 

@@ -30,6 +30,7 @@ NETPOL_IMAGE=replicafed.local/netpol:v1
 NODE_TOOLS=(kube-node containerd runc crictl cni-plugins coredns)
 # shellcheck source=nodeflags.sh
 . "$here/nodeflags.sh"
+. "$root/hack/lib/apt.sh"
 
 log() { echo "node-image: $*" >&2; }
 t0=$(date +%s)
@@ -86,9 +87,7 @@ host_packages() {
   [ ${#need[@]} -gt 0 ] || return 0
   [ "$(id -u)" = 0 ] || { log "the build needs Debian's ${need[*]}; installing them needs root"; exit 1; }
   step "installing ${need[*]} with apt-get"
-  # The lock timeout: another apt-get (docker.sh's, say) may be running.
-  apt-get -o DPkg::Lock::Timeout=600 update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  apt_install --no-install-recommends "${need[@]}"
 }
 host_packages
 
