@@ -14,6 +14,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/controller/podstate"
@@ -57,7 +58,7 @@ func TestChartNetworkPolicy(t *testing.T) {
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{
 				From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{
 					MatchLabels: map[string]string{corev1.LabelMetadataName: e.ns}}}},
-				Ports: []networkingv1.NetworkPolicyPort{{Port: ptrPort(e.port(first, "metrics"))}},
+				Ports: []networkingv1.NetworkPolicyPort{{Port: ptr.To(intstr.FromInt32(e.port(first, "metrics")))}},
 			}},
 		},
 	}
@@ -142,9 +143,4 @@ func (e *env) dial(p corev1.Pod, port string, want bool) {
 	default:
 		logf(e.t, "%s (%s) %s port from %s: connected %v", p.Name, p.Spec.NodeName, port, e.ns, want)
 	}
-}
-
-func ptrPort(n int32) *intstr.IntOrString {
-	v := intstr.FromInt32(n)
-	return &v
 }
