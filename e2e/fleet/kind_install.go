@@ -266,8 +266,9 @@ func (k *KindInstallation) Join(ctx context.Context, name string) error {
 
 // Rejoin runs `replicafed join` for a member whether or not it is
 // registered: join replaces the credentials of a registered member with its
-// own least-privilege ones.
-func (k *KindInstallation) Rejoin(ctx context.Context, name string) error {
+// own least-privilege ones. extra are more join flags, such as
+// --propagate-dependencies.
+func (k *KindInstallation) Rejoin(ctx context.Context, name string, extra ...string) error {
 	m, server, err := k.memberServer(ctx, name)
 	if err != nil {
 		return err
@@ -282,6 +283,7 @@ func (k *KindInstallation) Rejoin(ctx context.Context, name string) error {
 		sort.Strings(kv)
 		args = append(args, "--labels", strings.Join(kv, ","))
 	}
+	args = append(args, extra...)
 	if out, err := k.Replicafed(ctx, args...); err != nil {
 		return fmt.Errorf("replicafed join %s: %w\n%s", name, err, out)
 	}

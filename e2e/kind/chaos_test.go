@@ -333,3 +333,62 @@ func (e *env) waitChartReady() {
 		e.fatalf("chart StatefulSet not ready: %v\n%s", err, out)
 	}
 }
+
+// TestChaosDrainReplicaNode cordons and drains (`kubectl drain`, which
+// evicts through the chart's PodDisruptionBudget) the node of the raft
+// leader's pod mid scale-up. The leader's volume is local to that node, so
+// its pod comes back Pending while the node is cordoned; the other two
+// replicas keep the quorum, a new leader completes the scale-up, and no
+// sample runs more than asked for plus maxSurge. Uncordoned, the replica
+// returns on its node and all three are Ready again.
+func TestChaosDrainReplicaNode(t *testing.T) {
+	e := newEnv(t, "kind-chaos-drain")
+	ctx := context.Background()
+	const name = "drain"
+	e.chaosFRS(name, 4)
+	e.waitSplit(name, split{memberA: 2, memberB: 2})
+	victim, err := e.leaderPod(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{}
+	if err := e.k.HubClient.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: victim}, pod); err != nil {
+		t.Fatal(err)
+	}
+	node := pod.Spec.NodeName
+	cordoned := true
+	uncordon := func() {
+		if out, err := e.k.Kubectl(context.Background(), "uncordon", node); err != nil {
+			t.Errorf("uncordon %s: %v\n%s", node, err, out)
+		}
+		cordoned = false
+	}
+	t.Cleanup(func() {
+		if cordoned {
+			uncordon()
+		}
+	})
+	s := e.startSampler(name, 10+1)
+	e.scale(name, 10)
+	out, err := e.k.Kubectl(ctx, "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout", "5m")
+	if err != nil {
+		t.Fatalf("drain %s: %v\n%s", node, err, out)
+	}
+	logf(t, "drained %s, the leader %s's node", node, victim)
+	e.waitSplit(name, split{memberA: 5, memberB: 5})
+	e.poll("a leader other than the evicted "+victim, func(ctx context.Context) (bool, error) {
+		l, err := e.leaderPod(ctx)
+		return err == nil && l != victim, nil
+	})
+	if err := e.k.HubClient.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: victim}, pod); err == nil {
+		logf(t, "%s while %s is cordoned: %s on %q", victim, node, pod.Status.Phase, pod.Spec.NodeName)
+		if pod.Spec.NodeName != "" && pod.Spec.NodeName != node {
+			t.Errorf("%s moved to %s; its local volume pins it to %s", victim, pod.Spec.NodeName, node)
+		}
+	}
+	uncordon()
+	e.scale(name, 4)
+	e.waitSplit(name, split{memberA: 2, memberB: 2})
+	e.waitChartReady()
+	s.finish(t)
+}

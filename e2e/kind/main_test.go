@@ -59,6 +59,9 @@ func install(t *testing.T) *fleet.KindInstallation {
 		start := time.Now()
 		shared, sharedErr = fleet.NewKindInstallation(ctx, fleet.KindInstallOptions{
 			Members: []string{memberA, memberB}, MemberLabels: memberLabels, Log: t.Logf,
+			// TestDependencies: the hub side of dependency propagation, as
+			// an operator who uses it installs the chart.
+			HelmSet: []string{"rbac.propagateDependencies=true"},
 		})
 		if sharedErr == nil {
 			t.Logf("kind installation up in %s", time.Since(start).Round(time.Second))
