@@ -11,6 +11,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -336,11 +337,13 @@ func (e *env) waitChartReady() {
 
 // TestChaosDrainReplicaNode cordons and drains (`kubectl drain`, which
 // evicts through the chart's PodDisruptionBudget) the node of the raft
-// leader's pod mid scale-up. The leader's volume is local to that node, so
-// its pod comes back Pending while the node is cordoned; the other two
-// replicas keep the quorum, a new leader completes the scale-up, and no
-// sample runs more than asked for plus maxSurge. Uncordoned, the replica
-// returns on its node and all three are Ready again.
+// leader's pod, and scales up the moment the eviction is accepted, so the
+// scale-up meets the leader's shutdown and the election. The leader's
+// volume is local to that node, so its pod comes back Pending while the
+// node is cordoned; the other two replicas keep the quorum, a new leader
+// completes the scale-up, and no sample runs more than asked for plus
+// maxSurge. Uncordoned, the replica returns on its node and all three are
+// Ready again.
 func TestChaosDrainReplicaNode(t *testing.T) {
 	e := newEnv(t, "kind-chaos-drain")
 	ctx := context.Background()
@@ -369,12 +372,27 @@ func TestChaosDrainReplicaNode(t *testing.T) {
 		}
 	})
 	s := e.startSampler(name, 10+1)
-	e.scale(name, 10)
-	out, err := e.k.Kubectl(ctx, "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout", "5m")
-	if err != nil {
-		t.Fatalf("drain %s: %v\n%s", node, err, out)
+	type result struct {
+		out []byte
+		err error
 	}
-	logf(t, "drained %s, the leader %s's node", node, victim)
+	drained := make(chan result, 1)
+	go func() {
+		out, err := e.k.Kubectl(ctx, "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout", "5m")
+		drained <- result{out, err}
+	}()
+	uid := pod.UID
+	e.poll("the eviction of "+victim, func(ctx context.Context) (bool, error) {
+		p := &corev1.Pod{}
+		err := e.k.HubClient.Get(ctx, client.ObjectKey{Namespace: fleet.Namespace, Name: victim}, p)
+		return apierrors.IsNotFound(err) || (err == nil && (p.UID != uid || p.DeletionTimestamp != nil)), nil
+	})
+	e.scale(name, 10)
+	logf(t, "evicting %s from %s; scaled to 10", victim, node)
+	if r := <-drained; r.err != nil {
+		t.Fatalf("drain %s: %v\n%s", node, r.err, r.out)
+	}
+	logf(t, "drained %s", node)
 	e.waitSplit(name, split{memberA: 5, memberB: 5})
 	e.poll("a leader other than the evicted "+victim, func(ctx context.Context) (bool, error) {
 		l, err := e.leaderPod(ctx)
