@@ -2,15 +2,18 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/replicafed/replicafed/internal/fedref"
+	"github.com/replicafed/replicafed/internal/metrics"
 )
 
 // Manager runs one Worker per engaged member cluster. It implements
@@ -28,10 +31,14 @@ type Manager struct {
 
 type member struct {
 	cl     cluster.Cluster
-	w      *Worker
+	w      *Worker // replaced on a restart; read under Manager.mu
 	cancel context.CancelFunc
 	done   chan struct{}
 }
+
+// restartBackoff spaces the starts of a member worker that failed to start
+// (see Manager.run).
+var restartBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 8, Cap: time.Minute}
 
 var _ multicluster.Aware = (*Manager)(nil)
 
@@ -66,10 +73,7 @@ func (m *Manager) Engage(ctx context.Context, name multicluster.ClusterName, cl 
 	m.mu.Unlock()
 	go func() {
 		defer close(mem.done)
-		log := ctrl.LoggerFrom(ctx).WithValues("cluster", n)
-		if err := w.Start(wctx); err != nil {
-			log.Error(err, "Member worker failed")
-		}
+		m.run(wctx, n, mem)
 		cancel()
 		// Stopped: nothing of this worker is in flight any more. Local
 		// cleanup only, see Store.DeleteCluster.
@@ -83,13 +87,66 @@ func (m *Manager) Engage(ctx context.Context, name multicluster.ClusterName, cl 
 	return nil
 }
 
+// run runs the member's worker until ctx ends. A worker that fails to
+// start (the member does not serve the MemberReplicaSet CRD yet, a cache
+// bound that does not match) is built and started again after a backoff,
+// with the error logged each time: given up, this replica would leave the
+// member unsynced whenever it leads, for as long as the process runs.
+func (m *Manager) run(ctx context.Context, n string, mem *member) {
+	log := ctrl.LoggerFrom(ctx).WithValues("cluster", n)
+	backoff := restartBackoff
+	for {
+		err := m.worker(mem).Start(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = errors.New("the worker stopped while its member is engaged")
+		}
+		d := backoff.Step()
+		log.Error(err, "Member worker failed; starting it again", "after", d)
+		metrics.MemberWorkerRestarts.WithLabelValues(n).Inc()
+		// Local state only (Store.DeleteCluster): the failed start has
+		// nothing in flight.
+		m.o.Store.DeleteCluster(n)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+		w, err := New(n, mem.cl, m.o)
+		if err != nil {
+			log.Error(err, "Building the member worker again")
+			return
+		}
+		m.mu.Lock()
+		mem.w = w
+		m.mu.Unlock()
+	}
+}
+
+// worker is the member's current worker.
+func (m *Manager) worker(mem *member) *Worker {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return mem.w
+}
+
+// engaged is the current worker of the named member, nil when it is not
+// engaged.
+func (m *Manager) engaged(name string) *Worker {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mem := m.members[name]; mem != nil {
+		return mem.w
+	}
+	return nil
+}
+
 // Enqueue asks the worker of key.Cluster, if engaged, to sync key.
 func (m *Manager) Enqueue(key fedref.MemberObject) {
-	m.mu.Lock()
-	mem := m.members[key.Cluster]
-	m.mu.Unlock()
-	if mem != nil {
-		mem.w.Enqueue(types.NamespacedName{Namespace: key.Namespace, Name: key.Name})
+	if w := m.engaged(key.Cluster); w != nil {
+		w.Enqueue(types.NamespacedName{Namespace: key.Namespace, Name: key.Name})
 	}
 }
 
@@ -126,13 +183,10 @@ func (m *Manager) EnqueueAll(ctx context.Context) {
 // (Worker.PodCacheIncomplete); nil when it does not or the member is not
 // engaged.
 func (m *Manager) PodCacheIncomplete(member string) error {
-	m.mu.Lock()
-	mem := m.members[member]
-	m.mu.Unlock()
-	if mem == nil {
-		return nil
+	if w := m.engaged(member); w != nil {
+		return w.PodCacheIncomplete()
 	}
-	return mem.w.PodCacheIncomplete()
+	return nil
 }
 
 // Members returns the names of engaged members.

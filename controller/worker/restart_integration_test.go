@@ -1,0 +1,43 @@
+package worker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/replicafed/replicafed/api/crds"
+	"github.com/replicafed/replicafed/controller/worker"
+	"github.com/replicafed/replicafed/internal/metrics"
+	"github.com/replicafed/replicafed/internal/test/testcluster"
+)
+
+// A member engaged before it serves the MemberReplicaSet CRD: the worker
+// fails to start ("no matches for kind MemberReplicaSet"), is started again
+// after a backoff, and once the CRD is installed it runs and converges a
+// workload. Before the restart existed, the worker stayed stopped and this
+// replica never synced the member while it led.
+func TestIntegrationWorkerStartsOnceTheCRDIsServed(t *testing.T) {
+	defer worker.SetRestartBackoff(wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: 4, Cap: 2 * time.Second})()
+	c := testcluster.Start(t, testcluster.Options{Name: member0()})
+	restarts := func() float64 { return testutil.ToFloat64(metrics.MemberWorkerRestarts.WithLabelValues(member)) }
+	before := restarts()
+	e := startEnv(t, envOpts{reuseClust: c})
+	e.eventually("a failed start retried", time.Minute, func() (bool, string) {
+		return restarts() > before, "no restart counted"
+	})
+	member, err := crds.Member()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := testcluster.InstallCRDs(ctx, c.Config, member); err != nil {
+		t.Fatalf("installing the member CRDs: %v", err)
+	}
+	e.set("late", 3)
+	e.convergedWithin("late", 3, 2*time.Minute)
+	t.Logf("converged after %.0f restarts", restarts()-before)
+}
