@@ -61,10 +61,11 @@ type Store struct {
 	running bool
 }
 
-// reserveCall is one ExpectCreations waiting for its Reserve to commit.
+// reserveCall is one ExpectCreations waiting for its Reserve to commit,
+// or one Share waiting for its command.
 type reserveCall struct {
 	ctx  context.Context
-	cmd  *fsm.Reserve
+	cmd  fsm.Command
 	done chan struct{}
 	res  *fsm.Result
 	err  error
@@ -186,7 +187,7 @@ func (s *Store) ExpectCreations(ctx context.Context, key fedref.MemberObject, in
 // within the linger (and every pending observation, so the periodic flush
 // has less to do): one raft entry for many keys. unsent is true when cmd
 // was never proposed (its context ended first).
-func (s *Store) reserve(ctx context.Context, cmd *fsm.Reserve) (res *fsm.Result, unsent bool, err error) {
+func (s *Store) reserve(ctx context.Context, cmd fsm.Command) (res *fsm.Result, unsent bool, err error) {
 	c := &reserveCall{ctx: ctx, cmd: cmd, done: make(chan struct{})}
 	s.rmu.Lock()
 	s.rqueue = append(s.rqueue, c)
@@ -198,6 +199,34 @@ func (s *Store) reserve(ctx context.Context, cmd *fsm.Reserve) (res *fsm.Result,
 	}
 	<-c.done
 	return c.res, c.unsent, c.err
+}
+
+// Share commits cmd in the next round of reservations (see reserve), so a
+// command that comes often while pods are being created (the hub's
+// SetTargets of many FederatedReplicaSets) takes no raft entry of its own
+// while reservations are committed, and commands that arrive within the
+// linger of each other share one when none is. The round applies its
+// commands in the order they came, each with its own request ID, term and
+// result, as consecutive entries would. It returns the command's result and
+// its refusal (fsm.Result.Error) or commit error, as node.Apply does.
+func (s *Store) Share(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
+	// Like a reservation: no flush runs while the round takes the pending
+	// observations along.
+	s.flushMu.RLock()
+	defer s.flushMu.RUnlock()
+	res, _, err := s.reserve(ctx, cmd)
+	if err != nil {
+		return res, fmt.Errorf("committing %s: %w", cmd.Type(), err)
+	}
+	return res, nil
+}
+
+// roundsRunning reports whether a round of reservations is lingering or
+// being committed; the next one takes the pending observations along.
+func (s *Store) roundsRunning() bool {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	return s.running
 }
 
 // maxReservationsPerEntry leaves room in one batch entry for the
@@ -575,7 +604,10 @@ func (s *Store) Start(ctx context.Context) error {
 }
 
 // Run commits pending observations every flush interval, or sooner when a
-// batch is full, until ctx ends; then it flushes once more.
+// batch is full, until ctx ends; then it flushes once more. A tick that
+// finds a round of reservations lingering or committing leaves the
+// observations to it (they ride along, see commitRound): while pods are
+// being created the observations then take no entries of their own.
 func (s *Store) Run(ctx context.Context) {
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
@@ -587,6 +619,9 @@ func (s *Store) Run(ctx context.Context) {
 			cancel()
 			return
 		case <-t.C:
+			if s.roundsRunning() {
+				continue
+			}
 		case <-s.kick:
 		}
 		for {

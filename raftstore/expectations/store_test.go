@@ -882,3 +882,168 @@ func TestReservationsShareEntries(t *testing.T) {
 		t.Fatalf("%s still has reservations %+v: the observation did not ride along", other, v.Reservations)
 	}
 }
+
+// lingeringLeader starts three replicas whose reservation rounds linger
+// for linger and whose store flushes every flush, and returns the leader
+// once it combines commands, with a store on it.
+func lingeringLeader(t *testing.T, linger, flush time.Duration) (*node.Node, *expectations.Store) {
+	t.Helper()
+	c := tu.NewCluster(t, 3, func(i int, cfg *node.NodeConfig) {
+		tu.StableTimers(i, cfg)
+		cfg.ReservationLinger = linger
+		cfg.ObservationFlushInterval = flush
+	})
+	c.StartAll()
+	l := c.WaitVoters(3, 20*time.Second)
+	tu.Eventually(t, 30*time.Second, func() error {
+		if !l.CombinesCommands() {
+			return errors.New("the servers do not all say they apply batch entries yet")
+		}
+		return nil
+	})
+	return l, expectations.New(l, logr.Discard())
+}
+
+// TestSharedCommandsRideReservationRounds: commands handed to Share (the
+// hub's SetTargets) join the reservations' rounds: targets of many
+// FederatedReplicaSets and reservations of many keys that arrive within
+// the linger take one raft entry between them, each with its own result;
+// a stale command is refused alone.
+func TestSharedCommandsRideReservationRounds(t *testing.T) {
+	// Long enough for every goroutine below to queue on a loaded machine;
+	// the periodic flush never runs.
+	l, s := lingeringLeader(t, 3*time.Second, time.Hour)
+	ctx := tu.Ctx(t, 60*time.Second)
+	const n = 10
+	ref := func(i int) fsm.FRSRef { return fsm.FRSRef{Namespace: "ns", Name: fmt.Sprintf("frs%d", i)} }
+	key := func(i int) fedref.MemberObject {
+		return fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: fmt.Sprintf("res%d", i)}
+	}
+	for i := range n {
+		if err := l.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: key(i).Name}, 1, map[string]int32{"m1": 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Generation 5 of frs0 is committed; a pass of generation 4 is stale.
+	if err := l.SetTargets(ctx, ref(0), 5, map[string]int32{"m1": 1}); err != nil {
+		t.Fatal(err)
+	}
+	term := l.LastLeaderTerm()
+	before := l.Raft().LastIndex()
+	shareErrs, names, resErrs := make([]error, n+1), make([][]string, n), make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n + 1 {
+		wg.Go(func() {
+			<-start
+			gen := int64(6)
+			if i == n {
+				gen = 4 // frs0, stale
+			}
+			target := ref(i % n)
+			_, shareErrs[i] = s.Share(ctx, &fsm.SetTargets{Meta: l.Meta(), FRS: target, Generation: gen, Targets: map[string]int32{"m1": int32(i), "m2": 1}})
+		})
+	}
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			names[i], resErrs[i] = s.ExpectCreations(ctx, key(i), ctrlexp.CreateIntent{Target: 2, Count: 2, Prefix: key(i).Name + "-"})
+		})
+	}
+	close(start)
+	wg.Wait()
+	skipIfLeadershipMoved(t, l, term)
+	for i := range n {
+		if shareErrs[i] != nil {
+			t.Fatalf("targets of %s: %v", ref(i), shareErrs[i])
+		}
+		tg, gen, ok := l.Targets(ref(i))
+		if diff := cmp.Diff(map[string]int32{"m1": int32(i), "m2": 1}, tg); !ok || gen != 6 || diff != "" {
+			t.Fatalf("targets of %s at generation %d (-want +got):\n%s", ref(i), gen, diff)
+		}
+		if errors.Is(resErrs[i], fsm.ErrStale) {
+			t.Skipf("the leader's lease lapsed during the test (%v); nothing to check", resErrs[i])
+		}
+		if resErrs[i] != nil || len(names[i]) != 2 {
+			t.Fatalf("reservation of %s: %v %v, want 2 names", key(i), names[i], resErrs[i])
+		}
+	}
+	if !errors.Is(shareErrs[n], fsm.ErrStale) {
+		t.Fatalf("targets of an older generation: %v, want ErrStale", shareErrs[n])
+	}
+	entries := l.Raft().LastIndex() - before
+	t.Logf("%d SetTargets and %d reservations took %d raft entries", n+1, n, entries)
+	if entries > 3 {
+		t.Fatalf("%d SetTargets and %d reservations took %d raft entries, want them to share", n+1, n, entries)
+	}
+}
+
+// TestFlushLeavesObservationsToRounds: a periodic flush that finds a round
+// of reservations under way leaves the pending observations to it (they
+// ride along in its entry) instead of waiting for the round and holding up
+// the reservations that arrive meanwhile, which would then need a round of
+// their own; once no round runs, the flush commits them itself.
+func TestFlushLeavesObservationsToRounds(t *testing.T) {
+	const flush = 20 * time.Millisecond
+	// The round lingers for a hundred flush intervals.
+	l, s := lingeringLeader(t, 2*time.Second, flush)
+	term := l.LastLeaderTerm()
+	ctx := ctrlexp.WithTerm(tu.Ctx(t, 60*time.Second), term)
+	go s.Run(ctx)
+	k := func(name string) fedref.MemberObject {
+		return fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: name}
+	}
+	a, b, c, d := k("a"), k("b"), k("c"), k("d")
+	reserved := map[fedref.MemberObject][]string{}
+	for _, key := range []fedref.MemberObject{a, b, c, d} {
+		if err := l.SetTargets(ctx, fsm.FRSRef{Namespace: key.Namespace, Name: key.Name}, 1, map[string]int32{key.Cluster: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, key := range []fedref.MemberObject{a, b} {
+		got, err := s.ExpectCreations(ctx, key, ctrlexp.CreateIntent{Target: 1, Count: 1, Prefix: key.Name + "-"})
+		if err != nil || len(got) != 1 {
+			skipIfLeadershipMoved(t, l, term)
+			t.Fatalf("reserving for %s: %v %v", key, got, err)
+		}
+		reserved[key] = got
+	}
+	before := l.Raft().LastIndex()
+	done := make(chan error, 2)
+	reserve := func(key fedref.MemberObject) {
+		_, err := s.ExpectCreations(ctx, key, ctrlexp.CreateIntent{Target: 1, Count: 1, Prefix: key.Name + "-"})
+		done <- err
+	}
+	go reserve(c)
+	tu.Eventually(t, 30*time.Second, func() error {
+		if !s.RoundsRunning() {
+			return errors.New("no round under way yet")
+		}
+		return nil
+	})
+	s.CreationObserved(a, reserved[a][0])
+	// Flush ticks pass while the round lingers; then another key reserves.
+	<-time.After(5 * flush)
+	go reserve(d)
+	for range 2 {
+		if err := <-done; err != nil {
+			skipIfLeadershipMoved(t, l, term)
+			t.Fatal(err)
+		}
+	}
+	skipIfLeadershipMoved(t, l, term)
+	if v := l.FSM().View(fsm.KeyOf(a)); len(v.Reservations) != 0 {
+		t.Fatalf("%s still has reservations %+v: the observation was not committed", a, v.Reservations)
+	}
+	if got := l.Raft().LastIndex() - before; got != 1 {
+		t.Fatalf("two reservations and an observation, all within one linger, took %d raft entries, want 1", got)
+	}
+	// No round now: the periodic flush commits the next observation.
+	s.CreationObserved(b, reserved[b][0])
+	tu.Eventually(t, 30*time.Second, func() error {
+		if v := l.FSM().View(fsm.KeyOf(b)); len(v.Reservations) != 0 {
+			return fmt.Errorf("%s still has reservations %+v", b, v.Reservations)
+		}
+		return nil
+	})
+}
