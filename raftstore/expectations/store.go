@@ -54,11 +54,15 @@ type Store struct {
 	kick       chan struct{}
 
 	// linger is how long the first reservation of a round waits for
-	// others to share its raft entry (ReservationLinger).
-	linger  time.Duration
-	rmu     sync.Mutex
-	rqueue  []*reserveCall
-	running bool
+	// others to share its raft entry (ReservationLinger), crowdedLinger
+	// how long while reservations of several keys meet
+	// (CrowdedReservationLinger).
+	linger, crowdedLinger time.Duration
+	rmu                   sync.Mutex
+	rqueue                []*reserveCall
+	running               bool
+	// crowded: the last round carried more than one command.
+	crowded bool
 }
 
 // reserveCall is one ExpectCreations waiting for its Reserve to commit,
@@ -87,7 +91,7 @@ func New(n *node.Node, log logr.Logger) *Store {
 	s := &Store{
 		node: n, fsm: n.FSM(), log: log, clock: clock.RealClock{},
 		ttl: cfg.ExpectationsTTL, batchSize: min(cfg.ObservationBatchSize, maxBatch), interval: cfg.ObservationFlushInterval,
-		kick: make(chan struct{}, 1), linger: cfg.ReservationLinger,
+		kick: make(chan struct{}, 1), linger: cfg.ReservationLinger, crowdedLinger: cfg.CrowdedReservationLinger,
 	}
 	s.maxPending = max(minMaxPending, 16*s.batchSize)
 	// A leader handing over commits what it observed up to the drain, so
@@ -234,14 +238,19 @@ func (s *Store) roundsRunning() bool {
 const maxReservationsPerEntry = fsm.MaxBatchCommands - 1
 
 // commitReservations commits queued reservations, a round at a time, until
-// none is left. The first round waits the linger for company; a round
-// that finds more queued after a commit goes at once (those waited while
-// the entry before was committed).
+// none is left. The first round waits the linger for company (the crowded
+// linger when the last round had company). After a round alone, the next
+// one goes at once with what queued meanwhile; after a crowded one, it
+// goes a crowded linger after that round began, so while many keys
+// reserve, rounds come at that pace, each carrying what queued since.
 func (s *Store) commitReservations() {
-	if s.linger > 0 {
-		time.Sleep(s.linger)
-	}
+	s.rmu.Lock()
+	wait := lingerFor(s.linger, s.crowdedLinger, s.crowded)
+	s.rmu.Unlock()
 	for {
+		if wait > 0 {
+			time.Sleep(wait)
+		}
 		s.rmu.Lock()
 		n := min(len(s.rqueue), maxReservationsPerEntry)
 		if n == 0 {
@@ -251,9 +260,28 @@ func (s *Store) commitReservations() {
 		}
 		round := s.rqueue[:n:n]
 		s.rqueue = s.rqueue[n:]
+		s.crowded = n > 1
 		s.rmu.Unlock()
+		began := time.Now()
 		s.commitRound(round)
+		wait = 0
+		if n > 1 {
+			wait = lingerFor(s.linger, s.crowdedLinger, true) - time.Since(began)
+		}
 	}
+}
+
+// lingerFor is how long a round's first reservation waits for company:
+// linger, or the longer crowdedLinger when the round before was crowded
+// (it carried more than one command); none when linger is negative.
+func lingerFor(linger, crowdedLinger time.Duration, crowded bool) time.Duration {
+	if linger <= 0 {
+		return 0
+	}
+	if crowded {
+		return max(linger, crowdedLinger)
+	}
+	return linger
 }
 
 // commitRound proposes one round's reservations as one entry, followed by

@@ -888,9 +888,17 @@ func TestReservationsShareEntries(t *testing.T) {
 // once it combines commands, with a store on it.
 func lingeringLeader(t *testing.T, linger, flush time.Duration) (*node.Node, *expectations.Store) {
 	t.Helper()
+	return crowdedLeader(t, linger, 0, flush)
+}
+
+// crowdedLeader is lingeringLeader with a crowded linger too (0: the
+// default).
+func crowdedLeader(t *testing.T, linger, crowded, flush time.Duration) (*node.Node, *expectations.Store) {
+	t.Helper()
 	c := tu.NewCluster(t, 3, func(i int, cfg *node.NodeConfig) {
 		tu.StableTimers(i, cfg)
 		cfg.ReservationLinger = linger
+		cfg.CrowdedReservationLinger = crowded
 		cfg.ObservationFlushInterval = flush
 	})
 	c.StartAll()
@@ -1046,4 +1054,77 @@ func TestFlushLeavesObservationsToRounds(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+func TestLingerFor(t *testing.T) {
+	const ms = time.Millisecond
+	tests := []struct {
+		name            string
+		linger, crowded time.Duration
+		wasCrowded      bool
+		want            time.Duration
+	}{
+		{"alone", 100 * ms, 500 * ms, false, 100 * ms},
+		{"crowded", 100 * ms, 500 * ms, true, 500 * ms},
+		{"crowded linger shorter than the linger", 3000 * ms, 500 * ms, true, 3000 * ms},
+		{"crowded linger unset", 100 * ms, 0, true, 100 * ms},
+		{"no linger", -1, 500 * ms, true, 0},
+		{"no linger, alone", -1, 500 * ms, false, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, expectations.LingerFor(tc.linger, tc.crowded, tc.wasCrowded)); diff != "" {
+				t.Errorf("LingerFor(%s, %s, %v) (-want +got):\n%s", tc.linger, tc.crowded, tc.wasCrowded, diff)
+			}
+		})
+	}
+}
+
+// TestCrowdedRoundsLingerLonger: after a round that carried reservations
+// of several keys, the next round waits the crowded linger for company;
+// after a round alone, the short one.
+func TestCrowdedRoundsLingerLonger(t *testing.T) {
+	const linger, crowded = 500 * time.Millisecond, 6 * time.Second
+	l, s := crowdedLeader(t, linger, crowded, time.Hour)
+	term := l.LastLeaderTerm()
+	ctx := ctrlexp.WithTerm(tu.Ctx(t, 60*time.Second), term)
+	k := func(name string) fedref.MemberObject {
+		return fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: name}
+	}
+	for _, name := range []string{"k1", "k2", "k3", "k4"} {
+		if err := l.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: name}, 1, map[string]int32{"m1": 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reserve := func(key fedref.MemberObject) time.Duration {
+		t.Helper()
+		start := time.Now()
+		got, err := s.ExpectCreations(ctx, key, ctrlexp.CreateIntent{Target: 1, Count: 1, Prefix: key.Name + "-"})
+		if err != nil || len(got) != 1 {
+			skipIfLeadershipMoved(t, l, term)
+			t.Fatalf("reserving for %s: %v %v", key, got, err)
+		}
+		return time.Since(start)
+	}
+	// Two keys at once: a crowded round (unless the second came too late
+	// on a loaded machine; then nothing is crowded and there is nothing
+	// to check).
+	before, t0 := l.Raft().LastIndex(), time.Now()
+	var wg sync.WaitGroup
+	for _, name := range []string{"k1", "k2"} {
+		wg.Go(func() { reserve(k(name)) })
+	}
+	wg.Wait()
+	if got := l.Raft().LastIndex() - before; got != 1 {
+		t.Skipf("the two reservations took %d entries; no crowded round to check", got)
+	}
+	// The next round begins a crowded linger after the crowded one began.
+	reserve(k("k3"))
+	if took := time.Since(t0); took < crowded {
+		t.Errorf("the round after a crowded one committed %s after the crowded one's reservations came, want at least the crowded linger %s", took, crowded)
+	}
+	// k3 was alone: the next round lingers the short linger again.
+	if took := reserve(k("k4")); took >= crowded {
+		t.Errorf("a reservation after a round alone took %s, want the short linger (%s), well below %s", took, linger, crowded)
+	}
 }

@@ -64,6 +64,14 @@ type NodeConfig struct {
 	// entry instead of one each, for this much latency before their
 	// creates. Default 100ms; negative: none.
 	ReservationLinger time.Duration
+	// CrowdedReservationLinger replaces ReservationLinger while
+	// reservations of several keys meet (the round before carried more
+	// than one command): many small MemberReplicaSets syncing at once,
+	// whose creates wait for the member's client QPS anyway, then share
+	// fewer, fuller entries, while one large MemberReplicaSet's slow-start
+	// rounds keep the short linger. Never shorter than ReservationLinger;
+	// ignored when that is negative. Default 500ms.
+	CrowdedReservationLinger time.Duration
 	// ExpectationsTTL is how long reservations and pending deletes count. Default 5m.
 	ExpectationsTTL time.Duration
 
@@ -101,6 +109,7 @@ func (c *NodeConfig) setDefaults() {
 	def(&c.ApplyTimeout, 10*time.Second)
 	def(&c.ObservationFlushInterval, 200*time.Millisecond)
 	def(&c.ReservationLinger, 100*time.Millisecond)
+	def(&c.CrowdedReservationLinger, 500*time.Millisecond)
 	def(&c.ExpectationsTTL, 5*time.Minute)
 	def(&c.JoinInterval, 2*time.Second)
 	if c.MaxAppendEntries == 0 {
