@@ -61,8 +61,10 @@ type Store struct {
 	rmu                   sync.Mutex
 	rqueue                []*reserveCall
 	running               bool
-	// crowded: the last round carried more than one command.
-	crowded bool
+	// crowded: the last round carried more than one command; lastRound
+	// is when it began.
+	crowded   bool
+	lastRound time.Time
 }
 
 // reserveCall is one ExpectCreations waiting for its Reserve to commit,
@@ -238,14 +240,16 @@ func (s *Store) roundsRunning() bool {
 const maxReservationsPerEntry = fsm.MaxBatchCommands - 1
 
 // commitReservations commits queued reservations, a round at a time, until
-// none is left. The first round waits the linger for company (the crowded
-// linger when the last round had company). After a round alone, the next
-// one goes at once with what queued meanwhile; after a crowded one, it
-// goes a crowded linger after that round began, so while many keys
-// reserve, rounds come at that pace, each carrying what queued since.
+// none is left. The first round waits the linger for company. After a
+// round alone, the next one goes at once with what queued meanwhile. While
+// several keys reserve (the round before was crowded and began less than a
+// crowded linger ago), rounds begin a crowded linger apart, each carrying
+// what queued since: many small MemberReplicaSets share fewer, fuller
+// entries, while one MemberReplicaSet's syncs, or a few members' syncs of
+// one large one (a burst every few seconds), keep the short linger.
 func (s *Store) commitReservations() {
 	s.rmu.Lock()
-	wait := lingerFor(s.linger, s.crowdedLinger, s.crowded)
+	wait := lingerFor(s.linger, s.crowdedLinger, s.crowded, s.clock.Since(s.lastRound))
 	s.rmu.Unlock()
 	for {
 		if wait > 0 {
@@ -260,26 +264,29 @@ func (s *Store) commitReservations() {
 		}
 		round := s.rqueue[:n:n]
 		s.rqueue = s.rqueue[n:]
-		s.crowded = n > 1
+		s.crowded, s.lastRound = n > 1, s.clock.Now()
+		began := s.lastRound
 		s.rmu.Unlock()
-		began := time.Now()
 		s.commitRound(round)
 		wait = 0
-		if n > 1 {
-			wait = lingerFor(s.linger, s.crowdedLinger, true) - time.Since(began)
+		if n > 1 && s.linger > 0 {
+			// Those that queued meanwhile waited for the commit already.
+			wait = max(s.linger, s.crowdedLinger) - s.clock.Since(began)
 		}
 	}
 }
 
-// lingerFor is how long a round's first reservation waits for company:
-// linger, or the longer crowdedLinger when the round before was crowded
-// (it carried more than one command); none when linger is negative.
-func lingerFor(linger, crowdedLinger time.Duration, crowded bool) time.Duration {
+// lingerFor is how long the first reservation of a round waits for
+// company when the committer was idle: linger; or, when the round before
+// was crowded (it carried more than one command) and began since less
+// than crowdedLinger ago, until crowdedLinger after it began, at least
+// linger. None when linger is negative.
+func lingerFor(linger, crowdedLinger time.Duration, crowded bool, sincePrev time.Duration) time.Duration {
 	if linger <= 0 {
 		return 0
 	}
-	if crowded {
-		return max(linger, crowdedLinger)
+	if crowded && sincePrev < crowdedLinger {
+		return max(linger, crowdedLinger-sincePrev)
 	}
 	return linger
 }

@@ -1062,19 +1062,24 @@ func TestLingerFor(t *testing.T) {
 		name            string
 		linger, crowded time.Duration
 		wasCrowded      bool
+		sincePrev       time.Duration
 		want            time.Duration
 	}{
-		{"alone", 100 * ms, 500 * ms, false, 100 * ms},
-		{"crowded", 100 * ms, 500 * ms, true, 500 * ms},
-		{"crowded linger shorter than the linger", 3000 * ms, 500 * ms, true, 3000 * ms},
-		{"crowded linger unset", 100 * ms, 0, true, 100 * ms},
-		{"no linger", -1, 500 * ms, true, 0},
-		{"no linger, alone", -1, 500 * ms, false, 0},
+		{"alone", 100 * ms, 500 * ms, false, 10 * ms, 100 * ms},
+		{"crowded, just now", 100 * ms, 500 * ms, true, 0, 500 * ms},
+		{"crowded, a while ago: until a crowded linger after it", 100 * ms, 500 * ms, true, 300 * ms, 200 * ms},
+		{"crowded, nearly a crowded linger ago: at least the linger", 100 * ms, 500 * ms, true, 450 * ms, 100 * ms},
+		{"crowded, longer ago than a crowded linger", 100 * ms, 500 * ms, true, 600 * ms, 100 * ms},
+		{"crowded linger shorter than the linger", 3000 * ms, 500 * ms, true, 0, 3000 * ms},
+		{"crowded linger unset", 100 * ms, 0, true, 0, 100 * ms},
+		{"no linger", -1, 500 * ms, true, 0, 0},
+		{"no linger, alone", -1, 500 * ms, false, time.Hour, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, expectations.LingerFor(tc.linger, tc.crowded, tc.wasCrowded)); diff != "" {
-				t.Errorf("LingerFor(%s, %s, %v) (-want +got):\n%s", tc.linger, tc.crowded, tc.wasCrowded, diff)
+			got := expectations.LingerFor(tc.linger, tc.crowded, tc.wasCrowded, tc.sincePrev)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("LingerFor(%s, %s, %v, %s) (-want +got):\n%s", tc.linger, tc.crowded, tc.wasCrowded, tc.sincePrev, diff)
 			}
 		})
 	}

@@ -64,13 +64,14 @@ type NodeConfig struct {
 	// entry instead of one each, for this much latency before their
 	// creates. Default 100ms; negative: none.
 	ReservationLinger time.Duration
-	// CrowdedReservationLinger replaces ReservationLinger while
-	// reservations of several keys meet (the round before carried more
-	// than one command): many small MemberReplicaSets syncing at once,
-	// whose creates wait for the member's client QPS anyway, then share
-	// fewer, fuller entries, while one large MemberReplicaSet's slow-start
-	// rounds keep the short linger. Never shorter than ReservationLinger;
-	// ignored when that is negative. Default 500ms.
+	// CrowdedReservationLinger spaces the rounds while reservations of
+	// several keys keep coming (the round before carried more than one
+	// command and began less than this long ago): rounds then begin this
+	// far apart, so many small MemberReplicaSets syncing at once, whose
+	// creates wait for the member's client QPS anyway, share fewer, fuller
+	// entries, while the occasional bursts of one large MemberReplicaSet
+	// keep the short linger. Never shorter than ReservationLinger; ignored
+	// when that is negative. Default 500ms.
 	CrowdedReservationLinger time.Duration
 	// ExpectationsTTL is how long reservations and pending deletes count. Default 5m.
 	ExpectationsTTL time.Duration
