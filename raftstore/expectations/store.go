@@ -61,8 +61,8 @@ type Store struct {
 	rmu                   sync.Mutex
 	rqueue                []*reserveCall
 	running               bool
-	// crowded: the last round carried more than one command; lastRound
-	// is when it began.
+	// crowded: the last round was crowded (crowdedRound); lastRound is
+	// when it began.
 	crowded   bool
 	lastRound time.Time
 }
@@ -241,12 +241,13 @@ const maxReservationsPerEntry = fsm.MaxBatchCommands - 1
 
 // commitReservations commits queued reservations, a round at a time, until
 // none is left. The first round waits the linger for company. After a
-// round alone, the next one goes at once with what queued meanwhile. While
-// several keys reserve (the round before was crowded and began less than a
-// crowded linger ago), rounds begin a crowded linger apart, each carrying
-// what queued since: many small MemberReplicaSets share fewer, fuller
-// entries, while one MemberReplicaSet's syncs, or a few members' syncs of
-// one large one (a burst every few seconds), keep the short linger.
+// round that is not crowded, the next one goes at once with what queued
+// meanwhile. While many keys of a member reserve (the round before was
+// crowded, see crowdedRound, and began less than a crowded linger ago),
+// rounds begin a crowded linger apart, each carrying what queued since:
+// many small MemberReplicaSets share fewer, fuller entries, while one
+// large MemberReplicaSet's syncs, in one member or several, keep the
+// short linger.
 func (s *Store) commitReservations() {
 	s.rmu.Lock()
 	wait := lingerFor(s.linger, s.crowdedLinger, s.crowded, s.clock.Since(s.lastRound))
@@ -264,23 +265,42 @@ func (s *Store) commitReservations() {
 		}
 		round := s.rqueue[:n:n]
 		s.rqueue = s.rqueue[n:]
-		s.crowded, s.lastRound = n > 1, s.clock.Now()
+		crowded := crowdedRound(round)
+		s.crowded, s.lastRound = crowded, s.clock.Now()
 		began := s.lastRound
 		s.rmu.Unlock()
 		s.commitRound(round)
 		wait = 0
-		if n > 1 && s.linger > 0 {
+		if crowded && s.linger > 0 {
 			// Those that queued meanwhile waited for the commit already.
 			wait = max(s.linger, s.crowdedLinger) - s.clock.Since(began)
 		}
 	}
 }
 
+// crowdedRound reports whether round reserves for several keys of one
+// member: many MemberReplicaSets syncing there at once. One FederatedReplicaSet's
+// keys in several members (a burst of one large workload) are not a crowd.
+func crowdedRound(round []*reserveCall) bool {
+	members := map[string]bool{}
+	for _, c := range round {
+		r, ok := c.cmd.(*fsm.Reserve)
+		if !ok {
+			continue
+		}
+		if members[r.Key.Cluster] {
+			return true
+		}
+		members[r.Key.Cluster] = true
+	}
+	return false
+}
+
 // lingerFor is how long the first reservation of a round waits for
 // company when the committer was idle: linger; or, when the round before
-// was crowded (it carried more than one command) and began since less
-// than crowdedLinger ago, until crowdedLinger after it began, at least
-// linger. None when linger is negative.
+// was crowded (several keys of one member) and began less than
+// crowdedLinger ago, until crowdedLinger after it began, at least linger.
+// None when linger is negative.
 func lingerFor(linger, crowdedLinger time.Duration, crowded bool, sincePrev time.Duration) time.Duration {
 	if linger <= 0 {
 		return 0

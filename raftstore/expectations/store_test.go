@@ -1133,3 +1133,27 @@ func TestCrowdedRoundsLingerLonger(t *testing.T) {
 		t.Errorf("a reservation after a round alone took %s, want the short linger (%s), well below %s", took, linger, crowded)
 	}
 }
+
+func TestCrowdedRound(t *testing.T) {
+	res := func(cluster, name string) fsm.Command {
+		return &fsm.Reserve{Key: fsm.Key{Cluster: cluster, Namespace: "ns", Name: name}}
+	}
+	targets := &fsm.SetTargets{FRS: fsm.FRSRef{Namespace: "ns", Name: "x"}}
+	tests := []struct {
+		name string
+		cmds []fsm.Command
+		want bool
+	}{
+		{"one reservation", []fsm.Command{res("m1", "a")}, false},
+		{"one workload in several members", []fsm.Command{res("m1", "a"), res("m2", "a"), res("m3", "a")}, false},
+		{"two workloads in one member", []fsm.Command{res("m1", "a"), res("m2", "a"), res("m1", "b")}, true},
+		{"targets are no crowd", []fsm.Command{targets, targets, res("m1", "a")}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, expectations.CrowdedRound(tc.cmds...)); diff != "" {
+				t.Errorf("CrowdedRound (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

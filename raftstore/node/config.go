@@ -65,8 +65,8 @@ type NodeConfig struct {
 	// creates. Default 100ms; negative: none.
 	ReservationLinger time.Duration
 	// CrowdedReservationLinger spaces the rounds while reservations of
-	// several keys keep coming (the round before carried more than one
-	// command and began less than this long ago): rounds then begin this
+	// several keys of one member keep coming (the round before carried
+	// such and began less than this long ago): rounds then begin this
 	// far apart, so many small MemberReplicaSets syncing at once, whose
 	// creates wait for the member's client QPS anyway, share fewer, fuller
 	// entries, while the occasional bursts of one large MemberReplicaSet
