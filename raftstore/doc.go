@@ -160,8 +160,15 @@
 //     deduplicate each, and one refusal does not touch the others. The
 //     leader combines only while every server of the configuration lists
 //     the "batch" feature (step 14), so during a rolling upgrade a replica
-//     that cannot apply batches never receives one.
-//     replicafed_raft_commands_per_entry shows the effect.
+//     that cannot apply batches never receives one. The expectations
+//     store also gathers reservations into rounds: the first of a round
+//     waits NodeConfig.ReservationLinger for company (the longer
+//     CrowdedReservationLinger while several keys reserve), the pending
+//     observations ride along last, and the hub's SetTargets join the
+//     same rounds (expectations.Store.Share), so while pods are being
+//     created targets and observations take no entries of their own.
+//     replicafed_raft_commands_per_entry and
+//     replicafed_raft_entries_proposed_total show the effect.
 //  14. Features. Every replica applies every entry alike, whatever its
 //     version: a change in how an entry applies is chosen by data in the
 //     entry (a new type, a mark), which the leader writes only while every

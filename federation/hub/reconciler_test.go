@@ -113,9 +113,16 @@ func (p *pokes) Enqueue(k fedref.MemberObject) {
 	p.mu.Unlock()
 }
 
-type forgotten struct{ keys []fedref.MemberObject }
+type forgotten struct {
+	mu   sync.Mutex
+	keys []fedref.MemberObject
+}
 
-func (f *forgotten) Delete(k fedref.MemberObject) { f.keys = append(f.keys, k) }
+func (f *forgotten) Delete(k fedref.MemberObject) {
+	f.mu.Lock()
+	f.keys = append(f.keys, k)
+	f.mu.Unlock()
+}
 
 // frs is the test's FederatedReplicaSet default/web (UID uid-1, generation
 // 3) of replicas replicas, changed by mods.

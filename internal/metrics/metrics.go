@@ -82,6 +82,22 @@ var (
 		Help:    "Replicated commands the leader combined into each raft entry it proposed.",
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
 	})
+
+	// RaftEntriesProposed counts the raft entries the leader proposed by
+	// what they carry: a command type ("set-targets") for an entry of one
+	// command, "batch:" and the distinct types it holds, sorted and joined
+	// by "+" ("batch:reserve+settle"), for a group-committed entry.
+	RaftEntriesProposed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "replicafed_raft_entries_proposed_total",
+		Help: "Raft entries this replica proposed while leading, by content: one command's type, or batch: and the distinct command types of a group-committed entry.",
+	}, []string{"types"})
+
+	// RaftCommandsProposed counts the replicated commands the leader
+	// proposed, alone or in a shared entry, by type.
+	RaftCommandsProposed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "replicafed_raft_commands_proposed_total",
+		Help: "Replicated commands this replica proposed while leading, alone or sharing an entry, by command type.",
+	}, []string{"type"})
 )
 
 // BuildInfo is always 1; its labels identify the running binary, so a
@@ -98,5 +114,6 @@ func newBuildInfo(v version.Info) prometheus.Gauge {
 
 func init() {
 	BuildInfo.Set(1)
-	crmetrics.Registry.MustRegister(PodOperations, Plans, Shortfall, MemberHealthy, MemberPodCachePods, MemberPodCacheIncomplete, RaftLeader, RaftTerm, RaftApplyDuration, RaftFirstMemberWrite, RaftCommandsPerEntry, BuildInfo)
+	crmetrics.Registry.MustRegister(PodOperations, Plans, Shortfall, MemberHealthy, MemberPodCachePods, MemberPodCacheIncomplete, RaftLeader, RaftTerm, RaftApplyDuration, RaftFirstMemberWrite, RaftCommandsPerEntry,
+		RaftEntriesProposed, RaftCommandsProposed, BuildInfo)
 }

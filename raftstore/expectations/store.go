@@ -54,17 +54,24 @@ type Store struct {
 	kick       chan struct{}
 
 	// linger is how long the first reservation of a round waits for
-	// others to share its raft entry (ReservationLinger).
-	linger  time.Duration
-	rmu     sync.Mutex
-	rqueue  []*reserveCall
-	running bool
+	// others to share its raft entry (ReservationLinger), crowdedLinger
+	// how long while reservations of several keys meet
+	// (CrowdedReservationLinger).
+	linger, crowdedLinger time.Duration
+	rmu                   sync.Mutex
+	rqueue                []*reserveCall
+	running               bool
+	// crowded: the last round was crowded (crowdedRound); lastRound is
+	// when it began.
+	crowded   bool
+	lastRound time.Time
 }
 
-// reserveCall is one ExpectCreations waiting for its Reserve to commit.
+// reserveCall is one ExpectCreations waiting for its Reserve to commit,
+// or one Share waiting for its command.
 type reserveCall struct {
 	ctx  context.Context
-	cmd  *fsm.Reserve
+	cmd  fsm.Command
 	done chan struct{}
 	res  *fsm.Result
 	err  error
@@ -86,7 +93,7 @@ func New(n *node.Node, log logr.Logger) *Store {
 	s := &Store{
 		node: n, fsm: n.FSM(), log: log, clock: clock.RealClock{},
 		ttl: cfg.ExpectationsTTL, batchSize: min(cfg.ObservationBatchSize, maxBatch), interval: cfg.ObservationFlushInterval,
-		kick: make(chan struct{}, 1), linger: cfg.ReservationLinger,
+		kick: make(chan struct{}, 1), linger: cfg.ReservationLinger, crowdedLinger: cfg.CrowdedReservationLinger,
 	}
 	s.maxPending = max(minMaxPending, 16*s.batchSize)
 	// A leader handing over commits what it observed up to the drain, so
@@ -186,7 +193,7 @@ func (s *Store) ExpectCreations(ctx context.Context, key fedref.MemberObject, in
 // within the linger (and every pending observation, so the periodic flush
 // has less to do): one raft entry for many keys. unsent is true when cmd
 // was never proposed (its context ended first).
-func (s *Store) reserve(ctx context.Context, cmd *fsm.Reserve) (res *fsm.Result, unsent bool, err error) {
+func (s *Store) reserve(ctx context.Context, cmd fsm.Command) (res *fsm.Result, unsent bool, err error) {
 	c := &reserveCall{ctx: ctx, cmd: cmd, done: make(chan struct{})}
 	s.rmu.Lock()
 	s.rqueue = append(s.rqueue, c)
@@ -200,19 +207,55 @@ func (s *Store) reserve(ctx context.Context, cmd *fsm.Reserve) (res *fsm.Result,
 	return c.res, c.unsent, c.err
 }
 
+// Share commits cmd in the next round of reservations (see reserve), so a
+// command that comes often while pods are being created (the hub's
+// SetTargets of many FederatedReplicaSets) takes no raft entry of its own
+// while reservations are committed, and commands that arrive within the
+// linger of each other share one when none is. The round applies its
+// commands in the order they came, each with its own request ID, term and
+// result, as consecutive entries would. It returns the command's result and
+// its refusal (fsm.Result.Error) or commit error, as node.Apply does.
+func (s *Store) Share(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
+	// Like a reservation: no flush runs while the round takes the pending
+	// observations along.
+	s.flushMu.RLock()
+	defer s.flushMu.RUnlock()
+	res, _, err := s.reserve(ctx, cmd)
+	if err != nil {
+		return res, fmt.Errorf("committing %s: %w", cmd.Type(), err)
+	}
+	return res, nil
+}
+
+// roundsRunning reports whether a round of reservations is lingering or
+// being committed; the next one takes the pending observations along.
+func (s *Store) roundsRunning() bool {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	return s.running
+}
+
 // maxReservationsPerEntry leaves room in one batch entry for the
 // observations that ride along.
 const maxReservationsPerEntry = fsm.MaxBatchCommands - 1
 
 // commitReservations commits queued reservations, a round at a time, until
-// none is left. The first round waits the linger for company; a round
-// that finds more queued after a commit goes at once (those waited while
-// the entry before was committed).
+// none is left. The first round waits the linger for company. After a
+// round that is not crowded, the next one goes at once with what queued
+// meanwhile. While many keys of a member reserve (the round before was
+// crowded, see crowdedRound, and began less than a crowded linger ago),
+// rounds begin a crowded linger apart, each carrying what queued since:
+// many small MemberReplicaSets share fewer, fuller entries, while one
+// large MemberReplicaSet's syncs, in one member or several, keep the
+// short linger.
 func (s *Store) commitReservations() {
-	if s.linger > 0 {
-		time.Sleep(s.linger)
-	}
+	s.rmu.Lock()
+	wait := lingerFor(s.linger, s.crowdedLinger, s.crowded, s.clock.Since(s.lastRound))
+	s.rmu.Unlock()
 	for {
+		if wait > 0 {
+			time.Sleep(wait)
+		}
 		s.rmu.Lock()
 		n := min(len(s.rqueue), maxReservationsPerEntry)
 		if n == 0 {
@@ -222,9 +265,50 @@ func (s *Store) commitReservations() {
 		}
 		round := s.rqueue[:n:n]
 		s.rqueue = s.rqueue[n:]
+		crowded := crowdedRound(round)
+		s.crowded, s.lastRound = crowded, s.clock.Now()
+		began := s.lastRound
 		s.rmu.Unlock()
 		s.commitRound(round)
+		wait = 0
+		if crowded && s.linger > 0 {
+			// Those that queued meanwhile waited for the commit already.
+			wait = max(s.linger, s.crowdedLinger) - s.clock.Since(began)
+		}
 	}
+}
+
+// crowdedRound reports whether round reserves for several keys of one
+// member: many MemberReplicaSets syncing there at once. One FederatedReplicaSet's
+// keys in several members (a burst of one large workload) are not a crowd.
+func crowdedRound(round []*reserveCall) bool {
+	members := map[string]bool{}
+	for _, c := range round {
+		r, ok := c.cmd.(*fsm.Reserve)
+		if !ok {
+			continue
+		}
+		if members[r.Key.Cluster] {
+			return true
+		}
+		members[r.Key.Cluster] = true
+	}
+	return false
+}
+
+// lingerFor is how long the first reservation of a round waits for
+// company when the committer was idle: linger; or, when the round before
+// was crowded (several keys of one member) and began less than
+// crowdedLinger ago, until crowdedLinger after it began, at least linger.
+// None when linger is negative.
+func lingerFor(linger, crowdedLinger time.Duration, crowded bool, sincePrev time.Duration) time.Duration {
+	if linger <= 0 {
+		return 0
+	}
+	if crowded && sincePrev < crowdedLinger {
+		return max(linger, crowdedLinger-sincePrev)
+	}
+	return linger
 }
 
 // commitRound proposes one round's reservations as one entry, followed by
@@ -575,7 +659,10 @@ func (s *Store) Start(ctx context.Context) error {
 }
 
 // Run commits pending observations every flush interval, or sooner when a
-// batch is full, until ctx ends; then it flushes once more.
+// batch is full, until ctx ends; then it flushes once more. A tick that
+// finds a round of reservations lingering or committing leaves the
+// observations to it (they ride along, see commitRound): while pods are
+// being created the observations then take no entries of their own.
 func (s *Store) Run(ctx context.Context) {
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
@@ -587,6 +674,9 @@ func (s *Store) Run(ctx context.Context) {
 			cancel()
 			return
 		case <-t.C:
+			if s.roundsRunning() {
+				continue
+			}
 		case <-s.kick:
 		}
 		for {

@@ -882,3 +882,278 @@ func TestReservationsShareEntries(t *testing.T) {
 		t.Fatalf("%s still has reservations %+v: the observation did not ride along", other, v.Reservations)
 	}
 }
+
+// lingeringLeader starts three replicas whose reservation rounds linger
+// for linger and whose store flushes every flush, and returns the leader
+// once it combines commands, with a store on it.
+func lingeringLeader(t *testing.T, linger, flush time.Duration) (*node.Node, *expectations.Store) {
+	t.Helper()
+	return crowdedLeader(t, linger, 0, flush)
+}
+
+// crowdedLeader is lingeringLeader with a crowded linger too (0: the
+// default).
+func crowdedLeader(t *testing.T, linger, crowded, flush time.Duration) (*node.Node, *expectations.Store) {
+	t.Helper()
+	c := tu.NewCluster(t, 3, func(i int, cfg *node.NodeConfig) {
+		tu.StableTimers(i, cfg)
+		cfg.ReservationLinger = linger
+		cfg.CrowdedReservationLinger = crowded
+		cfg.ObservationFlushInterval = flush
+	})
+	c.StartAll()
+	l := c.WaitVoters(3, 20*time.Second)
+	tu.Eventually(t, 30*time.Second, func() error {
+		if !l.CombinesCommands() {
+			return errors.New("the servers do not all say they apply batch entries yet")
+		}
+		return nil
+	})
+	return l, expectations.New(l, logr.Discard())
+}
+
+// TestSharedCommandsRideReservationRounds: commands handed to Share (the
+// hub's SetTargets) join the reservations' rounds: targets of many
+// FederatedReplicaSets and reservations of many keys that arrive within
+// the linger take one raft entry between them, each with its own result;
+// a stale command is refused alone.
+func TestSharedCommandsRideReservationRounds(t *testing.T) {
+	// Long enough for every goroutine below to queue on a loaded machine;
+	// the periodic flush never runs.
+	l, s := lingeringLeader(t, 3*time.Second, time.Hour)
+	ctx := tu.Ctx(t, 60*time.Second)
+	const n = 10
+	ref := func(i int) fsm.FRSRef { return fsm.FRSRef{Namespace: "ns", Name: fmt.Sprintf("frs%d", i)} }
+	key := func(i int) fedref.MemberObject {
+		return fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: fmt.Sprintf("res%d", i)}
+	}
+	for i := range n {
+		if err := l.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: key(i).Name}, 1, map[string]int32{"m1": 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Generation 5 of frs0 is committed; a pass of generation 4 is stale.
+	if err := l.SetTargets(ctx, ref(0), 5, map[string]int32{"m1": 1}); err != nil {
+		t.Fatal(err)
+	}
+	term := l.LastLeaderTerm()
+	before := l.Raft().LastIndex()
+	shareErrs, names, resErrs := make([]error, n+1), make([][]string, n), make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n + 1 {
+		wg.Go(func() {
+			<-start
+			gen := int64(6)
+			if i == n {
+				gen = 4 // frs0, stale
+			}
+			target := ref(i % n)
+			_, shareErrs[i] = s.Share(ctx, &fsm.SetTargets{Meta: l.Meta(), FRS: target, Generation: gen, Targets: map[string]int32{"m1": int32(i), "m2": 1}})
+		})
+	}
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			names[i], resErrs[i] = s.ExpectCreations(ctx, key(i), ctrlexp.CreateIntent{Target: 2, Count: 2, Prefix: key(i).Name + "-"})
+		})
+	}
+	close(start)
+	wg.Wait()
+	skipIfLeadershipMoved(t, l, term)
+	for i := range n {
+		if shareErrs[i] != nil {
+			t.Fatalf("targets of %s: %v", ref(i), shareErrs[i])
+		}
+		tg, gen, ok := l.Targets(ref(i))
+		if diff := cmp.Diff(map[string]int32{"m1": int32(i), "m2": 1}, tg); !ok || gen != 6 || diff != "" {
+			t.Fatalf("targets of %s at generation %d (-want +got):\n%s", ref(i), gen, diff)
+		}
+		if errors.Is(resErrs[i], fsm.ErrStale) {
+			t.Skipf("the leader's lease lapsed during the test (%v); nothing to check", resErrs[i])
+		}
+		if resErrs[i] != nil || len(names[i]) != 2 {
+			t.Fatalf("reservation of %s: %v %v, want 2 names", key(i), names[i], resErrs[i])
+		}
+	}
+	if !errors.Is(shareErrs[n], fsm.ErrStale) {
+		t.Fatalf("targets of an older generation: %v, want ErrStale", shareErrs[n])
+	}
+	entries := l.Raft().LastIndex() - before
+	t.Logf("%d SetTargets and %d reservations took %d raft entries", n+1, n, entries)
+	if entries > 3 {
+		t.Fatalf("%d SetTargets and %d reservations took %d raft entries, want them to share", n+1, n, entries)
+	}
+}
+
+// TestFlushLeavesObservationsToRounds: a periodic flush that finds a round
+// of reservations under way leaves the pending observations to it (they
+// ride along in its entry) instead of waiting for the round and holding up
+// the reservations that arrive meanwhile, which would then need a round of
+// their own; once no round runs, the flush commits them itself.
+func TestFlushLeavesObservationsToRounds(t *testing.T) {
+	const flush = 20 * time.Millisecond
+	// The round lingers for a hundred flush intervals.
+	l, s := lingeringLeader(t, 2*time.Second, flush)
+	term := l.LastLeaderTerm()
+	ctx := ctrlexp.WithTerm(tu.Ctx(t, 60*time.Second), term)
+	go s.Run(ctx)
+	k := func(name string) fedref.MemberObject {
+		return fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: name}
+	}
+	a, b, c, d := k("a"), k("b"), k("c"), k("d")
+	reserved := map[fedref.MemberObject][]string{}
+	for _, key := range []fedref.MemberObject{a, b, c, d} {
+		if err := l.SetTargets(ctx, fsm.FRSRef{Namespace: key.Namespace, Name: key.Name}, 1, map[string]int32{key.Cluster: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, key := range []fedref.MemberObject{a, b} {
+		got, err := s.ExpectCreations(ctx, key, ctrlexp.CreateIntent{Target: 1, Count: 1, Prefix: key.Name + "-"})
+		if err != nil || len(got) != 1 {
+			skipIfLeadershipMoved(t, l, term)
+			t.Fatalf("reserving for %s: %v %v", key, got, err)
+		}
+		reserved[key] = got
+	}
+	before := l.Raft().LastIndex()
+	done := make(chan error, 2)
+	reserve := func(key fedref.MemberObject) {
+		_, err := s.ExpectCreations(ctx, key, ctrlexp.CreateIntent{Target: 1, Count: 1, Prefix: key.Name + "-"})
+		done <- err
+	}
+	go reserve(c)
+	tu.Eventually(t, 30*time.Second, func() error {
+		if !s.RoundsRunning() {
+			return errors.New("no round under way yet")
+		}
+		return nil
+	})
+	s.CreationObserved(a, reserved[a][0])
+	// Flush ticks pass while the round lingers; then another key reserves.
+	<-time.After(5 * flush)
+	go reserve(d)
+	for range 2 {
+		if err := <-done; err != nil {
+			skipIfLeadershipMoved(t, l, term)
+			t.Fatal(err)
+		}
+	}
+	skipIfLeadershipMoved(t, l, term)
+	if v := l.FSM().View(fsm.KeyOf(a)); len(v.Reservations) != 0 {
+		t.Fatalf("%s still has reservations %+v: the observation was not committed", a, v.Reservations)
+	}
+	if got := l.Raft().LastIndex() - before; got != 1 {
+		t.Fatalf("two reservations and an observation, all within one linger, took %d raft entries, want 1", got)
+	}
+	// No round now: the periodic flush commits the next observation.
+	s.CreationObserved(b, reserved[b][0])
+	tu.Eventually(t, 30*time.Second, func() error {
+		if v := l.FSM().View(fsm.KeyOf(b)); len(v.Reservations) != 0 {
+			return fmt.Errorf("%s still has reservations %+v", b, v.Reservations)
+		}
+		return nil
+	})
+}
+
+func TestLingerFor(t *testing.T) {
+	const ms = time.Millisecond
+	tests := []struct {
+		name            string
+		linger, crowded time.Duration
+		wasCrowded      bool
+		sincePrev       time.Duration
+		want            time.Duration
+	}{
+		{"alone", 100 * ms, 500 * ms, false, 10 * ms, 100 * ms},
+		{"crowded, just now", 100 * ms, 500 * ms, true, 0, 500 * ms},
+		{"crowded, a while ago: until a crowded linger after it", 100 * ms, 500 * ms, true, 300 * ms, 200 * ms},
+		{"crowded, nearly a crowded linger ago: at least the linger", 100 * ms, 500 * ms, true, 450 * ms, 100 * ms},
+		{"crowded, longer ago than a crowded linger", 100 * ms, 500 * ms, true, 600 * ms, 100 * ms},
+		{"crowded linger shorter than the linger", 3000 * ms, 500 * ms, true, 0, 3000 * ms},
+		{"crowded linger unset", 100 * ms, 0, true, 0, 100 * ms},
+		{"no linger", -1, 500 * ms, true, 0, 0},
+		{"no linger, alone", -1, 500 * ms, false, time.Hour, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := expectations.LingerFor(tc.linger, tc.crowded, tc.wasCrowded, tc.sincePrev)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("LingerFor(%s, %s, %v, %s) (-want +got):\n%s", tc.linger, tc.crowded, tc.wasCrowded, tc.sincePrev, diff)
+			}
+		})
+	}
+}
+
+// TestCrowdedRoundsLingerLonger: after a round that carried reservations
+// of several keys, the next round waits the crowded linger for company;
+// after a round alone, the short one.
+func TestCrowdedRoundsLingerLonger(t *testing.T) {
+	const linger, crowded = 500 * time.Millisecond, 6 * time.Second
+	l, s := crowdedLeader(t, linger, crowded, time.Hour)
+	term := l.LastLeaderTerm()
+	ctx := ctrlexp.WithTerm(tu.Ctx(t, 60*time.Second), term)
+	k := func(name string) fedref.MemberObject {
+		return fedref.MemberObject{Cluster: "m1", Namespace: "ns", Name: name}
+	}
+	for _, name := range []string{"k1", "k2", "k3", "k4"} {
+		if err := l.SetTargets(ctx, fsm.FRSRef{Namespace: "ns", Name: name}, 1, map[string]int32{"m1": 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reserve := func(key fedref.MemberObject) time.Duration {
+		t.Helper()
+		start := time.Now()
+		got, err := s.ExpectCreations(ctx, key, ctrlexp.CreateIntent{Target: 1, Count: 1, Prefix: key.Name + "-"})
+		if err != nil || len(got) != 1 {
+			skipIfLeadershipMoved(t, l, term)
+			t.Fatalf("reserving for %s: %v %v", key, got, err)
+		}
+		return time.Since(start)
+	}
+	// Two keys at once: a crowded round (unless the second came too late
+	// on a loaded machine; then nothing is crowded and there is nothing
+	// to check).
+	before, t0 := l.Raft().LastIndex(), time.Now()
+	var wg sync.WaitGroup
+	for _, name := range []string{"k1", "k2"} {
+		wg.Go(func() { reserve(k(name)) })
+	}
+	wg.Wait()
+	if got := l.Raft().LastIndex() - before; got != 1 {
+		t.Skipf("the two reservations took %d entries; no crowded round to check", got)
+	}
+	// The next round begins a crowded linger after the crowded one began.
+	reserve(k("k3"))
+	if took := time.Since(t0); took < crowded {
+		t.Errorf("the round after a crowded one committed %s after the crowded one's reservations came, want at least the crowded linger %s", took, crowded)
+	}
+	// k3 was alone: the next round lingers the short linger again.
+	if took := reserve(k("k4")); took >= crowded {
+		t.Errorf("a reservation after a round alone took %s, want the short linger (%s), well below %s", took, linger, crowded)
+	}
+}
+
+func TestCrowdedRound(t *testing.T) {
+	res := func(cluster, name string) fsm.Command {
+		return &fsm.Reserve{Key: fsm.Key{Cluster: cluster, Namespace: "ns", Name: name}}
+	}
+	targets := &fsm.SetTargets{FRS: fsm.FRSRef{Namespace: "ns", Name: "x"}}
+	tests := []struct {
+		name string
+		cmds []fsm.Command
+		want bool
+	}{
+		{"one reservation", []fsm.Command{res("m1", "a")}, false},
+		{"one workload in several members", []fsm.Command{res("m1", "a"), res("m2", "a"), res("m3", "a")}, false},
+		{"two workloads in one member", []fsm.Command{res("m1", "a"), res("m2", "a"), res("m1", "b")}, true},
+		{"targets are no crowd", []fsm.Command{targets, targets, res("m1", "a")}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, expectations.CrowdedRound(tc.cmds...)); diff != "" {
+				t.Errorf("CrowdedRound (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -164,7 +166,7 @@ func (n *Node) commit(batch []*pendingApply) {
 			close(p.done)
 		}
 	}()
-	metrics.RaftCommandsPerEntry.Observe(float64(len(batch)))
+	countProposal(batch)
 	res, err := n.apply(batch)
 	for i, p := range batch {
 		if err != nil {
@@ -173,6 +175,32 @@ func (n *Node) commit(batch []*pendingApply) {
 		}
 		p.res = res[i]
 	}
+}
+
+// countProposal records an entry about to be proposed: its command count,
+// its content and each command's type (internal/metrics).
+func countProposal(batch []*pendingApply) {
+	metrics.RaftCommandsPerEntry.Observe(float64(len(batch)))
+	metrics.RaftEntriesProposed.WithLabelValues(entryContent(batch)).Inc()
+	for _, p := range batch {
+		metrics.RaftCommandsProposed.WithLabelValues(fsm.TypeOf(p.data).String()).Inc()
+	}
+}
+
+// entryContent names what an entry of batch carries: the command's type
+// alone, or "batch:" and the distinct types, sorted and joined by "+".
+func entryContent(batch []*pendingApply) string {
+	if len(batch) == 1 {
+		return fsm.TypeOf(batch[0].data).String()
+	}
+	var types []string
+	for _, p := range batch {
+		if t := fsm.TypeOf(p.data).String(); !slices.Contains(types, t) {
+			types = append(types, t)
+		}
+	}
+	slices.Sort(types)
+	return "batch:" + strings.Join(types, "+")
 }
 
 // apply commits batch as one raft entry (a batch entry when it holds more

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/replicafed/replicafed/internal/metrics"
 	tu "github.com/replicafed/replicafed/internal/test/rafttest"
 	"github.com/replicafed/replicafed/raftstore/fsm"
 	"github.com/replicafed/replicafed/raftstore/node"
@@ -182,6 +184,8 @@ func TestApplyAllSharesOneEntry(t *testing.T) {
 	stale.Term = term - 1
 	cmds = append(cmds, &fsm.Reserve{Meta: stale, Key: key(99), Target: 1, Count: 1, Prefix: "old-", TTL: int64(time.Hour)})
 	before := l.Raft().AppliedIndex()
+	entries := testutil.ToFloat64(metrics.RaftEntriesProposed.WithLabelValues("batch:reserve"))
+	reserves := testutil.ToFloat64(metrics.RaftCommandsProposed.WithLabelValues("reserve"))
 	res, err := l.ApplyAll(tu.Ctx(t, 30*time.Second), cmds)
 	if err != nil {
 		t.Fatal(err)
@@ -199,6 +203,13 @@ func TestApplyAllSharesOneEntry(t *testing.T) {
 	}
 	if got := l.Raft().AppliedIndex() - before; got != 1 {
 		t.Fatalf("%d commands took %d raft entries, want 1", len(cmds), got)
+	}
+	// The proposal counters say what the entry held.
+	if got := testutil.ToFloat64(metrics.RaftEntriesProposed.WithLabelValues("batch:reserve")) - entries; got != 1 {
+		t.Errorf("replicafed_raft_entries_proposed_total{types=\"batch:reserve\"} grew by %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(metrics.RaftCommandsProposed.WithLabelValues("reserve")) - reserves; got != float64(len(cmds)) {
+		t.Errorf("replicafed_raft_commands_proposed_total{type=\"reserve\"} grew by %v, want %d", got, len(cmds))
 	}
 }
 

@@ -25,8 +25,15 @@ import (
 	"github.com/replicafed/replicafed/raftstore/node"
 )
 
-// targetStore adapts the raft node to hub.TargetStore.
-type targetStore struct{ n *node.Node }
+// targetStore adapts the raft node to hub.TargetStore. New targets are
+// committed in the expectations store's rounds (raftexp.Store.Share) when
+// shared is set: while pods are being created, the hub's targets of many
+// FederatedReplicaSets then ride in the reservation entries instead of
+// taking one raft entry each.
+type targetStore struct {
+	n      *node.Node
+	shared *raftexp.Store
+}
 
 func (t *targetStore) Targets(frs fedref.FRS) (map[string]int32, int64, bool) {
 	return t.n.Targets(fsm.FRSRefOf(frs))
@@ -34,7 +41,14 @@ func (t *targetStore) Targets(frs fedref.FRS) (map[string]int32, int64, bool) {
 
 func (t *targetStore) SetTargets(ctx context.Context, frs fedref.FRS, generation int64, targets map[string]int32) error {
 	defer observe("set-targets", time.Now())
-	return t.n.SetTargets(ctx, fsm.FRSRefOf(frs), generation, targets)
+	if t.shared == nil {
+		return t.n.SetTargets(ctx, fsm.FRSRefOf(frs), generation, targets)
+	}
+	cmd := &fsm.SetTargets{Meta: t.n.Meta(), FRS: fsm.FRSRefOf(frs), Generation: generation, Targets: targets}
+	if _, err := t.shared.Share(ctx, cmd); err != nil {
+		return fmt.Errorf("setting targets of %s: %w", frs, err)
+	}
+	return nil
 }
 
 func (t *targetStore) DeleteTargets(ctx context.Context, frs fedref.FRS) error {

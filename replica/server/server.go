@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -95,7 +96,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		return err
 	}
 	local := mgr.GetLocalManager()
-	link := newHubLink(ctx, local, n)
+	link := newHubLink(ctx, local, n, store)
 	workers := newWorkers(cfg, local, store, n, link)
 	mem, err := setupMembers(ctx, mgr, regOpts, provider, workers, link, n)
 	if err != nil {
@@ -258,10 +259,10 @@ func newManager(cfg *config.Config, hubCfg *rest.Config, scheme *runtime.Scheme,
 }
 
 // newHubLink returns what the hub reconciler and the member side share.
-func newHubLink(ctx context.Context, local manager.Manager, n *node.Node) hubLink {
+func newHubLink(ctx context.Context, local manager.Manager, n *node.Node, store *raftexp.Store) hubLink {
 	triggers := hub.NewTriggers()
 	return hubLink{
-		targets:  &targetStore{n: n},
+		targets:  &targetStore{n: n, shared: store},
 		rollouts: &rolloutStore{n: n},
 		triggers: triggers,
 		reports:  hub.NewReports(triggers.Trigger),
@@ -411,6 +412,15 @@ func newHubReconciler(cfg *config.Config, local manager.Manager, m *members, lin
 	}
 }
 
+// hubWorkers is how many FederatedReplicaSets the leader plans at once
+// (one pass per object at a time, as the work queue guarantees; the
+// Reconciler's shared state is safe for that, TestConcurrentPasses). With
+// one worker each pass waited for its own SetTargets commit: when a
+// thousand objects are created at once, their targets could never share a
+// raft entry, and a member that answered slowly held every object's
+// planning. The hub client's QPS bounds the passes' writes either way.
+const hubWorkers = 8
+
 // setupHubControllers adds the MemberCluster status writer and the
 // FederatedReplicaSet controller around rec.
 func setupHubControllers(local manager.Manager, rec *hub.Reconciler, m *members, link hubLink, intents *hub.DeletionIntents, n *node.Node) error {
@@ -431,6 +441,7 @@ func setupHubControllers(local manager.Manager, rec *hub.Reconciler, m *members,
 		}))).
 		WatchesRawSource(link.triggers).
 		Named("federatedreplicaset").
+		WithOptions(controller.Options{MaxConcurrentReconciles: hubWorkers}).
 		Complete(rec)
 	if err != nil {
 		return fmt.Errorf("creating FederatedReplicaSet controller: %w", err)

@@ -26,6 +26,10 @@ const (
 	mLiveHeap   = "go_gc_heap_live_bytes"
 	mRaftIndex  = "replicafed_raft_applied_index"
 	mRaftLeader = "replicafed_raft_leader"
+	// mRaftEntryKinds and mRaftCommands count what a replica proposed
+	// while leading: entries by content, commands by type.
+	mRaftEntryKinds = "replicafed_raft_entries_proposed_total"
+	mRaftCommands   = "replicafed_raft_commands_proposed_total"
 )
 
 var (

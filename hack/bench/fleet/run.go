@@ -142,6 +142,9 @@ func run(ctx context.Context, s settings) error {
 					i, sc, sys, fig.Created, fig.Ready, fig.Ideal, fig.RaftPer1k, fig.WritesPerPod, fig.PodWritesPerPod,
 					fig.HubWritesPerPod, fig.LeaderCPUPer1k, fig.StatusPerFRSMin, time.Since(t).Round(time.Second), loadavg.Read())
 				say("  writes: %s", topWrites(r.Writes, 14))
+				if len(r.RaftEntryKinds) > 0 {
+					say("  raft entries proposed: %s; commands: %s", topWrites(r.RaftEntryKinds, 12), topWrites(r.RaftCommands, 12))
+				}
 				if r.EventSeries > 0 {
 					say("  event series left: %.0f (each is written once more 6-12 min later: %.3f writes/pod outside the window)",
 						r.EventSeries, fig.LaterWritesPerPod)
@@ -633,6 +636,7 @@ func (b *bench) replicafedFigures(r *report.Run, before, after snapshot) {
 	if r.Writes == nil {
 		r.Writes = map[string]float64{}
 	}
+	r.RaftEntryKinds, r.RaftCommands = map[string]float64{}, map[string]float64{}
 	for name := range b.members {
 		r.PodWrites += delta(before.members[name], after.members[name], mRequests, podWrites)
 	}
@@ -666,6 +670,10 @@ func (b *bench) replicafedFigures(r *report.Run, before, after snapshot) {
 		r.MemberWrites += delta(prev, s, mClient, toMembers)
 		r.HubWrites += delta(prev, s, mClient, toHub)
 		r.RaftEntries = max(r.RaftEntries, delta(prev, s, mRaftIndex, nil))
+		// Each replica counts only what it proposed as leader: the sum
+		// over replicas holds across a leader change.
+		addByLabel(r.RaftEntryKinds, prev, s, mRaftEntryKinds, "types")
+		addByLabel(r.RaftCommands, prev, s, mRaftCommands, "type")
 		cpu, heap := delta(prev, s, mCPU, nil), delta(prev, s, mLiveHeap, nil)
 		if id == leader {
 			r.LeaderCPU, r.LeaderHeap = cpu, heap
@@ -678,6 +686,20 @@ func (b *bench) replicafedFigures(r *report.Run, before, after snapshot) {
 	if followers > 0 {
 		r.FollowerCPU /= float64(followers)
 		r.FollowerHeap /= float64(followers)
+	}
+}
+
+// addByLabel adds to out, by the value of label, how much the counters
+// called name grew from prev to cur; unchanged ones are left out.
+func addByLabel(out map[string]float64, prev, cur promtext.Samples, name, label string) {
+	for _, x := range cur {
+		if x.Name != name {
+			continue
+		}
+		v := x.Labels[label]
+		if d := x.Value - prev.Sum(name, promtext.In(label, v)); d != 0 {
+			out[v] += d
+		}
 	}
 }
 

@@ -34,6 +34,12 @@ type Run struct {
 	Ideal time.Duration
 	// RaftEntries is the leader's applied index delta.
 	RaftEntries float64
+	// RaftEntryKinds break down the raft entries the replicas proposed
+	// while leading by what they carried (replicafed_raft_entries_proposed_total:
+	// a command type, or "batch:" and the types of a shared entry), and
+	// RaftCommands the commands in them by type; nil for the baseline.
+	RaftEntryKinds map[string]float64 `json:",omitempty"`
+	RaftCommands   map[string]float64 `json:",omitempty"`
 	// PodWrites are create/update/patch/delete requests on pods (not their
 	// status or binding) the member API servers served.
 	PodWrites float64
