@@ -10,9 +10,21 @@ import (
 
 	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/controller/worker"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/metrics"
 	"github.com/replicafed/replicafed/internal/test/testcluster"
+	"github.com/replicafed/replicafed/internal/test/testworkload"
 )
+
+// listedSource is the test's workload source that also lists the one
+// workload of the test (engine.WorkloadLister), as the hub's lists its own.
+type listedSource struct {
+	*testworkload.Source
+}
+
+func (s *listedSource) WorkloadKeys(context.Context, string) ([]fedref.MemberObject, error) {
+	return []fedref.MemberObject{{Cluster: member, Namespace: "default", Name: "late"}}, nil
+}
 
 // A member engaged before it serves the MemberReplicaSet CRD: the worker
 // fails to start ("no matches for kind MemberReplicaSet"), is started again
@@ -24,7 +36,9 @@ func TestIntegrationWorkerStartsOnceTheCRDIsServed(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{Name: member0()})
 	restarts := func() float64 { return testutil.ToFloat64(metrics.MemberWorkerRestarts.WithLabelValues(member)) }
 	before := restarts()
-	e := startEnv(t, envOpts{reuseClust: c})
+	src := &listedSource{Source: testworkload.NewSource()}
+	e := startEnv(t, envOpts{reuseClust: c, source: src})
+	e.src = src.Source
 	e.eventually("a failed start retried", time.Minute, func() (bool, string) {
 		return restarts() > before, "no restart counted"
 	})
@@ -37,6 +51,8 @@ func TestIntegrationWorkerStartsOnceTheCRDIsServed(t *testing.T) {
 	if err := testcluster.InstallCRDs(ctx, c.Config, member); err != nil {
 		t.Fatalf("installing the member CRDs: %v", err)
 	}
+	// Set (and enqueued) while the worker may still be between starts: the
+	// worker that starts lists it (Worker.Start enqueues every workload).
 	e.set("late", 3)
 	e.convergedWithin("late", 3, 2*time.Minute)
 	t.Logf("converged after %.0f restarts", restarts()-before)

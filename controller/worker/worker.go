@@ -264,6 +264,12 @@ func (w *Worker) Start(ctx context.Context) error {
 	if !toolscache.WaitForCacheSync(ctx.Done(), podReg.HasSynced, mrsReg.HasSynced, nodeInf.HasSynced) {
 		return fmt.Errorf("waiting for caches of %s: %w", w.name, ctx.Err())
 	}
+	// Every workload of the member once: what was enqueued while no worker
+	// ran (the member engaged before its worker could start, a restart
+	// after a failed start) would otherwise wait for the next resync.
+	if err := w.EnqueueAll(ctx); err != nil {
+		log.Error(err, "Enqueueing the member's workloads at start")
+	}
 	log.V(1).Info("Member worker started", "workers", w.o.Workers)
 	var wg sync.WaitGroup
 	for range w.o.Workers {
