@@ -190,14 +190,22 @@ func (w *Worker) EnqueueAll(ctx context.Context) error {
 	for i := range l.Items {
 		w.queue.Add(client.ObjectKeyFromObject(&l.Items[i]))
 	}
-	if src, ok := w.o.Source.(engine.WorkloadLister); ok {
-		keys, err := src.WorkloadKeys(ctx, w.name)
-		if err != nil {
-			return fmt.Errorf("listing the workloads of %s: %w", w.name, err)
-		}
-		for _, k := range keys {
-			w.queue.Add(types.NamespacedName{Namespace: k.Namespace, Name: k.Name})
-		}
+	return w.enqueueWorkloads(ctx)
+}
+
+// enqueueWorkloads asks for a sync of every workload the source knows for
+// this member, those without a MemberReplicaSet yet included.
+func (w *Worker) enqueueWorkloads(ctx context.Context) error {
+	src, ok := w.o.Source.(engine.WorkloadLister)
+	if !ok {
+		return nil
+	}
+	keys, err := src.WorkloadKeys(ctx, w.name)
+	if err != nil {
+		return fmt.Errorf("listing the workloads of %s: %w", w.name, err)
+	}
+	for _, k := range keys {
+		w.queue.Add(types.NamespacedName{Namespace: k.Namespace, Name: k.Name})
 	}
 	return nil
 }
@@ -266,8 +274,10 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	// Every workload of the member once: what was enqueued while no worker
 	// ran (the member engaged before its worker could start, a restart
-	// after a failed start) would otherwise wait for the next resync.
-	if err := w.EnqueueAll(ctx); err != nil {
+	// after a failed start) would otherwise wait for the next resync. The
+	// MemberReplicaSets need no listing: the informer's add events above
+	// enqueue each one.
+	if err := w.enqueueWorkloads(ctx); err != nil {
 		log.Error(err, "Enqueueing the member's workloads at start")
 	}
 	log.V(1).Info("Member worker started", "workers", w.o.Workers)
