@@ -646,3 +646,70 @@ func TestConvergedStatusIsNotPaced(t *testing.T) {
 		t.Fatalf("converged status not written within the interval: ready %d, Ready %+v", st.ReadyReplicas, c)
 	}
 }
+
+// TestCountOnlyStatusIsHeld: past the pause between status writes, a
+// count-only change still waits for the count hold from when it first
+// waited (the next counts coalesce into one write), while counts that
+// settle (the end of a scale-down, Ready already True) are written at once.
+func TestCountOnlyStatusIsHeld(t *testing.T) {
+	e := newEnv(t, true, frs(4), healthy("a", "b"), nil, nil)
+	clk := clocktesting.NewFakePassiveClock(now)
+	e.r.Clock = clk
+	e.r.StatusInterval = time.Second
+	report := func(replicas, ready int32) {
+		for _, m := range []string{"a", "b"} {
+			e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: m, Namespace: "default", Name: "web"},
+				engine.MemberStatus{Target: 2, Replicas: replicas, FullyLabeledReplicas: replicas, ReadyReplicas: ready, AvailableReplicas: ready, ReportedAt: now})
+		}
+	}
+	reconcile := func(at time.Duration) ctrl.Result {
+		t.Helper()
+		clk.SetTime(now.Add(at))
+		res, err := e.r.Reconcile(context.Background(), req())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	reconcile(0)
+	report(1, 0)
+	if res := reconcile(2 * time.Second); res.RequeueAfter != countHold {
+		t.Fatalf("a count-only change past the interval: requeue %s, want the hold %s", res.RequeueAfter, countHold)
+	}
+	if st := get(t, e.hub).Status; st.Replicas != 0 {
+		t.Fatalf("count-only change written at once: replicas %d", st.Replicas)
+	}
+	report(2, 1)
+	if res := reconcile(4 * time.Second); res.RequeueAfter != countHold-2*time.Second {
+		t.Fatalf("a later count change: requeue %s, want the rest of the hold", res.RequeueAfter)
+	}
+	reconcile(2*time.Second + countHold)
+	if st := get(t, e.hub).Status; st.Replicas != 4 || st.ReadyReplicas != 2 {
+		t.Fatalf("after the hold: replicas %d ready %d, want 4 and 2 in one write", st.Replicas, st.ReadyReplicas)
+	}
+	report(2, 2)
+	reconcile(2*time.Second + countHold + 2*time.Second)
+	if c := meta.FindStatusCondition(get(t, e.hub).Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("converged status held: Ready %+v", c)
+	}
+	// A pod of a terminates (written after the hold) and is gone: count-only
+	// changes, Ready stays True; the one that settles the counts is not held.
+	terminating := func(n int32, at time.Duration) ctrl.Result {
+		e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: "a", Namespace: "default", Name: "web"},
+			engine.MemberStatus{Target: 2, Replicas: 2, FullyLabeledReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2,
+				TerminatingReplicas: n, ReportedAt: now})
+		return reconcile(at)
+	}
+	base := 4*time.Second + countHold
+	terminating(1, base)
+	terminating(1, base+countHold)
+	if st := get(t, e.hub).Status; st.TerminatingReplicas == nil || *st.TerminatingReplicas != 1 {
+		t.Fatalf("terminating pod not written after the hold: %v", st.TerminatingReplicas)
+	}
+	if res := terminating(0, base+countHold+2*time.Second); res.RequeueAfter != 0 {
+		t.Fatalf("settled counts held back: requeue %s", res.RequeueAfter)
+	}
+	if st := get(t, e.hub).Status; st.TerminatingReplicas == nil || *st.TerminatingReplicas != 0 {
+		t.Fatalf("settled counts not written: terminating %v", st.TerminatingReplicas)
+	}
+}

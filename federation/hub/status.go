@@ -30,6 +30,12 @@ type outcome struct {
 	invalid *metav1.Condition
 }
 
+// countHold is how long a count-only status change waits for more
+// (statusPacer): about the time a small FederatedReplicaSet's pods take to
+// be created and turn Ready in one member, like the member engine's
+// engine.GenerationHold.
+const countHold = 5 * time.Second
+
 // writeStatus writes the status s built, the one status write of a pass:
 // what the members run, against the targets they were last given
 // (s.committed), whether or not the latest plan was committed (the
@@ -48,11 +54,17 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *scope) (time.Duration, 
 	// A change waiting here is not lost: the requeue computes the status
 	// afresh, coalescing whatever changed meanwhile into one write. The
 	// status that ends a change is not held back (aggregate.Converged).
-	interval := r.StatusInterval
+	interval, hold := r.StatusInterval, countHold
 	if aggregate.Converged(s.frs.Status, st) {
-		interval = 0
+		interval, hold = 0, 0
 	}
-	if wait := r.status.wait(s.key, s.now, aggregate.Significant(s.frs.Status, st) || rolloutChanged(&s.frs.Status, &st), interval, r.StatusBudget); wait > 0 {
+	if countsSettled(&st) {
+		// The end of a scale-down or a recovery (Ready stays True): no
+		// more counts to wait for.
+		hold = 0
+	}
+	significant := aggregate.Significant(s.frs.Status, st) || rolloutChanged(&s.frs.Status, &st)
+	if wait := r.status.wait(s.key, s.now, significant, interval, hold, r.StatusBudget); wait > 0 {
 		return wait, nil
 	}
 	patch := client.MergeFrom(s.frs.DeepCopy())
@@ -62,6 +74,21 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *scope) (time.Duration, 
 	}
 	r.status.written(s.key, s.now)
 	return 0, nil
+}
+
+// countsSettled reports whether every member of st runs exactly its
+// target, all ready and available, and nothing terminates: counts that
+// will not move again on their own.
+func countsSettled(st *v1alpha1.FederatedReplicaSetStatus) bool {
+	if st.TerminatingReplicas != nil && *st.TerminatingReplicas > 0 {
+		return false
+	}
+	for _, c := range st.Clusters {
+		if c.Replicas != c.Target || c.ReadyReplicas != c.Target || c.AvailableReplicas != c.Target {
+			return false
+		}
+	}
+	return true
 }
 
 // statusInput is what the status is computed from: the spec, the outcome
