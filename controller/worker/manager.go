@@ -34,7 +34,15 @@ type member struct {
 	w      *Worker // replaced on a restart; read under Manager.mu
 	cancel context.CancelFunc
 	done   chan struct{}
+	// failed is the last start failure (under Manager.mu); it stands
+	// until a later worker runs.
+	failed error
 }
+
+// ConditionWorkerFailing is the MemberCluster condition type that says
+// this member's worker on the writing replica fails to start
+// (Manager.Failing): the member is engaged but nothing syncs it.
+const ConditionWorkerFailing = "WorkerFailing"
 
 // restartBackoff spaces the starts of a member worker that failed to start
 // (see Manager.run).
@@ -105,6 +113,9 @@ func (m *Manager) run(ctx context.Context, n string, mem *member) {
 		}
 		d := backoff.Step()
 		log.Error(err, "Member worker failed; starting it again", "after", d)
+		m.mu.Lock()
+		mem.failed = err
+		m.mu.Unlock()
 		metrics.MemberWorkerRestarts.WithLabelValues(n).Inc()
 		// Local state only (Store.DeleteCluster): the failed start has
 		// nothing in flight.
@@ -123,6 +134,19 @@ func (m *Manager) run(ctx context.Context, n string, mem *member) {
 		mem.w = w
 		m.mu.Unlock()
 	}
+}
+
+// Failing returns why the named member's worker does not run: the last
+// start failure while no later worker runs; nil when it runs, has not
+// failed yet or the member is not engaged.
+func (m *Manager) Failing(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mem := m.members[name]
+	if mem == nil || mem.failed == nil || mem.w.Running() {
+		return nil
+	}
+	return mem.failed
 }
 
 // worker is the member's current worker.

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,18 +43,24 @@ func TestIntegrationWorkerStartsOnceTheCRDIsServed(t *testing.T) {
 	e.eventually("a failed start retried", time.Minute, func() (bool, string) {
 		return restarts() > before, "no restart counted"
 	})
-	member, err := crds.Member()
+	if err := e.mgr.Failing(member); err == nil || !strings.Contains(err.Error(), "MemberReplicaSet") {
+		t.Fatalf("Failing = %v, want the start failure naming MemberReplicaSet", err)
+	}
+	memberCRDs, err := crds.Member()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := testcluster.InstallCRDs(ctx, c.Config, member); err != nil {
+	if err := testcluster.InstallCRDs(ctx, c.Config, memberCRDs); err != nil {
 		t.Fatalf("installing the member CRDs: %v", err)
 	}
 	// Set (and enqueued) while the worker may still be between starts: the
 	// worker that starts lists it (Worker.Start enqueues every workload).
 	e.set("late", 3)
 	e.convergedWithin("late", 3, 2*time.Minute)
+	if err := e.mgr.Failing(member); err != nil {
+		t.Fatalf("Failing = %v once the worker runs, want nil", err)
+	}
 	t.Logf("converged after %.0f restarts", restarts()-before)
 }

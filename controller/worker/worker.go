@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -91,6 +92,9 @@ type Worker struct {
 	mu     sync.Mutex
 	podInf cache.Informer
 	bound  *PodBound
+
+	// running is set once the caches synced and the sync goroutines run.
+	running atomic.Bool
 }
 
 // New builds a worker for member name. Nothing runs until Start.
@@ -172,6 +176,9 @@ func (w *Worker) podsByController(namespace, value string) ([]*corev1.Pod, bool)
 	}
 	return pods, true
 }
+
+// Running reports whether Start synced the caches and syncs keys now.
+func (w *Worker) Running() bool { return w.running.Load() }
 
 // Name returns the member's name.
 func (w *Worker) Name() string { return w.name }
@@ -281,6 +288,8 @@ func (w *Worker) Start(ctx context.Context) error {
 		log.Error(err, "Enqueueing the member's workloads at start")
 	}
 	log.V(1).Info("Member worker started", "workers", w.o.Workers)
+	w.running.Store(true)
+	defer w.running.Store(false)
 	var wg sync.WaitGroup
 	for range w.o.Workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, w.run, time.Second) })

@@ -3,9 +3,12 @@ package server
 import (
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
+	"github.com/replicafed/replicafed/controller/worker"
 	"github.com/replicafed/replicafed/federation/health"
 	"github.com/replicafed/replicafed/internal/metrics"
 )
@@ -37,4 +40,18 @@ func forgetMember(cluster string, problems *sync.Map, forgetHealth func(string))
 	}
 	metrics.MemberHealthy.DeleteLabelValues(cluster)
 	metrics.PodOperations.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
+}
+
+// memberConditions adds to the registration's conditions of a member the
+// one that says its worker fails to start here: the MemberCluster is
+// written by the leader, whose worker is the one that syncs the member.
+func memberConditions(registration func(string) []metav1.Condition, failing func(string) error) func(string) []metav1.Condition {
+	return func(cluster string) []metav1.Condition {
+		out := registration(cluster)
+		if err := failing(cluster); err != nil {
+			out = append(out, metav1.Condition{Type: worker.ConditionWorkerFailing, Status: metav1.ConditionTrue, Reason: "StartFailed",
+				Message: "the member worker fails to start and is started again after a backoff: " + err.Error()})
+		}
+		return out
+	}
 }

@@ -1,13 +1,18 @@
 package server
 
 import (
+	"errors"
+	"strings"
 	"sync"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/replicafed/replicafed/config"
+	"github.com/replicafed/replicafed/controller/worker"
 	"github.com/replicafed/replicafed/federation/registry/credentials"
 	"github.com/replicafed/replicafed/internal/metrics"
 )
@@ -62,5 +67,28 @@ func TestCredentialPolicy(t *testing.T) {
 	}
 	if credentialPolicy(config.Credentials{}) != (credentials.Policy{}) {
 		t.Error("default credentials allow something")
+	}
+}
+
+// A member whose worker fails to start shows WorkerFailing beside its
+// registration's conditions; the others show only theirs.
+func TestMemberConditions(t *testing.T) {
+	reg := func(c string) []metav1.Condition {
+		return []metav1.Condition{{Type: "CredentialsExpiring", Status: metav1.ConditionFalse, Reason: "Valid"}}
+	}
+	failing := func(c string) error {
+		if c == "bad" {
+			return errors.New("no matches for kind MemberReplicaSet")
+		}
+		return nil
+	}
+	conds := memberConditions(reg, failing)
+	if got := conds("good"); len(got) != 1 {
+		t.Errorf("good member: %+v, want the registration's condition only", got)
+	}
+	got := conds("bad")
+	if len(got) != 2 || got[1].Type != worker.ConditionWorkerFailing || got[1].Status != metav1.ConditionTrue ||
+		!strings.Contains(got[1].Message, "MemberReplicaSet") {
+		t.Errorf("failing member: %+v, want WorkerFailing True naming the error", got)
 	}
 }

@@ -113,7 +113,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	defer unregisterExpiry()
 	followMembership(mem, link, prop)
 	rec := newHubReconciler(cfg, local, mem, link, intents, pokers{workers, prop}, store, n)
-	if err := setupHubControllers(local, rec, mem, link, intents, n); err != nil {
+	if err := setupHubControllers(local, rec, mem, workers, link, intents, n); err != nil {
 		return err
 	}
 	if err := setupHealthRecording(local, mem, link, n, log); err != nil {
@@ -423,10 +423,10 @@ const hubWorkers = 8
 
 // setupHubControllers adds the MemberCluster status writer and the
 // FederatedReplicaSet controller around rec.
-func setupHubControllers(local manager.Manager, rec *hub.Reconciler, m *members, link hubLink, intents *hub.DeletionIntents, n *node.Node) error {
+func setupHubControllers(local manager.Manager, rec *hub.Reconciler, m *members, workers *worker.Manager, link hubLink, intents *hub.DeletionIntents, n *node.Node) error {
 	if err := local.Add(&memberstatus.Writer{Hub: local.GetClient(), Registered: m.reg.Registered, Members: m.reg, Health: rec.Health, Gate: n, Capacity: m.tracker,
 		OnPlacementInputsChanged: link.replan,
-		Conditions:               m.reg.Conditions,
+		Conditions:               memberConditions(m.reg.Conditions, workers.Failing),
 		Problem: func(ctx context.Context, c string) string {
 			return cmp.Or(rec.MemberProblems(c), m.reg.SecretProblem(ctx, c))
 		}}); err != nil {
