@@ -114,6 +114,15 @@
 //     in the cache, so pod add events resolve to it and settle expectations.
 //     A key the WorkloadSource does not know is left alone (no pod writes, no
 //     owner deletion): removing owners is the federation's decision.
+//   - A Workload of target zero gets no MemberReplicaSet while no orphan pod
+//     of its namespace matches its selector: the sync reports zero to the
+//     hub instead (the planner gives every candidate member a target, so
+//     most members of a small FederatedReplicaSet would hold an empty
+//     object, its status and its event). An orphan that matches is adopted
+//     and deleted as upstream, by creating the owner first; one that
+//     appears later is found at the key's next periodic sync, not by the
+//     pod's event (no owner to enqueue). An existing MemberReplicaSet is
+//     kept at zero, as upstream keeps a scaled-down ReplicaSet.
 //   - Pod names come from Store.ExpectCreations: a name-reserving store gives
 //     exact names and AlreadyExists then counts as success; the in-memory store
 //     gives empty names and pods use generateName "<name>-".
