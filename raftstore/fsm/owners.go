@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -75,6 +76,8 @@ type Ownership struct {
 	// owner waits a lease plus margin after it sees the assignment before
 	// it writes (node.OwnerLease).
 	Handover bool `json:"h,omitempty"`
+	// Since is the leader's clock (Unix ns) when it decided the assignment.
+	Since int64 `json:"since,omitempty"`
 }
 
 // String renders the ownership as owner@epoch.
@@ -204,6 +207,19 @@ func UsesOwnership(cmd Command) bool {
 	return slices.ContainsFunc(items, func(s Settlement) bool { return s.Fence != nil })
 }
 
+// MayUseOwnership is a cheap pre-check of an encoded command for
+// UsesOwnership: false means it certainly does not use ownership, true
+// that it may (decode it and ask UsesOwnership).
+func MayUseOwnership(encoded []byte) bool {
+	switch TypeOf(encoded) {
+	case TypeAssignOwners, TypeRenewOwnership:
+		return true
+	case TypeReserve, TypeSettle, TypeExpectDeletes:
+		return bytes.Contains(encoded, []byte(`"fence":`))
+	}
+	return false
+}
+
 // ownerFenced reports whether fc is member's committed owner and epoch.
 func (s *state) ownerFenced(member string, fc OwnerFence) bool {
 	o, ok := s.Owners[member]
@@ -219,7 +235,7 @@ func (f *FSM) applyAssignOwners(c *AssignOwners) Result {
 			continue
 		}
 		s.OwnerEpoch++
-		s.Owners[a.Member] = Ownership{Owner: a.Owner, Epoch: s.OwnerEpoch, Handover: a.Handover}
+		s.Owners[a.Member] = Ownership{Owner: a.Owner, Epoch: s.OwnerEpoch, Handover: a.Handover, Since: c.Now}
 		s.holdMember(a.Member)
 	}
 	for _, m := range c.Drop {

@@ -39,19 +39,19 @@ func TestAssignOwners(t *testing.T) {
 		want     map[string]Ownership
 	}{
 		{"initial", assign(2, own("m1", "a"), own("m2", "b")), 2, CodeOK,
-			map[string]Ownership{"m1": {"a", 1, false}, "m2": {"b", 2, false}}},
+			map[string]Ownership{"m1": {"a", 1, false, 1}, "m2": {"b", 2, false, 1}}},
 		{"same owner keeps its epoch", assign(2, own("m1", "a")), 2, CodeOK,
-			map[string]Ownership{"m1": {"a", 1, false}, "m2": {"b", 2, false}}},
+			map[string]Ownership{"m1": {"a", 1, false, 1}, "m2": {"b", 2, false, 1}}},
 		{"a move takes the next epoch", assign(2, OwnerAssignment{Member: "m1", Owner: "b", Handover: true}), 2, CodeOK,
-			map[string]Ownership{"m1": {"b", 3, true}, "m2": {"b", 2, false}}},
+			map[string]Ownership{"m1": {"b", 3, true, 1}, "m2": {"b", 2, false, 1}}},
 		{"a deposed leader's assignment is stale", assign(1, own("m1", "c")), 2, CodeStale,
-			map[string]Ownership{"m1": {"b", 3, true}, "m2": {"b", 2, false}}},
+			map[string]Ownership{"m1": {"b", 3, true, 1}, "m2": {"b", 2, false, 1}}},
 		{"a follower's (term 0) is stale", assign(0, own("m1", "c")), 2, CodeInvalid,
-			map[string]Ownership{"m1": {"b", 3, true}, "m2": {"b", 2, false}}},
-		{"drop", &AssignOwners{Meta: Meta{Term: 3}, Drop: []string{"m1"}}, 3, CodeOK,
-			map[string]Ownership{"m2": {"b", 2, false}}},
+			map[string]Ownership{"m1": {"b", 3, true, 1}, "m2": {"b", 2, false, 1}}},
+		{"drop", &AssignOwners{Meta: Meta{Term: 3, Now: 1}, Drop: []string{"m1"}}, 3, CodeOK,
+			map[string]Ownership{"m2": {"b", 2, false, 1}}},
 		{"re-added to its old owner: a higher epoch than ever", assign(3, own("m1", "b")), 3, CodeOK,
-			map[string]Ownership{"m1": {"b", 4, false}, "m2": {"b", 2, false}}},
+			map[string]Ownership{"m1": {"b", 4, false, 1}, "m2": {"b", 2, false, 1}}},
 	}
 	for _, s := range steps {
 		var r Result
@@ -156,7 +156,7 @@ func TestHandoverKeepsReservedNames(t *testing.T) {
 	}
 	applyAt(t, f, assign(2, own("m1", "b")), 2)
 	fb := &OwnerFence{Owner: "b", Epoch: 2}
-	if o, _ := f.Owner("m1"); o != (Ownership{Owner: "b", Epoch: 2}) {
+	if o, _ := f.Owner("m1"); o != (Ownership{Owner: "b", Epoch: 2, Since: 1}) {
 		t.Fatalf("owner %v, want b@2", o)
 	}
 	if r := res(fa, 1); r.Code != CodeStale {

@@ -21,12 +21,17 @@ type Watch struct {
 	grace time.Duration
 	start time.Time
 	seen  map[string]sighting
+	// primed is set after the first Observe: what it found was committed
+	// before this leadership, so it does not show the owner alive now.
+	primed bool
 }
 
 // sighting is the latest renewal of one owner the leader saw and when.
 type sighting struct {
 	index uint64
 	at    time.Time
+	// fresh is set for a renewal that changed during this leadership.
+	fresh bool
 }
 
 // NewWatch starts a watch at clk's now: call it when this replica starts
@@ -43,9 +48,10 @@ func (w *Watch) Observe(renewals map[string]uint64) {
 	now := w.clock.Now()
 	for owner, idx := range renewals {
 		if s, ok := w.seen[owner]; !ok || s.index != idx {
-			w.seen[owner] = sighting{index: idx, at: now}
+			w.seen[owner] = sighting{index: idx, at: now, fresh: w.primed}
 		}
 	}
+	w.primed = true
 }
 
 // Live reports whether owner may still hold a lease: less than lease plus
@@ -59,12 +65,13 @@ func (w *Watch) Live(owner string) bool {
 	return w.clock.Since(last) < w.grace
 }
 
-// Renewed reports whether this leader saw owner renew since its election:
-// only such a replica is given members (one that never renewed would only
-// lose them again once the grace passed).
+// Renewed reports whether this leader saw owner renew since its election
+// (a renewal that changed after the first Observe) and it may still hold a
+// lease: only such a replica is given members; one that never renewed
+// would only lose them again once the grace passed.
 func (w *Watch) Renewed(owner string) bool {
-	_, ok := w.seen[owner]
-	return ok && w.Live(owner)
+	s, ok := w.seen[owner]
+	return ok && s.fresh && w.Live(owner)
 }
 
 // Candidates turns replica IDs into Assign's candidates. A replica is live
