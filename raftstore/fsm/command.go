@@ -243,6 +243,10 @@ type Reconcile struct {
 	// TTL renews held reservations and deletes, in nanoseconds; 0 keeps
 	// their expiry.
 	TTL int64 `json:"ttl,omitempty"`
+	// Fence, when set, replaces the term check (see Reserve.Fence), and
+	// "earlier" means reserved or expected under an older owner epoch
+	// instead of an older term: a new owner's takeover reconcile.
+	Fence *OwnerFence `json:"fence,omitempty"`
 }
 
 // PruneMembers drops the health records and expectations of every member
@@ -378,8 +382,11 @@ func (c *Reconcile) validate() error {
 	if err := c.Key.validate(); err != nil {
 		return err
 	}
-	if c.Term == 0 {
-		return errors.New("reconcile: term is required")
+	if c.Term == 0 && c.Fence == nil {
+		return errors.New("reconcile: term or owner fence is required")
+	}
+	if err := c.Fence.validate(); err != nil {
+		return fmt.Errorf("reconcile for %s: %w", c.Key, err)
 	}
 	if len(c.Deleting) > len(c.Live) {
 		return fmt.Errorf("reconcile for %s: more deleting pods than listed ones", c.Key)

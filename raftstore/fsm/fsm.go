@@ -348,13 +348,21 @@ func (f *FSM) applyReconcile(c *Reconcile) Result {
 	if ks == nil {
 		return r
 	}
+	// earlier: decided by an earlier leader, or with a fence by an
+	// earlier owner of the member.
+	earlier := func(term, epoch uint64) bool {
+		if c.Fence != nil {
+			return epoch < c.Fence.Epoch
+		}
+		return term < c.Term
+	}
 	for _, n := range sortedNames(ks.Reservations) {
 		res := ks.Reservations[n]
 		switch _, live := c.Live[n]; {
 		case live:
 			r.Completed = append(r.Completed, n)
 			delete(ks.Reservations, n)
-		case res.Term < c.Term || (c.HoldOwn && !res.Held):
+		case earlier(res.Term, res.Epoch) || (c.HoldOwn && !res.Held):
 			// Its create may still be on its way (a paused or deposed
 			// leader): keep the name for the slot. With HoldOwn the same
 			// goes for this term's own reservations: a reconcile runs at
@@ -362,7 +370,7 @@ func (f *FSM) applyReconcile(c *Reconcile) Result {
 			// the key is in flight, so one without its pod lost its
 			// settlement and would otherwise hold the key up until the TTL.
 			// Not live: a pod seen earlier is gone, the name is only held.
-			res.Held, res.Seen, res.Term = true, false, c.Term
+			res.Held, res.Seen, res.Term, res.Epoch = true, false, c.Term, c.Fence.epoch()
 			if c.TTL > 0 {
 				res.Expiry = c.Now + c.TTL
 			}
@@ -381,19 +389,19 @@ func (f *FSM) applyReconcile(c *Reconcile) Result {
 		case !live || (d.UID != "" && uid != d.UID) || deleting[n]:
 			// Done: gone, replaced by another pod, or its deletion landed.
 			delete(ks.Deletes, n)
-		case (d.Term < c.Term || c.HoldOwn) && c.HoldDeletes && d.UID != "":
+		case (earlier(d.Term, d.Epoch) || c.HoldOwn) && c.HoldDeletes && d.UID != "":
 			// The deposed leader chose this pod and its call may still be
 			// on its way: this term deletes the same pod rather than
 			// choosing another one (which would remove both). With HoldOwn
 			// the same goes for this term's own delete whose outcome was
 			// unknown (nothing of the key is in flight at a reconcile).
-			d.Term = c.Term
+			d.Term, d.Epoch = c.Term, c.Fence.epoch()
 			if c.TTL > 0 {
 				d.Expiry = c.Now + c.TTL
 			}
 			ks.Deletes[n] = d
 			r.HeldDeletes = append(r.HeldDeletes, PodRef{Name: n, UID: d.UID})
-		case d.Term < c.Term:
+		case earlier(d.Term, d.Epoch):
 			delete(ks.Deletes, n)
 		}
 	}

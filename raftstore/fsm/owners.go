@@ -22,11 +22,14 @@ import (
 // term of its latest renewal, which the leader watches
 // (raftstore/ownership.Watch) before it moves a member away.
 //
-// Commands that write on behalf of a member (Reserve, ExpectDeletes, and
-// SettleFailed and the forgets, which release names) may carry an owner
-// fence {Owner, Epoch}: the FSM then refuses them (CodeStale) unless that
-// is the member's committed owner and epoch, instead of checking the term.
-// Without a fence the term check applies exactly as before.
+// Commands that write on behalf of a member (Reserve, ExpectDeletes,
+// Reconcile, and SettleFailed and the forgets, which release names) may
+// carry an owner fence {Owner, Epoch}: the FSM then refuses them
+// (CodeStale) unless that is the member's committed owner and epoch,
+// instead of checking the term. Without a fence the term check applies
+// exactly as before. A fenced Reconcile (the new owner's takeover) holds
+// what earlier owners reserved or chose to delete, as an unfenced one
+// holds what earlier terms did: "earlier" compares epochs, not terms.
 //
 // Reserved names across a handover. A name reserved under epoch E whose
 // create may still land (the old owner paused with the request built) must
@@ -182,6 +185,8 @@ func ownerFenceOf(cmd Command) (*OwnerFence, string) {
 		return c.Fence, c.Key.Cluster
 	case *ExpectDeletes:
 		return c.Fence, c.Key.Cluster
+	case *Reconcile:
+		return c.Fence, c.Key.Cluster
 	}
 	return nil, ""
 }
@@ -201,6 +206,8 @@ func UsesOwnership(cmd Command) bool {
 		items = c.Settle
 	case *ExpectDeletes:
 		return c.Fence != nil
+	case *Reconcile:
+		return c.Fence != nil
 	case *Settle:
 		items = c.Items
 	}
@@ -214,7 +221,7 @@ func MayUseOwnership(encoded []byte) bool {
 	switch TypeOf(encoded) {
 	case TypeAssignOwners, TypeRenewOwnership:
 		return true
-	case TypeReserve, TypeSettle, TypeExpectDeletes:
+	case TypeReserve, TypeSettle, TypeExpectDeletes, TypeReconcile:
 		return bytes.Contains(encoded, []byte(`"fence":`))
 	}
 	return false

@@ -268,7 +268,7 @@ func TestUsesOwnership(t *testing.T) {
 		{&Reserve{}, false}, {&Reserve{Fence: fa}, true}, {&Reserve{Settle: []Settlement{{Fence: fa}}}, true},
 		{&ExpectDeletes{}, false}, {&ExpectDeletes{Fence: fa}, true},
 		{&Settle{Items: []Settlement{{}}}, false}, {&Settle{Items: []Settlement{{}, {Fence: fa}}}, true},
-		{&SetTargets{}, false}, {&Reconcile{}, false},
+		{&SetTargets{}, false}, {&Reconcile{}, false}, {&Reconcile{Fence: fa}, true},
 	}
 	for _, tc := range tests {
 		if got := UsesOwnership(tc.cmd); got != tc.want {
@@ -277,5 +277,52 @@ func TestUsesOwnership(t *testing.T) {
 	}
 	if !fencedType(&AssignOwners{}) || fencedType(&RenewOwnership{}) {
 		t.Error("AssignOwners must be term-fenced, RenewOwnership not")
+	}
+}
+
+// TestFencedReconcile: the new owner's takeover reconcile holds what the
+// earlier owner reserved or chose to delete and has not happened, compares
+// epochs instead of terms, and is refused with an old fence.
+func TestFencedReconcile(t *testing.T) {
+	f := New("s")
+	applyAt(t, f, assign(2, own("m1", "a")), 2)
+	fa, fb := &OwnerFence{Owner: "a", Epoch: 1}, &OwnerFence{Owner: "b", Epoch: 2}
+	old := applyAt(t, f, &Reserve{Meta: Meta{Now: 1}, Key: k1, Target: 5, Count: 3, Prefix: "web-", TTL: ttl, Fence: fa}, 2)
+	applyAt(t, f, &ExpectDeletes{Meta: Meta{Now: 1}, Key: k1, Pods: []PodRef{{"run", "u1"}, {"gone", "u2"}}, TTL: ttl, Fence: fa}, 2)
+	applyAt(t, f, assign(2, own("m1", "b")), 2)
+	// b reissues the oldest held name; the old owner's late create of the
+	// second landed; the third is still unknown.
+	mine := applyAt(t, f, &Reserve{Meta: Meta{Now: 1}, Key: k1, Target: 5, Count: 1, Prefix: "web-", TTL: ttl, Fence: fb}, 2)
+	if len(mine.Names) != 1 || mine.Names[0] != old.Names[0] {
+		t.Fatalf("b got %v, want %s", mine.Names, old.Names[0])
+	}
+	rec := func(fence *OwnerFence) Result {
+		return applyAt(t, f, &Reconcile{Meta: Meta{Now: 2}, Key: k1, HoldDeletes: true, TTL: ttl, Fence: fence,
+			Live: map[string]string{old.Names[1]: "x", "run": "u1"}}, 7)
+	}
+	if r := rec(fa); r.Code != CodeStale {
+		t.Fatalf("the old owner's reconcile: code %q, want stale", r.Code)
+	}
+	r := rec(fb)
+	if r.Code != CodeOK {
+		t.Fatalf("reconcile: %s %s", r.Code, r.Msg)
+	}
+	// b's own reissue (epoch 2) is left alone without HoldOwn.
+	want := Result{Completed: []string{old.Names[1]}, Held: []string{old.Names[2]}, HeldDeletes: []PodRef{{"run", "u1"}}}
+	if diff := cmp.Diff(want, r); diff != "" {
+		t.Fatalf("reconcile (-want +got):\n%s", diff)
+	}
+	v := f.View(k1)
+	if d, ok := v.Deletes["run"]; !ok || d.Epoch != 2 {
+		t.Fatalf("the earlier owner's delete of a running pod: %+v (kept %v), want held at epoch 2", d, ok)
+	}
+	if _, ok := v.Deletes["gone"]; ok {
+		t.Fatal("the delete of a gone pod was kept")
+	}
+	if r, ok := v.Reservations[old.Names[0]]; !ok || r.Held || r.Epoch != 2 {
+		t.Fatalf("the new owner's own reissue: %+v (kept %v), want outstanding at epoch 2", r, ok)
+	}
+	if r := v.Reservations[old.Names[2]]; !r.Held || r.Epoch != 2 {
+		t.Fatalf("the earlier owner's unknown name: %+v, want held at epoch 2", r)
 	}
 }
