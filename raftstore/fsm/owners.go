@@ -103,9 +103,19 @@ type MemberEpoch struct {
 
 // OwnerAssignment gives Member to Owner.
 type OwnerAssignment struct {
-	Member   string `json:"m"`
-	Owner    string `json:"o"`
-	Handover bool   `json:"h,omitempty"`
+	Member string `json:"m"`
+	Owner  string `json:"o"`
+	// Handover asks the new owner to wait lease plus margin before it
+	// writes: the previous owner may still hold a lease.
+	Handover bool `json:"h,omitempty"`
+	// From and FromRenewal are the previous owner and the raft index of
+	// its latest renewal as the leader saw them when it decided. If the
+	// entry finds another owner, or a newer renewal of it (one committed
+	// while the assignment was on its way: a paused owner that resumed),
+	// the assignment is applied with Handover set, since that renewal may
+	// have extended the previous owner's lease past the decision.
+	From        string `json:"from,omitempty"`
+	FromRenewal uint64 `json:"fromIdx,omitempty"`
 }
 
 // AssignOwners changes member owners (leader only, term-fenced). A member
@@ -238,11 +248,13 @@ func (s *state) ownerFenced(member string, fc OwnerFence) bool {
 func (f *FSM) applyAssignOwners(c *AssignOwners) Result {
 	s := f.st
 	for _, a := range c.Set {
-		if old, ok := s.Owners[a.Member]; ok && old.Owner == a.Owner {
+		old, had := s.Owners[a.Member]
+		if had && old.Owner == a.Owner {
 			continue
 		}
+		handover := a.Handover || (had && (old.Owner != a.From || s.Renewals[old.Owner].Index != a.FromRenewal))
 		s.OwnerEpoch++
-		s.Owners[a.Member] = Ownership{Owner: a.Owner, Epoch: s.OwnerEpoch, Handover: a.Handover, Since: c.Now}
+		s.Owners[a.Member] = Ownership{Owner: a.Owner, Epoch: s.OwnerEpoch, Handover: handover, Since: c.Now}
 		s.holdMember(a.Member)
 	}
 	for _, m := range c.Drop {

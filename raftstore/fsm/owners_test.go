@@ -154,7 +154,7 @@ func TestHandoverKeepsReservedNames(t *testing.T) {
 	if len(old.Names) != 3 {
 		t.Fatalf("owner a reserved %v, want 3 names", old.Names)
 	}
-	applyAt(t, f, assign(2, own("m1", "b")), 2)
+	applyAt(t, f, assign(2, OwnerAssignment{Member: "m1", Owner: "b", From: "a"}), 2)
 	fb := &OwnerFence{Owner: "b", Epoch: 2}
 	if o, _ := f.Owner("m1"); o != (Ownership{Owner: "b", Epoch: 2, Since: 1}) {
 		t.Fatalf("owner %v, want b@2", o)
@@ -324,5 +324,35 @@ func TestFencedReconcile(t *testing.T) {
 	}
 	if r := v.Reservations[old.Names[2]]; !r.Held || r.Epoch != 2 {
 		t.Fatalf("the earlier owner's unknown name: %+v, want held at epoch 2", r)
+	}
+}
+
+// TestAssignOwnersHandoverOnNewerRenewal: a move decided on an owner's
+// renewal at index i, or on an owner that is no longer the owner, makes the
+// new owner wait (Handover) when the entry finds a newer renewal or another
+// owner: that renewal may have extended the old owner's lease past the
+// leader's decision.
+func TestAssignOwnersHandoverOnNewerRenewal(t *testing.T) {
+	tests := []struct {
+		name string
+		a    OwnerAssignment
+		want bool
+	}{
+		{"the renewal the leader saw", OwnerAssignment{Member: "m1", Owner: "b", From: "a", FromRenewal: 10}, false},
+		{"a newer renewal committed meanwhile", OwnerAssignment{Member: "m1", Owner: "b", From: "a", FromRenewal: 9}, true},
+		{"another owner than the leader saw", OwnerAssignment{Member: "m1", Owner: "b", From: "c", FromRenewal: 10}, true},
+		{"asked for", OwnerAssignment{Member: "m1", Owner: "b", From: "a", FromRenewal: 10, Handover: true}, true},
+		{"a new member", OwnerAssignment{Member: "m2", Owner: "b"}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New("s")
+			applyAt(t, f, assign(2, own("m1", "a")), 2)
+			applyEntryAt(t, f, &RenewOwnership{Owner: "a", Held: []MemberEpoch{{"m1", 1}}}, 2, 10)
+			applyAt(t, f, assign(2, tc.a), 2)
+			if o, _ := f.Owner(tc.a.Member); o.Owner != "b" || o.Handover != tc.want {
+				t.Fatalf("owner %+v, want b with handover %v", o, tc.want)
+			}
+		})
 	}
 }

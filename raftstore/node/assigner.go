@@ -93,7 +93,8 @@ func (n *Node) assignOnce(ctx context.Context, w *ownership.Watch, term uint64, 
 	}
 	slices.Sort(cmd.ForgetOwners)
 	for _, m := range plan.Moves {
-		cmd.Set = append(cmd.Set, fsm.OwnerAssignment{Member: m.Member, Owner: m.To, Handover: w.Handover(m)})
+		cmd.Set = append(cmd.Set, fsm.OwnerAssignment{Member: m.Member, Owner: m.To, Handover: w.Handover(m),
+			From: m.From, FromRenewal: renewals[m.From].Index})
 	}
 	if len(cmd.Set)+len(cmd.Drop)+len(cmd.ForgetOwners) == 0 {
 		return nil

@@ -27,6 +27,9 @@ func assignOwners(t *testing.T, l *node.Node, set ...fsm.OwnerAssignment) {
 	}
 }
 
+// renewalIndex is the raft index of owner's latest committed renewal.
+func renewalIndex(n *node.Node, owner string) uint64 { return n.FSM().Renewals()[owner].Index }
+
 // TestOwnerLease: a replica may write to a member only while it owns it at
 // the committed epoch and a renewal it sent less than a lease ago (its own
 // clock, from the send) accepted that epoch; after a handover from a live
@@ -59,10 +62,10 @@ func TestOwnerLease(t *testing.T) {
 			map[string]bool{"m1": true}},
 		{"lapsed: no renewal within the lease", func() { clk.Step(time.Nanosecond) }, map[string]bool{"m1": false}},
 		{"renewed again", renew, map[string]bool{"m1": true}},
-		{"moved to another replica", func() { assignOwners(t, l, fsm.OwnerAssignment{Member: "m1", Owner: "other"}) },
+		{"moved to another replica", func() { assignOwners(t, l, fsm.OwnerAssignment{Member: "m1", Owner: "other", From: self, FromRenewal: renewalIndex(l, self)}) },
 			map[string]bool{"m1": false}},
 		{"moved back (a new epoch): the old renewal does not cover it",
-			func() { assignOwners(t, l, fsm.OwnerAssignment{Member: "m1", Owner: self}) }, map[string]bool{"m1": false}},
+			func() { assignOwners(t, l, fsm.OwnerAssignment{Member: "m1", Owner: self, From: "other"}) }, map[string]bool{"m1": false}},
 		{"renewed at the new epoch", renew, map[string]bool{"m1": true}},
 		{"a handover from a live owner, renewed", func() {
 			assignOwners(t, l, fsm.OwnerAssignment{Member: "m2", Owner: self, Handover: true})
