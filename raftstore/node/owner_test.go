@@ -62,7 +62,9 @@ func TestOwnerLease(t *testing.T) {
 			map[string]bool{"m1": true}},
 		{"lapsed: no renewal within the lease", func() { clk.Step(time.Nanosecond) }, map[string]bool{"m1": false}},
 		{"renewed again", renew, map[string]bool{"m1": true}},
-		{"moved to another replica", func() { assignOwners(t, l, fsm.OwnerAssignment{Member: "m1", Owner: "other", From: self, FromRenewal: renewalIndex(l, self)}) },
+		{"moved to another replica", func() {
+			assignOwners(t, l, fsm.OwnerAssignment{Member: "m1", Owner: "other", From: self, FromRenewal: renewalIndex(l, self)})
+		},
 			map[string]bool{"m1": false}},
 		{"moved back (a new epoch): the old renewal does not cover it",
 			func() { assignOwners(t, l, fsm.OwnerAssignment{Member: "m1", Owner: self, From: "other"}) }, map[string]bool{"m1": false}},
