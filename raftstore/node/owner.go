@@ -108,7 +108,8 @@ func (o *OwnerLease) Renew(ctx context.Context) error {
 	sent := o.clock.Now()
 	m := fsm.Meta{ReqID: NewRequestID(), Now: o.n.clock.Now().UnixNano()}
 	res, err := o.n.Apply(ctx, &fsm.RenewOwnership{Meta: m, Owner: o.n.ServerID(), Held: owned})
-	if res == nil {
+	if res == nil || res.Code != fsm.CodeOK {
+		// Not committed, or refused as a whole: no lease is extended.
 		return fmt.Errorf("renewing the ownership of %d members: %w", len(owned), err)
 	}
 	o.mu.Lock()
