@@ -82,14 +82,24 @@ func startSharded(t *testing.T) *shardedCluster {
 // before that decision; its Reserve at the old epoch is refused; and the
 // names it reserved and never settled go to the new owner for the same
 // slots, never a fresh name beside them.
+//
+// When the killed owner is the leader, the new leader also waits a full
+// lease plus margin from its election before it moves anything.
 func TestOwnerFailover(t *testing.T) {
-	for _, kill := range []bool{true, false} {
-		name := map[bool]string{true: "killed", false: "stops renewing"}[kill]
-		t.Run(name, func(t *testing.T) { testOwnerFailover(t, kill) })
+	tests := []struct {
+		name         string
+		kill, leader bool
+	}{
+		{"killed", true, false},
+		{"stops renewing", false, false},
+		{"the leader killed", true, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { testOwnerFailover(t, tc.kill, tc.leader) })
 	}
 }
 
-func testOwnerFailover(t *testing.T, kill bool) {
+func testOwnerFailover(t *testing.T, kill, ofLeader bool) {
 	s := startSharded(t)
 	leader := s.c.WaitLeader(time.Minute)
 	var old *node.Node
@@ -97,6 +107,9 @@ func testOwnerFailover(t *testing.T, kill bool) {
 		if n != leader && (old == nil || n.ServerID() < old.ServerID()) {
 			old = n
 		}
+	}
+	if ofLeader {
+		old = leader
 	}
 	oldLease := s.leases[old]
 	member := oldLease.Owned()[0].Member
@@ -154,6 +167,10 @@ func testOwnerFailover(t *testing.T, kill bool) {
 	watcher.Wait()
 	t.Logf("%s: %s now owned by %s", time.Now().Format("15:04:05.000"), member, now)
 
+	if elected, _ := observer.Handover(); ofLeader && now.Since < elected.Add(ownerLease+ownerMargin).UnixNano() {
+		t.Errorf("the new leader, elected at %s, moved %s at %s: before a full lease plus margin",
+			elected, member, time.Unix(0, now.Since))
+	}
 	if now.Epoch <= fence.Epoch {
 		t.Errorf("new epoch %d, want above the old %d", now.Epoch, fence.Epoch)
 	}
