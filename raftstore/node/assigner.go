@@ -24,7 +24,9 @@ type AssignerConfig struct {
 	Interval time.Duration
 	// Clock is the leader's monotonic clock (clock.RealClock in production).
 	Clock clock.Clock
-	// Members lists the registered member clusters.
+	// Members lists the registered member clusters, complete: a member
+	// missing from it is dropped from the table (as PruneMembers drops its
+	// state), so it must not answer before the registry has synced.
 	Members func() []string
 }
 
