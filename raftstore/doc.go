@@ -15,6 +15,8 @@
 //     cache, file snapshots retaining 2), leadership and the member-write
 //     gate, forwarding of follower writes, bootstrap/join, membership admin.
 //   - expectations: the controller/expectations.Store the member engine uses.
+//   - ownership: which replica owns which member when member workers are
+//     sharded (a pure assignment, and the leader's view of owner renewals).
 //
 // # Why raft, and what it does not do by itself
 //
@@ -173,7 +175,7 @@
 //     version: a change in how an entry applies is chosen by data in the
 //     entry (a new type, a mark), which the leader writes only while every
 //     server of the latest configuration lists the matching feature in its
-//     status answer ("batch", "hold-reissued"). Every node, follower or
+//     status answer ("batch", "hold-reissued", "ownership"). Every node, follower or
 //     leader, asks the servers every 10 s, and at once (each second) about
 //     a server that never answered, so a server just added counts as
 //     lacking every feature until it answers and a newly elected leader
@@ -183,6 +185,39 @@
 //     move forward during an upgrade. A downgrade is not safe once a
 //     feature was used: the log then holds entries the older version
 //     cannot apply alike.
+//  15. Member ownership (sharding, issue 27; built in raftstore, not yet
+//     used by the member workers). The leader assigns each member to one
+//     replica (fsm.AssignOwners, term-fenced like step 4; planned by
+//     ownership.Assign in Node.RunAssigner); every change of owner takes
+//     the next epoch of one counter, so epochs never repeat. An owner
+//     commits fsm.RenewOwnership for its (member, epoch) pairs every
+//     lease/3 (node.OwnerLease, forwarded to the leader like any follower
+//     write) and may write to a member only while the committed table
+//     gives it the member at that epoch and a renewal it sent less than a
+//     lease ago, by its monotonic clock, accepted that epoch
+//     (OwnerLease.Permitted); after a move away from a still-renewing
+//     owner (marked Handover) it also waits lease plus margin from when it
+//     saw the assignment. The leader moves a member away from an owner
+//     only after lease plus margin on its own monotonic clock since it saw
+//     that owner's latest renewal committed, and a new leader counts from
+//     its election (ownership.Watch), so the old owner has stopped before
+//     the new one starts. Owner fence: Reserve, ExpectDeletes, Reconcile
+//     and the releasing settlements (SettleFailed, the forgets) may carry
+//     {Owner, Epoch}; the FSM then refuses them (CodeStale) unless that is
+//     the member's committed owner and epoch, instead of step 4's term
+//     check, which applies unchanged to commands without a fence; a
+//     fenced Reconcile (a new owner's takeover, step 10) holds what
+//     earlier epochs reserved or chose to delete, as an unfenced one
+//     holds what earlier terms did. Names
+//     across a handover: the AssignOwners entry that changes a member's
+//     owner holds every outstanding reservation of the member, so the new
+//     owner's Reserve reissues exactly those names before any fresh one
+//     and the old owner (its fence stale) can release none; a name
+//     reissued under a fence is marked Reissued and a fenced SettleFailed
+//     always applies step 6's hold-reissued rule, so a name reserved under
+//     epoch E never goes to a different pod under a later epoch. No node
+//     proposes these commands or a fence before every server lists the
+//     "ownership" feature (step 14).
 //
 // # Authentication
 //

@@ -56,7 +56,7 @@ type BatchResult struct {
 // its own entry of the same term: fencing, deduplication and validation are
 // per command, and one command's refusal does not affect the others. A batch
 // that cannot be decoded changes nothing.
-func (f *FSM) applyBatch(b []byte, logTerm uint64) *BatchResult {
+func (f *FSM) applyBatch(b []byte, logTerm, index uint64) *BatchResult {
 	if len(b) < 2 || b[1] != Version1 {
 		return &BatchResult{}
 	}
@@ -66,7 +66,7 @@ func (f *FSM) applyBatch(b []byte, logTerm uint64) *BatchResult {
 	}
 	out := &BatchResult{Results: make([]Result, len(body.Cmds))}
 	for i, c := range body.Cmds {
-		out.Results[i] = f.ApplyAt(c, logTerm)
+		out.Results[i] = f.applyEntry(c, logTerm, index)
 	}
 	return out
 }

@@ -24,6 +24,11 @@ const (
 	// 9 is TypeBatch (batch.go).
 	TypeSetRollout    Type = 10
 	TypeDeleteRollout Type = 11
+	// TypeAssignOwners and TypeRenewOwnership are the sharding commands
+	// (owners.go); a leader proposes them only while every server lists
+	// node.FeatureOwnership.
+	TypeAssignOwners   Type = 12
+	TypeRenewOwnership Type = 13
 )
 
 // Version1 is the only encoding version so far: the body is JSON.
@@ -123,6 +128,9 @@ type Reserve struct {
 	// Settle carries observations for Key that are applied before the
 	// reservation is computed, so they are not counted twice.
 	Settle []Settlement `json:"settle,omitempty"`
+	// Fence, when set, replaces the term check: the command applies only
+	// while Fence is the member's committed owner and epoch (owners.go).
+	Fence *OwnerFence `json:"fence,omitempty"`
 }
 
 // SettleKind is what a Settlement does.
@@ -159,6 +167,10 @@ type Settlement struct {
 	// and the forgets apply only when it equals the term of the raft entry
 	// carrying them; the other kinds are facts and apply in any term.
 	Term uint64 `json:"term,omitempty"`
+	// Fence, when set, replaces the term check of SettleFailed and the
+	// forgets: they apply only while Fence is the committed owner and
+	// epoch of Key.Cluster (owners.go).
+	Fence *OwnerFence `json:"fence,omitempty"`
 }
 
 // Validate reports whether the settlement can be encoded.
@@ -182,7 +194,7 @@ func (s Settlement) Validate() error {
 	default:
 		return fmt.Errorf("unknown settlement kind %d", s.Kind)
 	}
-	return nil
+	return s.Fence.validate()
 }
 
 // Settle applies a batch of observations.
@@ -203,6 +215,8 @@ type ExpectDeletes struct {
 	Key  Key      `json:"key"`
 	Pods []PodRef `json:"pods"`
 	TTL  int64    `json:"ttl"`
+	// Fence, when set, replaces the term check (see Reserve.Fence).
+	Fence *OwnerFence `json:"fence,omitempty"`
 }
 
 // Reconcile settles the expectations of Key against a fresh quorum list of
@@ -229,6 +243,10 @@ type Reconcile struct {
 	// TTL renews held reservations and deletes, in nanoseconds; 0 keeps
 	// their expiry.
 	TTL int64 `json:"ttl,omitempty"`
+	// Fence, when set, replaces the term check (see Reserve.Fence), and
+	// "earlier" means reserved or expected under an older owner epoch
+	// instead of an older term: a new owner's takeover reconcile.
+	Fence *OwnerFence `json:"fence,omitempty"`
 }
 
 // PruneMembers drops the health records and expectations of every member
@@ -320,6 +338,9 @@ func (c *Reserve) validate() error {
 	if c.Count <= 0 || c.Count > maxItems || c.Active < 0 || c.Target < 0 || c.TTL <= 0 || len(c.Prefix) > maxNameLen {
 		return fmt.Errorf("reserve for %s: invalid count, active, target, ttl or prefix", c.Key)
 	}
+	if err := c.Fence.validate(); err != nil {
+		return fmt.Errorf("reserve for %s: %w", c.Key, err)
+	}
 	return validateSettlements(c.Settle, "reserve: too many settlements")
 }
 
@@ -346,6 +367,9 @@ func (c *ExpectDeletes) validate() error {
 	if len(c.Pods) > maxItems || c.TTL <= 0 {
 		return fmt.Errorf("expect deletes for %s: too many pods or invalid ttl", c.Key)
 	}
+	if err := c.Fence.validate(); err != nil {
+		return fmt.Errorf("expect deletes for %s: %w", c.Key, err)
+	}
 	for _, p := range c.Pods {
 		if p.Name == "" || len(p.Name) > maxNameLen {
 			return fmt.Errorf("expect deletes for %s: invalid pod name", c.Key)
@@ -358,8 +382,11 @@ func (c *Reconcile) validate() error {
 	if err := c.Key.validate(); err != nil {
 		return err
 	}
-	if c.Term == 0 {
-		return errors.New("reconcile: term is required")
+	if c.Term == 0 && c.Fence == nil {
+		return errors.New("reconcile: term or owner fence is required")
+	}
+	if err := c.Fence.validate(); err != nil {
+		return fmt.Errorf("reconcile for %s: %w", c.Key, err)
 	}
 	if len(c.Deleting) > len(c.Live) {
 		return fmt.Errorf("reconcile for %s: more deleting pods than listed ones", c.Key)
@@ -475,6 +502,10 @@ func Decode(b []byte) (Command, error) {
 		cmd = &SetHealth{}
 	case TypePruneMembers:
 		cmd = &PruneMembers{}
+	case TypeAssignOwners:
+		cmd = &AssignOwners{}
+	case TypeRenewOwnership:
+		cmd = &RenewOwnership{}
 	default:
 		return nil, fmt.Errorf("%w: unknown type %d", ErrMalformed, b[0])
 	}

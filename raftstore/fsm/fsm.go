@@ -46,6 +46,9 @@ type Result struct {
 	// HeldDeletes are the earlier-term deletes of running pods Reconcile
 	// kept for the current term; its leader deletes exactly these pods.
 	HeldDeletes []PodRef `json:"heldDel,omitempty"`
+	// NotOwned are the (member, epoch) pairs a RenewOwnership named that
+	// its owner does not hold (any more): its lease does not cover them.
+	NotOwned []MemberEpoch `json:"notOwned,omitempty"`
 }
 
 // Error turns a failed result into an error.
@@ -100,9 +103,9 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 		return nil
 	}
 	if isBatch(l.Data) {
-		return f.applyBatch(l.Data, l.Term)
+		return f.applyBatch(l.Data, l.Term, l.Index)
 	}
-	r := f.ApplyAt(l.Data, l.Term)
+	r := f.applyEntry(l.Data, l.Term, l.Index)
 	return &r
 }
 
@@ -115,7 +118,11 @@ func (f *FSM) ApplyBytes(b []byte) Result { return f.ApplyAt(b, 0) }
 // unless their Meta.Term equals logTerm: a deposed leader's command that
 // reaches the log in a later term (forwarded, or retried after a pause)
 // changes nothing. logTerm 0 disables the check.
-func (f *FSM) ApplyAt(b []byte, logTerm uint64) Result {
+func (f *FSM) ApplyAt(b []byte, logTerm uint64) Result { return f.applyEntry(b, logTerm, 0) }
+
+// applyEntry is ApplyAt for a command of the raft entry at index (recorded
+// by RenewOwnership; 0 outside raft).
+func (f *FSM) applyEntry(b []byte, logTerm, index uint64) Result {
 	cmd, err := Decode(b)
 	if err != nil {
 		return Result{Code: CodeInvalid, Msg: err.Error()}
@@ -128,23 +135,33 @@ func (f *FSM) ApplyAt(b []byte, logTerm uint64) Result {
 			return r
 		}
 	}
-	r := f.apply(cmd, logTerm)
+	r := f.apply(cmd, logTerm, index)
 	if id != "" {
 		f.st.rememberDedup(id, r, f.window, f.dedupBytes)
 	}
 	return r
 }
 
-// apply dispatches one decoded command to its applyX method, after the term
-// fence for the commands that change expectations. Each applyX changes the
+// apply dispatches one decoded command to its applyX method, after the
+// fence for the commands that change expectations: the owner fence when
+// the command carries one, else the term fence. Each applyX changes the
 // state for one command type only, as nomad's FSM does.
-func (f *FSM) apply(cmd Command, logTerm uint64) Result {
-	if fencedType(cmd) {
+func (f *FSM) apply(cmd Command, logTerm, index uint64) Result {
+	if fc, member := ownerFenceOf(cmd); fc != nil {
+		if !f.st.ownerFenced(member, *fc) {
+			return Result{Code: CodeStale, Msg: fmt.Sprintf("proposed by %s at epoch %d, member %s is owned by %s",
+				fc.Owner, fc.Epoch, member, f.st.Owners[member])}
+		}
+	} else if fencedType(cmd) {
 		if t := cmd.Header().Term; !fenced(t, logTerm) {
 			return Result{Code: CodeStale, Msg: fmt.Sprintf("proposed for leader term %d, committed in term %d", t, logTerm)}
 		}
 	}
 	switch c := cmd.(type) {
+	case *AssignOwners:
+		return f.applyAssignOwners(c)
+	case *RenewOwnership:
+		return f.applyRenewOwnership(c, logTerm, index)
 	case *Reserve:
 		return f.applyReserve(c, logTerm)
 	case *Settle:
@@ -174,7 +191,7 @@ func (f *FSM) apply(cmd Command, logTerm uint64) Result {
 // deposed leader's late rollout pass must not overwrite the new leader's.
 func fencedType(cmd Command) bool {
 	switch cmd.(type) {
-	case *Reserve, *ExpectDeletes, *Reconcile, *PruneMembers, *SetRollout:
+	case *Reserve, *ExpectDeletes, *Reconcile, *PruneMembers, *SetRollout, *AssignOwners:
 		return true
 	}
 	return false
@@ -200,7 +217,7 @@ func (f *FSM) applyExpectDeletes(c *ExpectDeletes) Result {
 	s.Seq++
 	ks.Deletes = make(map[string]PendingDelete, len(c.Pods))
 	for _, p := range c.Pods {
-		ks.Deletes[p.Name] = PendingDelete{Name: p.Name, UID: p.UID, Expiry: c.Now + c.TTL, Term: c.Term, Seq: s.Seq}
+		ks.Deletes[p.Name] = PendingDelete{Name: p.Name, UID: p.UID, Expiry: c.Now + c.TTL, Term: c.Term, Seq: s.Seq, Epoch: c.Fence.epoch()}
 	}
 	s.gc(ks, c.Now)
 	return Result{}
@@ -302,8 +319,8 @@ func (f *FSM) applyReserve(c *Reserve, logTerm uint64) Result {
 		if len(names) == n {
 			break
 		}
-		r.Held, r.Term, r.Expiry = false, c.Term, c.Now+c.TTL
-		if c.HoldReissued {
+		r.Held, r.Term, r.Expiry, r.Epoch = false, c.Term, c.Now+c.TTL, c.Fence.epoch()
+		if c.HoldReissued || c.Fence != nil {
 			r.Reissued = true
 		}
 		ks.Reservations[r.Name] = r
@@ -315,7 +332,7 @@ func (f *FSM) applyReserve(c *Reserve, logTerm uint64) Result {
 		if _, dup := ks.Reservations[name]; dup {
 			continue
 		}
-		ks.Reservations[name] = Reservation{Name: name, Expiry: c.Now + c.TTL, Term: c.Term, Seq: s.Seq}
+		ks.Reservations[name] = Reservation{Name: name, Expiry: c.Now + c.TTL, Term: c.Term, Seq: s.Seq, Epoch: c.Fence.epoch()}
 		names = append(names, name)
 	}
 	return Result{Names: names}
@@ -331,13 +348,21 @@ func (f *FSM) applyReconcile(c *Reconcile) Result {
 	if ks == nil {
 		return r
 	}
+	// earlier: decided by an earlier leader, or with a fence by an
+	// earlier owner of the member.
+	earlier := func(term, epoch uint64) bool {
+		if c.Fence != nil {
+			return epoch < c.Fence.Epoch
+		}
+		return term < c.Term
+	}
 	for _, n := range sortedNames(ks.Reservations) {
 		res := ks.Reservations[n]
 		switch _, live := c.Live[n]; {
 		case live:
 			r.Completed = append(r.Completed, n)
 			delete(ks.Reservations, n)
-		case res.Term < c.Term || (c.HoldOwn && !res.Held):
+		case earlier(res.Term, res.Epoch) || (c.HoldOwn && !res.Held):
 			// Its create may still be on its way (a paused or deposed
 			// leader): keep the name for the slot. With HoldOwn the same
 			// goes for this term's own reservations: a reconcile runs at
@@ -345,7 +370,7 @@ func (f *FSM) applyReconcile(c *Reconcile) Result {
 			// the key is in flight, so one without its pod lost its
 			// settlement and would otherwise hold the key up until the TTL.
 			// Not live: a pod seen earlier is gone, the name is only held.
-			res.Held, res.Seen, res.Term = true, false, c.Term
+			res.Held, res.Seen, res.Term, res.Epoch = true, false, c.Term, c.Fence.epoch()
 			if c.TTL > 0 {
 				res.Expiry = c.Now + c.TTL
 			}
@@ -364,19 +389,19 @@ func (f *FSM) applyReconcile(c *Reconcile) Result {
 		case !live || (d.UID != "" && uid != d.UID) || deleting[n]:
 			// Done: gone, replaced by another pod, or its deletion landed.
 			delete(ks.Deletes, n)
-		case (d.Term < c.Term || c.HoldOwn) && c.HoldDeletes && d.UID != "":
+		case (earlier(d.Term, d.Epoch) || c.HoldOwn) && c.HoldDeletes && d.UID != "":
 			// The deposed leader chose this pod and its call may still be
 			// on its way: this term deletes the same pod rather than
 			// choosing another one (which would remove both). With HoldOwn
 			// the same goes for this term's own delete whose outcome was
 			// unknown (nothing of the key is in flight at a reconcile).
-			d.Term = c.Term
+			d.Term, d.Epoch = c.Term, c.Fence.epoch()
 			if c.TTL > 0 {
 				d.Expiry = c.Now + c.TTL
 			}
 			ks.Deletes[n] = d
 			r.HeldDeletes = append(r.HeldDeletes, PodRef{Name: n, UID: d.UID})
-		case d.Term < c.Term:
+		case earlier(d.Term, d.Epoch):
 			delete(ks.Deletes, n)
 		}
 	}

@@ -34,6 +34,9 @@ type Reservation struct {
 	// of releasing it: the next Reserve would otherwise grant a fresh name
 	// for the slot, next to that late pod.
 	Reissued bool `json:"reissued,omitempty"`
+	// Epoch is the owner epoch the name was reserved or last reissued
+	// under (0: by the unsharded, term-fenced leader).
+	Epoch uint64 `json:"epoch,omitempty"`
 }
 
 // PendingDelete is a pod expected to be deleted.
@@ -43,6 +46,8 @@ type PendingDelete struct {
 	Expiry int64  `json:"exp"`
 	Term   uint64 `json:"term"`
 	Seq    uint64 `json:"seq"`
+	// Epoch is the owner epoch the delete was expected under (0: unsharded).
+	Epoch uint64 `json:"epoch,omitempty"`
 }
 
 // KeyView is a copy of the expectations of one key.
@@ -149,6 +154,11 @@ type state struct {
 	Health   map[string]Health         `json:"health"`
 	// Dedup is the window of recent request IDs, oldest first.
 	Dedup []dedupEntry `json:"dedup"`
+	// Owners, OwnerEpoch and Renewals are the sharding state (owners.go);
+	// absent from snapshots written before it existed.
+	Owners     map[string]Ownership `json:"owners,omitempty"`
+	OwnerEpoch uint64               `json:"ownerEpoch,omitempty"`
+	Renewals   map[string]Renewal   `json:"renewals,omitempty"`
 
 	dedupIndex map[string]int // ID -> absolute position; rebuilt on restore
 	dedupBase  int            // absolute position of Dedup[0]
@@ -163,6 +173,9 @@ func (e dedupEntry) size() int {
 			n += len(s) + 16
 		}
 	}
+	for _, m := range e.Result.NotOwned {
+		n += len(m.Member) + 24
+	}
 	return n
 }
 
@@ -172,6 +185,8 @@ func newState() *state {
 		Targets:    map[string]*TargetRecord{},
 		Rollouts:   map[string]*RolloutRecord{},
 		Health:     map[string]Health{},
+		Owners:     map[string]Ownership{},
+		Renewals:   map[string]Renewal{},
 		dedupIndex: map[string]int{},
 	}
 }
@@ -192,6 +207,12 @@ func (s *state) reindex() {
 	}
 	if s.Health == nil {
 		s.Health = map[string]Health{}
+	}
+	if s.Owners == nil {
+		s.Owners = map[string]Ownership{}
+	}
+	if s.Renewals == nil {
+		s.Renewals = map[string]Renewal{}
 	}
 }
 
@@ -261,11 +282,19 @@ func (s *state) gc(ks *keyState, now int64) {
 // settle applies items in an entry of raft term logTerm (0: unfenced, for
 // tests). Releases and forgets decided in another term are ignored: only the
 // leader of the current term may free a name or forget expectations.
-// holdReissued is the carrying command's Meta.HoldReissued.
+// holdReissued is the carrying command's Meta.HoldReissued. An item with
+// an owner fence is checked against the member's committed owner instead
+// of the term, and always applies the hold-reissued rule: fences are newer
+// than the rule, so no replica applies them without it.
 func (s *state) settle(items []Settlement, now int64, logTerm uint64, holdReissued bool) {
 	for _, it := range items {
-		if it.Kind.leaderOnly() && !fenced(it.Term, logTerm) {
-			continue
+		if it.Kind.leaderOnly() {
+			if it.Fence != nil && !s.ownerFenced(it.Key.Cluster, *it.Fence) {
+				continue
+			}
+			if it.Fence == nil && !fenced(it.Term, logTerm) {
+				continue
+			}
 		}
 		switch it.Kind {
 		case SettleForgetCluster:
@@ -292,7 +321,7 @@ func (s *state) settle(items []Settlement, now int64, logTerm uint64, holdReissu
 				ks.Reservations[it.Name] = r
 			}
 		default:
-			settleName(ks.Reservations, it.Kind, it.Name, holdReissued)
+			settleName(ks.Reservations, it.Kind, it.Name, holdReissued || it.Fence != nil)
 		}
 		s.gc(ks, now)
 	}

@@ -61,6 +61,9 @@ func (n *Node) ApplyAll(ctx context.Context, cmds []fsm.Command) ([]*fsm.Result,
 	out := make([]*fsm.Result, len(cmds))
 	data := make([][]byte, len(cmds))
 	for i, c := range cmds {
+		if err := n.needsFeature(c); err != nil {
+			return out, err
+		}
 		d, err := fsm.Encode(c)
 		if err != nil {
 			return out, err

@@ -74,3 +74,10 @@ var (
 	FollowerRank = followerRank
 	PromptDue    = promptDue
 )
+
+// Until is when o's lease on member lapses (zero when it holds none).
+func (o *OwnerLease) Until(member string) time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.held[member].until
+}

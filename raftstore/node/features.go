@@ -2,11 +2,15 @@ package node
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/replicafed/replicafed/raftstore/fsm"
 )
 
 // Features a replica lists in its status answer. A leader uses a feature
@@ -21,10 +25,27 @@ const (
 	// FeatureHoldReissued: the FSM applies fsm.Meta.HoldReissued; the
 	// expectations store then marks its Reserve and Settle commands.
 	FeatureHoldReissued = "hold-reissued"
+	// FeatureOwnership: the FSM applies member ownership
+	// (fsm.TypeAssignOwners, fsm.TypeRenewOwnership) and owner fences;
+	// a node proposes neither before every server lists it.
+	FeatureOwnership = "ownership"
 )
 
 // ownFeatures are the features of this version.
-var ownFeatures = []string{FeatureBatch, FeatureHoldReissued}
+var ownFeatures = []string{FeatureBatch, FeatureHoldReissued, FeatureOwnership}
+
+// ErrFeatureMissing is returned for a command that needs a feature some
+// server of the configuration does not list yet.
+var ErrFeatureMissing = errors.New("raftstore: a server of the configuration lacks the feature")
+
+// needsFeature refuses cmd when it needs a feature not every server lists:
+// an older replica would apply it differently (or not at all).
+func (n *Node) needsFeature(cmd fsm.Command) error {
+	if fsm.UsesOwnership(cmd) && !n.AllServersHave(FeatureOwnership) {
+		return fmt.Errorf("proposing command type %s: %w %q", cmd.Type(), ErrFeatureMissing, FeatureOwnership)
+	}
+	return nil
+}
 
 // featureRecheck is how often every node asks the servers of the
 // configuration for their features: a server that restarted with a newer

@@ -130,6 +130,14 @@ func (n *Node) handleRPC(req *rpcRequest) *rpcResponse {
 		if n.raft.State() != raft.Leader {
 			return &rpcResponse{NotLeader: true, Err: ErrNotLeader.Error()}
 		}
+		// The follower checked too; the leader's view decides.
+		if fsm.MayUseOwnership(req.Data) {
+			if cmd, err := fsm.Decode(req.Data); err == nil {
+				if err := n.needsFeature(cmd); err != nil {
+					return &rpcResponse{Err: err.Error()}
+				}
+			}
+		}
 		res, err := n.applyLocal(req.Data)
 		if err != nil {
 			return &rpcResponse{Err: err.Error(), NotLeader: isLeadershipErr(err)}
@@ -195,6 +203,9 @@ func (n *Node) call(ctx context.Context, addr, name string, req *rpcRequest) (*r
 // the command makes the retry idempotent. A result with a non-OK code is
 // returned together with its error.
 func (n *Node) Apply(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
+	if err := n.needsFeature(cmd); err != nil {
+		return nil, err
+	}
 	data, err := fsm.Encode(cmd)
 	if err != nil {
 		return nil, err

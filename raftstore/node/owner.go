@@ -1,0 +1,170 @@
+package node
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/replicafed/replicafed/raftstore/fsm"
+)
+
+// OwnerLease is this replica's lease on the members it owns (sharding,
+// issue 27). A write to a member is permitted only while
+//
+//   - the committed ownership table (this node's FSM) gives the member to
+//     this replica at the epoch the lease was renewed for, and
+//   - a RenewOwnership this replica SENT less than Lease ago committed and
+//     accepted that (member, epoch), measured on the monotonic clock from
+//     the send, as the write lease is (lease.go): a process resumed after
+//     SIGSTOP or a long GC finds its lease lapsed, whatever answers it
+//     reads then, and
+//   - for an assignment marked Handover (the previous owner may still have
+//     held a lease when it was decided), Lease plus Margin has passed since
+//     this replica first saw the assignment: the previous owner's last
+//     accepted renewal committed before the assignment did, so its lease
+//     has lapsed by then.
+//
+// The leader moves a member away only after Lease plus Margin on its own
+// clock since it saw the owner's latest renewal (ownership.Watch,
+// Assigner), so an owner that stops renewing has stopped writing before
+// another starts.
+type OwnerLease struct {
+	n     *Node
+	clock clock.Clock
+	lease time.Duration
+	grace time.Duration // lease + margin
+
+	mu   sync.Mutex
+	held map[string]heldMember
+}
+
+// heldMember is what this replica knows of one member it owns.
+type heldMember struct {
+	epoch uint64
+	// seen is when this replica first saw itself the owner at epoch.
+	seen time.Time
+	// until is when the lease from the latest accepted renewal lapses.
+	until time.Time
+}
+
+// NewOwnerLease returns this replica's owner lease: lease is how long a
+// renewal covers from its send, margin the allowance for clock-rate drift
+// the leader adds before reassigning. clk must be a monotonic clock
+// (clock.RealClock in production).
+func (n *Node) NewOwnerLease(lease, margin time.Duration, clk clock.Clock) *OwnerLease {
+	return &OwnerLease{n: n, clock: clk, lease: lease, grace: lease + margin, held: map[string]heldMember{}}
+}
+
+// Permitted reports whether this replica may write to member now, and the
+// fence its expectations commands must carry. Member writers ask it right
+// before every pod write, as they ask Node.WriteLease today.
+func (o *OwnerLease) Permitted(member string) (fsm.OwnerFence, bool) {
+	own, ok := o.n.fsm.Owner(member)
+	if !ok || own.Owner != o.n.ServerID() {
+		return fsm.OwnerFence{}, false
+	}
+	o.mu.Lock()
+	h, ok := o.held[member]
+	o.mu.Unlock()
+	now := o.clock.Now()
+	if !ok || h.epoch != own.Epoch || !now.Before(h.until) {
+		return fsm.OwnerFence{}, false
+	}
+	if own.Handover && now.Sub(h.seen) < o.grace {
+		return fsm.OwnerFence{}, false
+	}
+	return fsm.OwnerFence{Owner: own.Owner, Epoch: own.Epoch}, true
+}
+
+// Owned lists the members the committed table gives this replica, sorted,
+// with their epochs: the members whose workers it should run.
+func (o *OwnerLease) Owned() []fsm.MemberEpoch {
+	self := o.n.ServerID()
+	var out []fsm.MemberEpoch
+	for m, own := range o.n.fsm.Owners() {
+		if own.Owner == self {
+			out = append(out, fsm.MemberEpoch{Member: m, Epoch: own.Epoch})
+		}
+	}
+	slices.SortFunc(out, func(a, b fsm.MemberEpoch) int { return cmp.Compare(a.Member, b.Member) })
+	return out
+}
+
+// Renew commits one RenewOwnership for every member this replica owns
+// (also none: the renewal then tells the leader this replica is alive and
+// may be given members) and extends the lease of the pairs it accepted,
+// to the send time plus the lease. A follower's renewal goes to the leader
+// (Node.Apply forwards it).
+func (o *OwnerLease) Renew(ctx context.Context) error {
+	owned := o.Owned()
+	o.note(owned)
+	ctx, cancel := context.WithTimeout(ctx, o.lease)
+	defer cancel()
+	sent := o.clock.Now()
+	m := fsm.Meta{ReqID: NewRequestID(), Now: o.n.clock.Now().UnixNano()}
+	res, err := o.n.Apply(ctx, &fsm.RenewOwnership{Meta: m, Owner: o.n.ServerID(), Held: owned})
+	if res == nil || res.Code != fsm.CodeOK {
+		// Not committed, or refused as a whole: no lease is extended.
+		return fmt.Errorf("renewing the ownership of %d members: %w", len(owned), err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, p := range owned {
+		h, ok := o.held[p.Member]
+		if !ok || h.epoch != p.Epoch {
+			continue
+		}
+		if slices.Contains(res.NotOwned, p) {
+			delete(o.held, p.Member)
+			continue
+		}
+		if until := sent.Add(o.lease); until.After(h.until) {
+			h.until = until
+			o.held[p.Member] = h
+		}
+	}
+	return nil
+}
+
+// note records when this replica first saw each (member, epoch) it owns
+// and forgets the members it no longer owns.
+func (o *OwnerLease) note(owned []fsm.MemberEpoch) {
+	now := o.clock.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	keep := make(map[string]bool, len(owned))
+	for _, p := range owned {
+		keep[p.Member] = true
+		if h, ok := o.held[p.Member]; !ok || h.epoch != p.Epoch {
+			o.held[p.Member] = heldMember{epoch: p.Epoch, seen: now}
+		}
+	}
+	for m := range o.held {
+		if !keep[m] {
+			delete(o.held, m)
+		}
+	}
+}
+
+// Run renews every lease/3 until ctx ends or the node stops; a failed
+// renewal is logged and the next one tried on time.
+func (o *OwnerLease) Run(ctx context.Context) {
+	interval := o.lease / 3
+	for {
+		if err := o.Renew(ctx); err != nil && ctx.Err() == nil {
+			o.n.log.V(1).Info("Ownership renewal failed", "reason", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-o.n.stopCh:
+			return
+		case <-o.clock.After(interval):
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package node_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	tu "github.com/replicafed/replicafed/internal/test/rafttest"
+	"github.com/replicafed/replicafed/raftstore/fsm"
+	"github.com/replicafed/replicafed/raftstore/node"
+)
+
+// assignOwners commits an assignment on the leader l.
+func assignOwners(t *testing.T, l *node.Node, set ...fsm.OwnerAssignment) {
+	t.Helper()
+	_, term, ok := l.Leading()
+	if !ok {
+		t.Fatal("not leading")
+	}
+	m := l.Meta()
+	m.Term = term
+	if _, err := l.Apply(tu.Ctx(t, 30*time.Second), &fsm.AssignOwners{Meta: m, Set: set}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// renewalIndex is the raft index of owner's latest committed renewal.
+func renewalIndex(n *node.Node, owner string) uint64 { return n.FSM().Renewals()[owner].Index }
+
+// TestOwnerLease: a replica may write to a member only while it owns it at
+// the committed epoch and a renewal it sent less than a lease ago (its own
+// clock, from the send) accepted that epoch; after a handover from a live
+// owner it also waits lease plus margin from when it saw the assignment.
+func TestOwnerLease(t *testing.T) {
+	const lease, margin = 3 * time.Second, time.Second
+	c := tu.NewCluster(t, 1, tu.StableTimers)
+	c.StartAll()
+	l := c.WaitVoters(1, 60*time.Second)
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	o := l.NewOwnerLease(lease, margin, clk)
+	ctx := tu.Ctx(t, time.Minute)
+	self := l.ServerID()
+	permitted := func(m string) bool { _, ok := o.Permitted(m); return ok }
+	renew := func() {
+		t.Helper()
+		if err := o.Renew(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps := []struct {
+		name string
+		do   func()
+		want map[string]bool
+	}{
+		{"owned but never renewed", func() { assignOwners(t, l, fsm.OwnerAssignment{Member: "m1", Owner: self}) },
+			map[string]bool{"m1": false, "m2": false}},
+		{"renewed", renew, map[string]bool{"m1": true, "m2": false}},
+		{"just before the lease from the send lapses", func() { clk.Step(lease - time.Nanosecond) },
+			map[string]bool{"m1": true}},
+		{"lapsed: no renewal within the lease", func() { clk.Step(time.Nanosecond) }, map[string]bool{"m1": false}},
+		{"renewed again", renew, map[string]bool{"m1": true}},
+		{"moved to another replica", func() {
+			assignOwners(t, l, fsm.OwnerAssignment{Member: "m1", Owner: "other", From: self, FromRenewal: renewalIndex(l, self)})
+		},
+			map[string]bool{"m1": false}},
+		{"moved back (a new epoch): the old renewal does not cover it",
+			func() { assignOwners(t, l, fsm.OwnerAssignment{Member: "m1", Owner: self, From: "other"}) }, map[string]bool{"m1": false}},
+		{"renewed at the new epoch", renew, map[string]bool{"m1": true}},
+		{"a handover from a live owner, renewed", func() {
+			assignOwners(t, l, fsm.OwnerAssignment{Member: "m2", Owner: self, Handover: true})
+			renew()
+		}, map[string]bool{"m1": true, "m2": false}},
+		{"lease plus margin after seeing the handover", func() {
+			clk.Step(lease + margin - time.Second)
+			renew()
+			clk.Step(time.Second)
+		}, map[string]bool{"m1": true, "m2": true}},
+	}
+	for _, s := range steps {
+		s.do()
+		for m, want := range s.want {
+			if got := permitted(m); got != want {
+				t.Fatalf("%s: Permitted(%s) = %v, want %v", s.name, m, got, want)
+			}
+		}
+	}
+	if f, ok := o.Permitted("m1"); !ok || f.Owner != self || f.Epoch == 0 {
+		t.Fatalf("the fence of a permitted write: %+v", f)
+	}
+}
+
+// TestOwnershipNeedsEveryServer: while one server of the configuration does
+// not list the ownership feature (an older version), no node proposes the
+// sharding commands or an owner-fenced write, from the leader or a follower.
+func TestOwnershipNeedsEveryServer(t *testing.T) {
+	c := tu.NewCluster(t, 3, tu.StableTimers)
+	c.StartAll()
+	l := c.WaitVoters(3, 60*time.Second)
+	waitAllHave(t, c.Live(), node.FeatureOwnership)
+	var old, follower *node.Node
+	for _, n := range c.Live() {
+		switch {
+		case n == l:
+		case old == nil:
+			old = n
+		default:
+			follower = n
+		}
+	}
+	old.WithoutFeature(node.FeatureOwnership)
+	tu.Eventually(t, 30*time.Second, func() error {
+		for _, n := range c.Live() {
+			n.CheckFeatures()
+			if n.AllServersHave(node.FeatureOwnership) {
+				return fmt.Errorf("%s would use ownership although %s does not list it", n.ServerID(), old.ServerID())
+			}
+		}
+		return nil
+	})
+	_, term, _ := l.Leading()
+	m := l.Meta()
+	m.Term = term
+	fence := &fsm.OwnerFence{Owner: "a", Epoch: 1}
+	k := fsm.Key{Cluster: "m1", Namespace: "ns", Name: "web"}
+	cmds := []fsm.Command{
+		&fsm.AssignOwners{Meta: m, Set: []fsm.OwnerAssignment{{Member: "m1", Owner: l.ServerID()}}},
+		&fsm.RenewOwnership{Meta: l.Meta(), Owner: l.ServerID()},
+		&fsm.Reserve{Meta: l.Meta(), Key: k, Target: 1, Count: 1, TTL: 1e9, Fence: fence},
+		&fsm.Settle{Meta: l.Meta(), Items: []fsm.Settlement{{Kind: fsm.SettleFailed, Key: k, Name: "p", Fence: fence}}},
+	}
+	before := l.Raft().AppliedIndex()
+	for _, n := range []*node.Node{l, follower} {
+		for _, cmd := range cmds {
+			if _, err := n.Apply(tu.Ctx(t, 30*time.Second), cmd); !errors.Is(err, node.ErrFeatureMissing) {
+				t.Errorf("%s proposing %s: %v, want %v", n.ServerID(), cmd.Type(), err, node.ErrFeatureMissing)
+			}
+		}
+		if _, err := n.ApplyAll(tu.Ctx(t, 30*time.Second), cmds[1:2]); !errors.Is(err, node.ErrFeatureMissing) {
+			t.Errorf("%s: ApplyAll: %v, want %v", n.ServerID(), err, node.ErrFeatureMissing)
+		}
+	}
+	if got := l.FSM().Owners(); len(got) != 0 {
+		t.Fatalf("owners %v committed", got)
+	}
+	// Unfenced writes go on as before.
+	if _, err := follower.Apply(tu.Ctx(t, 30*time.Second), &fsm.SetHealth{Meta: l.Meta(), Cluster: "m1", Healthy: true}); err != nil {
+		t.Fatal(err)
+	}
+	if l.Raft().AppliedIndex() == before {
+		t.Fatal("nothing committed")
+	}
+}
