@@ -713,6 +713,10 @@ func (b *bench) cleanupReplicafed(ctx context.Context, ns string) {
 		say("  cleanup: deleting FederatedReplicaSets: %v", err)
 	}
 	err := waitFor(ctx, 10*time.Minute, "the run's objects to be gone", func() (bool, error) {
+		// Again on each round: a delete of a thousand objects can fail
+		// under load (an HTTP/2 stream reset from the hub API server was
+		// seen), and nothing else would delete them.
+		_ = hub.DeleteAllOf(ctx, &v1alpha1.FederatedReplicaSet{}, client.InNamespace(ns))
 		left := 0
 		for name := range b.members {
 			c := b.f.MemberClients[name]
