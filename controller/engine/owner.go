@@ -93,9 +93,8 @@ func (e *Engine) createOwnerIf(ctx context.Context, nn types.NamespacedName, w *
 	return e.createOwner(ctx, nn, w)
 }
 
-// createOwner creates the MemberReplicaSet for w, creating its namespace
-// first when allowed (namespaceMissing).
-func (e *Engine) createOwner(ctx context.Context, nn types.NamespacedName, w *Workload) error {
+// NewOwner is the MemberReplicaSet the engine creates for w under nn.
+func NewOwner(nn types.NamespacedName, w *Workload) *v1alpha1.MemberReplicaSet {
 	mrs := &v1alpha1.MemberReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: nn.Namespace, Name: nn.Name,
@@ -107,6 +106,13 @@ func (e *Engine) createOwner(ctx context.Context, nn types.NamespacedName, w *Wo
 	if w.TemplateHash != "" {
 		mrs.Labels[v1alpha1.LabelTemplateHash] = w.TemplateHash
 	}
+	return mrs
+}
+
+// createOwner creates the MemberReplicaSet for w, creating its namespace
+// first when allowed (namespaceMissing).
+func (e *Engine) createOwner(ctx context.Context, nn types.NamespacedName, w *Workload) error {
+	mrs := NewOwner(nn, w)
 	err := e.o.Client.Create(ctx, mrs)
 	if apierrors.IsNotFound(err) {
 		err = e.namespaceMissing(ctx, nn, w, mrs)

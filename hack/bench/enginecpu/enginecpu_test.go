@@ -163,7 +163,15 @@ func measureRun(ctx context.Context, rig *enginerig.Rig, name string) (sample, e
 		return func(st engine.MemberStatus) bool { return st.Target == n && st.Replicas == n }
 	}
 	rig.SetTarget(key, name, 0)
-	if err := rig.Source.WaitReport(ctx, key, reported(0)); err != nil {
+	// The owner exists at zero before the measured scale-up (the engine
+	// creates none for a target of zero), as when the baseline was taken:
+	// wait for a report from its sync, not the engine's report of zero.
+	if err := rig.CreateOwner(ctx, key); err != nil {
+		return sample{}, err
+	}
+	if err := rig.Source.WaitReport(ctx, key, func(st engine.MemberStatus) bool {
+		return reported(0)(st) && st.ObservedGeneration > 0
+	}); err != nil {
 		return sample{}, err
 	}
 	cpu0 := cpuTime()

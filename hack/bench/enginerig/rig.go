@@ -19,6 +19,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -69,6 +70,7 @@ type Rig struct {
 	Node    *node.Node
 	Source  *Source
 	manager *worker.Manager
+	member  cluster.Cluster
 	cancel  context.CancelFunc
 	done    sync.WaitGroup
 }
@@ -135,6 +137,7 @@ func Start(ctx context.Context, o Options) (_ *Rig, err error) {
 		UnsatisfiedRequeue: min(cfg.Controller.ExpectationsTTL/10, engine.DefaultUnsatisfiedRequeue),
 		Sink:               r.Source,
 	})
+	r.member = cl
 	if err := r.manager.Engage(ctx, Member, cl); err != nil {
 		return nil, fmt.Errorf("engaging the member: %w", err)
 	}
@@ -150,6 +153,23 @@ func (r *Rig) Enqueue(key fedref.MemberObject) { r.manager.Enqueue(key) }
 func (r *Rig) SetTarget(key fedref.MemberObject, run string, target int32) {
 	r.Source.setTarget(key, run, target)
 	r.manager.Enqueue(key)
+}
+
+// CreateOwner creates key's MemberReplicaSet as the engine would (its
+// workload set with SetTarget first). The engine creates none for a target
+// of zero; a benchmark that measures a scale-up from an existing owner at
+// zero, as kube-controller-manager's ReplicaSet is created at zero, makes
+// it here.
+func (r *Rig) CreateOwner(ctx context.Context, key fedref.MemberObject) error {
+	w, ok := r.Source.Workload(key)
+	if !ok {
+		return fmt.Errorf("no workload %s: set its target first", key)
+	}
+	nn := types.NamespacedName{Namespace: key.Namespace, Name: key.Name}
+	if err := r.member.GetClient().Create(ctx, engine.NewOwner(nn, w)); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating MemberReplicaSet %s: %w", nn, err)
+	}
+	return nil
 }
 
 // Stop stops the engine and the raft node and waits for them.

@@ -89,6 +89,12 @@ func runEngine(args []string) error {
 	n := rig.Node
 	key := enginerig.Key(*namespace, *name)
 	rig.SetTarget(key, *run, 0)
+	// The owner exists at zero before the scale-up, as the ReplicaSet
+	// kube-controller-manager scales does (the engine creates none for
+	// a target of zero).
+	if err := rig.CreateOwner(ctx, key); err != nil {
+		return err
+	}
 	fmt.Println(engineReady)
 
 	lines := make(chan string)
