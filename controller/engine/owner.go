@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,12 +45,16 @@ func (e *Engine) syncOwner(ctx context.Context, nn types.NamespacedName, key fed
 	case mrs == nil && w.Target == 0:
 		// No MemberReplicaSet for nothing to run (zero.go).
 		needed, err := e.ownerNeeded(ctx, nn, w)
-		if err != nil || needed {
-			return nil, errors.Join(err, e.createOwnerIf(ctx, nn, w, needed))
+		if err != nil {
+			return nil, err
 		}
-		ctrl.LoggerFrom(ctx).V(4).Info("Target zero, no MemberReplicaSet needed")
-		e.reportZero(ctx, w)
-		return nil, nil
+		if !needed {
+			ctrl.LoggerFrom(ctx).V(4).Info("Target zero, no MemberReplicaSet needed")
+			e.reportZero(ctx, w)
+			return nil, nil
+		}
+		ctrl.LoggerFrom(ctx).V(1).Info("Target zero, but orphan pods match the selector: creating the MemberReplicaSet to adopt them")
+		return nil, e.createOwner(ctx, nn, w)
 	case mrs == nil:
 		// Pods are created on a later sync, once the cache holds the owner, so
 		// their add events resolve to it and settle expectations.
@@ -82,15 +85,6 @@ func ownerSpec(w *Workload) v1alpha1.MemberReplicaSetSpec {
 // ownerSpecDiffers reports whether mrs's spec is not what w asks for.
 func ownerSpecDiffers(mrs *v1alpha1.MemberReplicaSet, w *Workload) bool {
 	return !equality.Semantic.DeepEqual(mrs.Spec, ownerSpec(w))
-}
-
-// createOwnerIf is createOwner when create holds.
-func (e *Engine) createOwnerIf(ctx context.Context, nn types.NamespacedName, w *Workload, create bool) error {
-	if !create {
-		return nil
-	}
-	ctrl.LoggerFrom(ctx).V(1).Info("Target zero, but orphan pods match the selector: creating the MemberReplicaSet to adopt them")
-	return e.createOwner(ctx, nn, w)
 }
 
 // NewOwner is the MemberReplicaSet the engine creates for w under nn.

@@ -66,25 +66,34 @@ func copyMap(m map[string]string) map[string]string {
 // listPods returns the pods controlled by mrs plus the orphans in its
 // namespace, straight from the cache: they must not be modified.
 func (e *Engine) listPods(ctx context.Context, mrs *v1alpha1.MemberReplicaSet) ([]*corev1.Pod, error) {
+	owned, err := e.podsOf(ctx, mrs.Namespace, string(mrs.UID))
+	if err != nil {
+		return nil, err
+	}
+	orphans, err := e.podsOf(ctx, mrs.Namespace, OrphanIndexValue)
+	if err != nil || len(orphans) == 0 {
+		return owned, err
+	}
+	return append(append(make([]*corev1.Pod, 0, len(owned)+len(orphans)), owned...), orphans...), nil
+}
+
+// podsOf lists the cached pods of namespace whose PodControllerIndex value
+// is controller: from the informer's index (shared, never modified) when
+// Options.PodsByController can, else through the client without copies.
+func (e *Engine) podsOf(ctx context.Context, namespace, controller string) ([]*corev1.Pod, error) {
 	if byController := e.o.PodsByController; byController != nil {
-		owned, ok := byController(mrs.Namespace, string(mrs.UID))
-		if orphans, ok2 := byController(mrs.Namespace, OrphanIndexValue); ok && ok2 {
-			if len(orphans) == 0 {
-				return owned, nil
-			}
-			return append(append(make([]*corev1.Pod, 0, len(owned)+len(orphans)), owned...), orphans...), nil
+		if pods, ok := byController(namespace, controller); ok {
+			return pods, nil
 		}
 	}
-	var out []*corev1.Pod
-	for _, v := range []string{string(mrs.UID), OrphanIndexValue} {
-		var l corev1.PodList
-		if err := e.o.Client.List(ctx, &l, client.InNamespace(mrs.Namespace),
-			client.MatchingFields{PodControllerIndex: v}, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("listing pods from cache: %w", err)
-		}
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
+	var l corev1.PodList
+	if err := e.o.Client.List(ctx, &l, client.InNamespace(namespace),
+		client.MatchingFields{PodControllerIndex: controller}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing pods from cache: %w", err)
+	}
+	out := make([]*corev1.Pod, 0, len(l.Items))
+	for i := range l.Items {
+		out = append(out, &l.Items[i])
 	}
 	return out, nil
 }

@@ -2,13 +2,10 @@ package engine
 
 import (
 	"context"
-	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/podstate"
@@ -35,7 +32,7 @@ func (e *Engine) ownerNeeded(ctx context.Context, nn types.NamespacedName, w *Wo
 		// The owner's own sync refuses such a selector; nothing to adopt.
 		return false, nil
 	}
-	orphans, err := e.orphans(ctx, nn.Namespace)
+	orphans, err := e.podsOf(ctx, nn.Namespace, OrphanIndexValue)
 	if err != nil {
 		return false, err
 	}
@@ -45,25 +42,6 @@ func (e *Engine) ownerNeeded(ctx context.Context, nn types.NamespacedName, w *Wo
 		}
 	}
 	return false, nil
-}
-
-// orphans lists the cached pods of namespace without a controller.
-func (e *Engine) orphans(ctx context.Context, namespace string) ([]*corev1.Pod, error) {
-	if byController := e.o.PodsByController; byController != nil {
-		if pods, ok := byController(namespace, OrphanIndexValue); ok {
-			return pods, nil
-		}
-	}
-	var l corev1.PodList
-	if err := e.o.Client.List(ctx, &l, client.InNamespace(namespace),
-		client.MatchingFields{PodControllerIndex: OrphanIndexValue}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing orphan pods of %s from cache: %w", namespace, err)
-	}
-	out := make([]*corev1.Pod, 0, len(l.Items))
-	for i := range l.Items {
-		out = append(out, &l.Items[i])
-	}
-	return out, nil
 }
 
 // reportZero tells the hub that the member runs nothing of w, as the sync
