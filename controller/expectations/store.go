@@ -47,6 +47,31 @@ func TermFrom(ctx context.Context) (uint64, bool) {
 	return t, ok
 }
 
+type fenceKey struct{}
+
+// Fence is the member ownership a sync writes under when the replicas
+// share the members out (sharding): the owning replica and the epoch of
+// its assignment. A store that fences its entries sends it instead of the
+// leader term, so a write decided under an older owner is refused.
+type Fence struct {
+	// Owner is the owning replica's raft server ID.
+	Owner string
+	// Epoch is the member's ownership epoch; epochs never repeat.
+	Epoch uint64
+}
+
+// WithFence returns ctx carrying the member ownership a sync was
+// permitted under.
+func WithFence(ctx context.Context, f Fence) context.Context {
+	return context.WithValue(ctx, fenceKey{}, f)
+}
+
+// FenceFrom returns the fence set by WithFence.
+func FenceFrom(ctx context.Context) (Fence, bool) {
+	f, ok := ctx.Value(fenceKey{}).(Fence)
+	return f, ok
+}
+
 // Store is what the member engine needs from an expectations store.
 //
 // Creations: ExpectCreations returns one entry per pod the engine may create.
