@@ -32,6 +32,8 @@ type Config struct {
 	Health Health `mapstructure:"health"`
 	// Autoscaling configures the FederatedHorizontalPodAutoscaler controller.
 	Autoscaling Autoscaling `mapstructure:"autoscaling"`
+	// Sharding shares the member clusters out among the replicas.
+	Sharding Sharding `mapstructure:"sharding"`
 }
 
 // Logging configures the process logger.

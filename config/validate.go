@@ -151,6 +151,7 @@ func (c *Config) Validate() error {
 	c.validateFailover(&p)
 	c.validateListeners(&p)
 	c.validateAutoscaling(&p)
+	c.validateSharding(&p)
 	if m := c.Metrics.PerFRS; m != PerFRSOff && m != PerFRSSummary && m != PerFRSMembers {
 		p.add("metrics.perFRS", "must be %s, %s or %s, got %q", PerFRSOff, PerFRSSummary, PerFRSMembers, m)
 	}

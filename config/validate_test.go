@@ -43,6 +43,9 @@ func TestValidBaseAccepted(t *testing.T) {
 		{"per-FRS metrics off", func(c *Config) { c.Metrics.PerFRS = PerFRSOff }},
 		{"per-FRS metrics per member", func(c *Config) { c.Metrics.PerFRS = PerFRSMembers }},
 		{"pod cache unbounded", func(c *Config) { c.Controller.MaxCachedPodsPerMember = 0 }},
+		{"sharding on, shortest lease, margin = lease", func(c *Config) {
+			c.Sharding = Sharding{Enabled: true, Lease: 3 * time.Second, Margin: 3 * time.Second}
+		}},
 		{"every credential kind allowed", func(c *Config) {
 			c.Clusters.Credentials = Credentials{AllowExec: true, AllowFiles: true, AllowAuthProvider: true, AllowInsecureTLS: true, AllowProxy: true, ExpiryWarning: time.Hour}
 		}},
@@ -65,6 +68,15 @@ func TestValidateRefuses(t *testing.T) {
 		text string   // substring of the message
 	}{
 		{"level unknown", func(c *Config) { c.Logging.Level = "loud" }, []string{"logging.level"}, `got "loud"`},
+		{"sharding lease too short", func(c *Config) { c.Sharding.Lease = 2 * time.Second }, []string{"sharding.lease"}, "at least 3s"},
+		{"sharding lease not above the write timeout", func(c *Config) {
+			c.Sharding.Lease = 3 * time.Second
+			c.Controller.MemberWriteTimeout = 3 * time.Second
+			c.Raft.HeartbeatTimeout, c.Raft.ElectionTimeout, c.Raft.LeaderLeaseTimeout = 5*time.Second, 5*time.Second, 4*time.Second
+		}, []string{"sharding.lease"}, "above controller.memberWriteTimeout"},
+		{"sharding margin zero", func(c *Config) { c.Sharding.Margin = 0 }, []string{"sharding.margin"}, "must be > 0"},
+		{"sharding margin too small", func(c *Config) { c.Sharding.Margin = 10 * time.Millisecond }, []string{"sharding.margin"}, "at least 100ms"},
+		{"sharding margin above the lease", func(c *Config) { c.Sharding.Margin = 6 * time.Second }, []string{"sharding.margin"}, "at most sharding.lease"},
 		{"level verbosity too high", func(c *Config) { c.Logging.Level = "11" }, []string{"logging.level"}, "0-10"},
 		{"level negative", func(c *Config) { c.Logging.Level = "-1" }, []string{"logging.level"}, "0-10"},
 		{"format unknown", func(c *Config) { c.Logging.Format = "xml" }, []string{"logging.format"}, `got "xml"`},

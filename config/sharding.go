@@ -1,0 +1,46 @@
+package config
+
+import "time"
+
+// Sharding configures how the replicas share out the member clusters
+// (docs/scale-model.md, "member workers sharded across replicas"): each
+// member is owned by one replica, recorded in raft, and only its owner
+// writes its pods, fenced by the owner's lease instead of the raft
+// leadership. Off by default while the sharded path is being built.
+type Sharding struct {
+	// Enabled shares the members out among the replicas. Every replica
+	// must set the same value: a replica running without it cannot write
+	// to a member an owner holds (the raft store refuses it), so a mixed
+	// configuration stalls those members rather than writing twice.
+	Enabled bool `mapstructure:"enabled"`
+	// Lease is how long an owner may write to its members after it sent a
+	// renewal that committed; owners renew every lease/3.
+	Lease time.Duration `mapstructure:"lease"`
+	// Margin is the clock-rate allowance the leader adds to Lease before
+	// it moves a member away from an owner that stopped renewing.
+	Margin time.Duration `mapstructure:"margin"`
+}
+
+// minShardingLease keeps renewals, which go through raft, well inside the
+// lease on a loaded machine.
+const minShardingLease = 3 * time.Second
+
+func init() {
+	settings = append(settings,
+		setting{key: "sharding.enabled", def: false, usage: "share the member clusters out among the replicas: each member's pods are written by the replica that owns it (experimental; every replica must set the same value)"},
+		setting{key: "sharding.lease", def: 5 * time.Second, usage: "how long a member's owner may write after a renewal it sent committed (>= 3s; renewed every lease/3)"},
+		setting{key: "sharding.margin", def: time.Second, usage: "clock-rate allowance the leader adds to sharding.lease before moving a member from an owner that stopped renewing (>= 100ms, <= sharding.lease)"},
+	)
+}
+
+func (c *Config) validateSharding(p *problems) {
+	s := c.Sharding
+	p.atLeast("sharding.lease", s.Lease, minShardingLease)
+	if s.Lease > 0 && s.Lease <= c.Controller.MemberWriteTimeout {
+		p.add("sharding.lease", "must be above controller.memberWriteTimeout (%s), got %q: a write must fit inside the owner's lease", c.Controller.MemberWriteTimeout, s.Lease.String())
+	}
+	p.atLeast("sharding.margin", s.Margin, 100*time.Millisecond)
+	if s.Lease > 0 && s.Margin > s.Lease {
+		p.add("sharding.margin", "must be at most sharding.lease (%s), got %q", s.Lease, s.Margin.String())
+	}
+}
