@@ -313,6 +313,23 @@ func Converged(prev, next v1alpha1.FederatedReplicaSetStatus) bool {
 	return old == nil || old.Status != metav1.ConditionTrue || prev.ObservedGeneration != next.ObservedGeneration
 }
 
+// Settled reports whether every member of st runs exactly its target, all
+// ready and available, and nothing terminates: counts that will not move
+// again without a new change, such as the end of a scale-down or of a
+// recovery while Ready stayed True. Like a Converged status it ends a
+// change, so it is not held back.
+func Settled(st *v1alpha1.FederatedReplicaSetStatus) bool {
+	if st.TerminatingReplicas != nil && *st.TerminatingReplicas > 0 {
+		return false
+	}
+	for _, c := range st.Clusters {
+		if c.Replicas != c.Target || c.ReadyReplicas != c.Target || c.AvailableReplicas != c.Target {
+			return false
+		}
+	}
+	return true
+}
+
 // Significant reports whether next differs from prev in something a user
 // or tool waits on: the observed generation, the selector, a condition
 // appearing, going or changing status or reason, or a member's target or

@@ -346,3 +346,28 @@ func TestConverged(t *testing.T) {
 		}
 	}
 }
+
+func TestSettled(t *testing.T) {
+	row := func(target, replicas, ready, available int32) v1alpha1.ClusterStatus {
+		return v1alpha1.ClusterStatus{Target: target, Replicas: replicas, ReadyReplicas: ready, AvailableReplicas: available}
+	}
+	terminating := func(n int32) *int32 { return &n }
+	tests := []struct {
+		name string
+		st   v1alpha1.FederatedReplicaSetStatus
+		want bool
+	}{
+		{"no members", v1alpha1.FederatedReplicaSetStatus{}, true},
+		{"all at target", v1alpha1.FederatedReplicaSetStatus{Clusters: []v1alpha1.ClusterStatus{row(3, 3, 3, 3), row(0, 0, 0, 0)}}, true},
+		{"above target", v1alpha1.FederatedReplicaSetStatus{Clusters: []v1alpha1.ClusterStatus{row(3, 4, 4, 4)}}, false},
+		{"not ready yet", v1alpha1.FederatedReplicaSetStatus{Clusters: []v1alpha1.ClusterStatus{row(3, 3, 2, 2)}}, false},
+		{"ready, not available yet", v1alpha1.FederatedReplicaSetStatus{Clusters: []v1alpha1.ClusterStatus{row(3, 3, 3, 1)}}, false},
+		{"pods still terminating", v1alpha1.FederatedReplicaSetStatus{TerminatingReplicas: terminating(1), Clusters: []v1alpha1.ClusterStatus{row(3, 3, 3, 3)}}, false},
+		{"none terminating", v1alpha1.FederatedReplicaSetStatus{TerminatingReplicas: terminating(0), Clusters: []v1alpha1.ClusterStatus{row(3, 3, 3, 3)}}, true},
+	}
+	for _, tc := range tests {
+		if got := Settled(&tc.st); got != tc.want {
+			t.Errorf("%s: Settled = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -58,7 +58,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *scope) (time.Duration, 
 	if aggregate.Converged(s.frs.Status, st) {
 		interval, hold = 0, 0
 	}
-	if countsSettled(&st) {
+	if aggregate.Settled(&st) {
 		// The end of a scale-down or a recovery (Ready stays True): no
 		// more counts to wait for.
 		hold = 0
@@ -74,21 +74,6 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *scope) (time.Duration, 
 	}
 	r.status.written(s.key, s.now)
 	return 0, nil
-}
-
-// countsSettled reports whether every member of st runs exactly its
-// target, all ready and available, and nothing terminates: counts that
-// will not move again on their own.
-func countsSettled(st *v1alpha1.FederatedReplicaSetStatus) bool {
-	if st.TerminatingReplicas != nil && *st.TerminatingReplicas > 0 {
-		return false
-	}
-	for _, c := range st.Clusters {
-		if c.Replicas != c.Target || c.ReadyReplicas != c.Target || c.AvailableReplicas != c.Target {
-			return false
-		}
-	}
-	return true
 }
 
 // statusInput is what the status is computed from: the spec, the outcome
