@@ -162,16 +162,17 @@ func measureRun(ctx context.Context, rig *enginerig.Rig, name string) (sample, e
 	reported := func(n int32) func(engine.MemberStatus) bool {
 		return func(st engine.MemberStatus) bool { return st.Target == n && st.Replicas == n }
 	}
+	// An owner that exists has been synced once its status observed a
+	// generation; the engine's report of zero for a member without an
+	// owner never has one.
+	ownerSyncedAtZero := func(st engine.MemberStatus) bool { return reported(0)(st) && st.ObservedGeneration > 0 }
 	rig.SetTarget(key, name, 0)
 	// The owner exists at zero before the measured scale-up (the engine
-	// creates none for a target of zero), as when the baseline was taken:
-	// wait for a report from its sync, not the engine's report of zero.
+	// creates none for a target of zero), as when the baseline was taken.
 	if err := rig.CreateOwner(ctx, key); err != nil {
 		return sample{}, err
 	}
-	if err := rig.Source.WaitReport(ctx, key, func(st engine.MemberStatus) bool {
-		return reported(0)(st) && st.ObservedGeneration > 0
-	}); err != nil {
+	if err := rig.Source.WaitReport(ctx, key, ownerSyncedAtZero); err != nil {
 		return sample{}, err
 	}
 	cpu0 := cpuTime()
