@@ -317,6 +317,29 @@ func TestWorkloadsRevisionObjects(t *testing.T) {
 	if diff := cmp.Diff([]string{rev.Object, "web-plain"}, names); diff != "" {
 		t.Errorf("workload keys of a (-want +got):\n%s", diff)
 	}
+	for _, tc := range []struct {
+		name    string
+		ref     fedref.FRS
+		cluster string
+		want    []string
+	}{
+		{"a rolling object: its revisions' objects", fedref.FRS{Namespace: "default", Name: "web"}, "a", []string{rev.Object}},
+		{"a plain object: its own name", fedref.FRS{Namespace: "default", Name: "web-plain", UID: "uid-2"}, "a", []string{"web-plain"}},
+		{"another object of that name: none", fedref.FRS{Namespace: "default", Name: "web-plain", UID: "uid-old"}, "a", nil},
+		{"no target in the member: none", fedref.FRS{Namespace: "default", Name: "web-plain"}, "b", nil},
+		{"not in the hub: none", fedref.FRS{Namespace: "default", Name: "gone"}, "a", nil},
+	} {
+		var got []string
+		for _, k := range w.KeysOf(ctx, tc.ref, tc.cluster) {
+			if k.Cluster != tc.cluster || k.Namespace != "default" {
+				t.Errorf("%s: key %v is not in %s/default", tc.name, k, tc.cluster)
+			}
+			got = append(got, k.Name)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("KeysOf, %s (-want +got):\n%s", tc.name, diff)
+		}
+	}
 }
 
 // historyOf lists the ControllerRevisions the hub kept, as number:image.

@@ -163,23 +163,43 @@ func (w *Workloads) WorkloadKeys(ctx context.Context, cluster string) ([]fedref.
 	}
 	var out []fedref.MemberObject
 	for i := range list.Items {
-		frs := &list.Items[i]
-		if frs.DeletionTimestamp != nil {
-			continue
+		if frs := &list.Items[i]; frs.DeletionTimestamp == nil {
+			out = append(out, w.keysIn(frs, cluster)...)
 		}
-		targets, _, ok := w.Targets.Targets(refOf(frs))
-		if _, has := targets[cluster]; !ok || !has {
-			continue
-		}
-		if rec := w.record(frs); rec != nil {
-			for i := range rec.Revisions {
-				out = append(out, fedref.MemberObject{Cluster: cluster, Namespace: frs.Namespace, Name: rec.Revisions[i].Object})
-			}
-			continue
-		}
-		out = append(out, fedref.MemberObject{Cluster: cluster, Namespace: frs.Namespace, Name: frs.Name})
 	}
 	return out, nil
+}
+
+// KeysOf returns the keys of FederatedReplicaSet ref in cluster, as
+// WorkloadKeys lists them, also while it is being deleted; none when the
+// hub cache does not hold it (or holds another object of that name).
+func (w *Workloads) KeysOf(ctx context.Context, ref fedref.FRS, cluster string) []fedref.MemberObject {
+	frs := &v1alpha1.FederatedReplicaSet{}
+	if err := w.Hub.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, frs); err != nil {
+		return nil
+	}
+	if ref.UID != "" && string(frs.UID) != ref.UID {
+		return nil
+	}
+	return w.keysIn(frs, cluster)
+}
+
+// keysIn returns frs's keys in cluster when it has a committed target
+// there: its own name, or each revision object's of a rolling object.
+func (w *Workloads) keysIn(frs *v1alpha1.FederatedReplicaSet, cluster string) []fedref.MemberObject {
+	targets, _, ok := w.Targets.Targets(refOf(frs))
+	if _, has := targets[cluster]; !ok || !has {
+		return nil
+	}
+	rec := w.record(frs)
+	if rec == nil {
+		return []fedref.MemberObject{{Cluster: cluster, Namespace: frs.Namespace, Name: frs.Name}}
+	}
+	out := make([]fedref.MemberObject, 0, len(rec.Revisions))
+	for i := range rec.Revisions {
+		out = append(out, fedref.MemberObject{Cluster: cluster, Namespace: frs.Namespace, Name: rec.Revisions[i].Object})
+	}
+	return out
 }
 
 func refOf(frs *v1alpha1.FederatedReplicaSet) fedref.FRS {
