@@ -144,7 +144,9 @@ func (f *FSM) applyEntry(b []byte, logTerm, index uint64) Result {
 
 // apply dispatches one decoded command to its applyX method, after the
 // fence for the commands that change expectations: the owner fence when
-// the command carries one, else the term fence. Each applyX changes the
+// the command carries one, else the term fence, and then a member write
+// (Reserve, ExpectDeletes, Reconcile) for a member that has an owner is
+// refused: only its owner writes there (owners.go). Each applyX changes the
 // state for one command type only, as nomad's FSM does.
 func (f *FSM) apply(cmd Command, logTerm, index uint64) Result {
 	if fc, member := ownerFenceOf(cmd); fc != nil {
@@ -155,6 +157,9 @@ func (f *FSM) apply(cmd Command, logTerm, index uint64) Result {
 	} else if fencedType(cmd) {
 		if t := cmd.Header().Term; !fenced(t, logTerm) {
 			return Result{Code: CodeStale, Msg: fmt.Sprintf("proposed for leader term %d, committed in term %d", t, logTerm)}
+		}
+		if o, owned := f.st.Owners[member]; owned {
+			return Result{Code: CodeStale, Msg: fmt.Sprintf("member %s is owned by %s: a write without its owner fence is refused", member, o)}
 		}
 	}
 	switch c := cmd.(type) {
