@@ -185,8 +185,8 @@
 //     move forward during an upgrade. A downgrade is not safe once a
 //     feature was used: the log then holds entries the older version
 //     cannot apply alike.
-//  15. Member ownership (sharding, issue 27; built in raftstore, not yet
-//     used by the member workers). The leader assigns each member to one
+//  15. Member ownership (sharding, issue 27; built in raftstore, being
+//     wired into the member workers). The leader assigns each member to one
 //     replica (fsm.AssignOwners, term-fenced like step 4; planned by
 //     ownership.Assign in Node.RunAssigner); every change of owner takes
 //     the next epoch of one counter, so epochs never repeat. An owner
@@ -215,9 +215,28 @@
 //     and the old owner (its fence stale) can release none; a name
 //     reissued under a fence is marked Reissued and a fenced SettleFailed
 //     always applies step 6's hold-reissued rule, so a name reserved under
-//     epoch E never goes to a different pod under a later epoch. No node
-//     proposes these commands or a fence before every server lists the
-//     "ownership" feature (step 14).
+//     epoch E never goes to a different pod under a later epoch. The
+//     expectations store sends the fence of a sync whose context carries
+//     one (controller/expectations.WithFence) in its Reserve (also in
+//     shared rounds), ExpectDeletes and Reconcile, remembers per name the
+//     fence it was reserved under for its release (SettleFailed) and uses
+//     the member's latest fence for a key's forget; a stale fence comes
+//     back as fsm.ErrStale, as a stale term does. An owner that is a
+//     follower records and commits its own observations (forwarded to the
+//     leader). Replicas that disagree on sharding fail safe: an UNFENCED
+//     member write (Reserve, ExpectDeletes, Reconcile, SettleFailed, the
+//     forgets) for a member that has a committed owner is refused, so a
+//     replica running without sharding never writes where an owner holds
+//     the lease; the way back is Node.RunUnsharded, a leader without
+//     sharding that drops a member from the table (holding its outstanding
+//     reservations, as a move does) once lease plus margin has passed
+//     since it saw the owner's latest renewal (counted from its election).
+//     An owner asks OwnerLease.PermittedFor(member, deadline) before a
+//     write (the lease must hold until the write's deadline), and waits on
+//     OwnerLease.Changed to cancel in-flight work when it loses a member;
+//     Node.OnApply tells every replica's workers of applied targets,
+//     rollouts and owners. No node proposes these commands or a fence
+//     before every server lists the "ownership" feature (step 14).
 //
 // # Authentication
 //

@@ -65,6 +65,10 @@ type Store struct {
 	// when it began.
 	crowded   bool
 	lastRound time.Time
+
+	// fences is what this store knows of the owner fences its callers
+	// write under (sharding, see fences.go).
+	fences fenceBook
 }
 
 // reserveCall is one ExpectCreations waiting for its Reserve to commit,
@@ -94,6 +98,7 @@ func New(n *node.Node, log logr.Logger) *Store {
 		node: n, fsm: n.FSM(), log: log, clock: clock.RealClock{},
 		ttl: cfg.ExpectationsTTL, batchSize: min(cfg.ObservationBatchSize, maxBatch), interval: cfg.ObservationFlushInterval,
 		kick: make(chan struct{}, 1), linger: cfg.ReservationLinger, crowdedLinger: cfg.CrowdedReservationLinger,
+		fences: newFenceBook(),
 	}
 	s.maxPending = max(minMaxPending, 16*s.batchSize)
 	// A leader handing over commits what it observed up to the drain, so
@@ -166,7 +171,7 @@ func (s *Store) ExpectCreations(ctx context.Context, key fedref.MemberObject, in
 	}
 	cmd := &fsm.Reserve{
 		Meta: s.meta(s.term(ctx)), Key: k, Target: intent.Target, Active: intent.Active, Count: intent.Count,
-		Prefix: prefix, TTL: int64(s.ttl), Settle: drained,
+		Prefix: prefix, TTL: int64(s.ttl), Settle: drained, Fence: s.fenceOf(ctx, k.Cluster),
 	}
 	// Marked, the held names it hands out again stay held when their
 	// create fails, and so do those its settlements fail.
@@ -185,6 +190,7 @@ func (s *Store) ExpectCreations(ctx context.Context, key fedref.MemberObject, in
 		}
 		return nil, fmt.Errorf("reserving %d pod names for %s: %w", intent.Count, key, err)
 	}
+	s.fences.reserved(k, cmd.Fence, res.Names)
 	logr.FromContextOrDiscard(ctx).V(2).Info("Reserved pod names", "cluster", key.Cluster, "key", key.String(), "names", len(res.Names))
 	return res.Names, nil
 }
@@ -388,7 +394,7 @@ func roundContext(calls []*reserveCall) (context.Context, context.CancelFunc) {
 // takeRideAlong moves up to a batch of pending observations in flight,
 // where Satisfied still counts them.
 func (s *Store) takeRideAlong() []fsm.Settlement {
-	if _, _, ok := s.node.Leading(); !ok {
+	if !s.mayCommit() {
 		return nil
 	}
 	s.mu.Lock()
@@ -423,7 +429,7 @@ func (s *Store) settleRideAlong(batch []fsm.Settlement, res *fsm.Result, err err
 // hold up the key until the TTL. The release is fenced by the command's
 // term: after a leader change it changes nothing.
 func (s *Store) learnIndeterminate(cmd *fsm.Reserve) {
-	if _, ok := s.node.Allowed(); !ok {
+	if _, ok := s.node.Allowed(); !ok && cmd.Fence == nil {
 		return // a new leader reconciles them
 	}
 	go func() {
@@ -434,14 +440,16 @@ func (s *Store) learnIndeterminate(cmd *fsm.Reserve) {
 			return
 		}
 		for _, n := range res.Names {
-			s.add(fsm.Settlement{Kind: fsm.SettleFailed, Key: cmd.Key, Name: n, Term: cmd.Term})
+			s.add(fsm.Settlement{Kind: fsm.SettleFailed, Key: cmd.Key, Name: n, Term: cmd.Term, Fence: cmd.Fence})
 		}
 	}()
 }
 
 // CreationObserved implements Store.
 func (s *Store) CreationObserved(key fedref.MemberObject, podName string) {
-	s.add(fsm.Settlement{Kind: fsm.SettleCreated, Key: fsm.KeyOf(key), Name: podName})
+	k := fsm.KeyOf(key)
+	s.fences.take(k, podName)
+	s.add(fsm.Settlement{Kind: fsm.SettleCreated, Key: k, Name: podName})
 }
 
 // CreationFailed implements Store: the name is released, but only in the
@@ -451,9 +459,15 @@ func (s *Store) CreationObserved(key fedref.MemberObject, podName string) {
 // cancelled because the write lease lapsed for a moment (the leader
 // context is revoked, Leading reports no term) must still free its name
 // when the lease comes back in the same term, or the key stays unsatisfied
-// until the expectations TTL.
+// until the expectations TTL. A name reserved under an owner fence is
+// released under that fence: only while that owner still holds the member
+// at that epoch.
 func (s *Store) CreationFailed(key fedref.MemberObject, podName string) {
 	k := fsm.KeyOf(key)
+	if f, ok := s.fences.take(k, podName); ok {
+		s.add(fsm.Settlement{Kind: fsm.SettleFailed, Key: k, Name: podName, Fence: &f})
+		return
+	}
 	var term uint64 // 0 never applies
 	if t, ok := s.fsm.ReservationTerm(k, podName); ok && t == s.node.LastLeaderTerm() {
 		term = t
@@ -477,7 +491,9 @@ func (s *Store) ExpectDeletions(ctx context.Context, key fedref.MemberObject, po
 	}
 	s.flushMu.RLock()
 	defer s.flushMu.RUnlock()
-	if _, err := s.node.Apply(ctx, &fsm.ExpectDeletes{Meta: s.meta(s.term(ctx)), Key: fsm.KeyOf(key), Pods: refs, TTL: int64(s.ttl)}); err != nil {
+	k := fsm.KeyOf(key)
+	cmd := &fsm.ExpectDeletes{Meta: s.meta(s.term(ctx)), Key: k, Pods: refs, TTL: int64(s.ttl), Fence: s.fenceOf(ctx, k.Cluster)}
+	if _, err := s.node.Apply(ctx, cmd); err != nil {
 		return fmt.Errorf("recording %d expected deletions for %s: %w", len(pods), key, err)
 	}
 	return nil
@@ -494,12 +510,21 @@ func (s *Store) DeletionObserved(key fedref.MemberObject, podName string) {
 // else (a follower, a leader whose gate closed for a handover or shutdown)
 // it does nothing: the leader's reservations and pending deletes are never
 // erased from outside, and this process holds no other state for the key.
+// On the owner of the key's member (sharding: a caller gave this store a
+// fence for the member and the committed table still gives it the member
+// at that epoch) the forget carries that fence instead of a term.
 func (s *Store) Delete(key fedref.MemberObject) {
+	k := fsm.KeyOf(key)
+	s.fences.forgetKey(k)
+	if f, ok := s.ownedFence(k.Cluster); ok {
+		s.add(fsm.Settlement{Kind: fsm.SettleForgetKey, Key: k, BeforeSeq: s.fsm.Seq() + 1, Fence: &f})
+		return
+	}
 	if _, ok := s.node.Allowed(); !ok {
 		return
 	}
 	_, term, _ := s.node.Leading()
-	s.add(fsm.Settlement{Kind: fsm.SettleForgetKey, Key: fsm.KeyOf(key), BeforeSeq: s.fsm.Seq() + 1, Term: term})
+	s.add(fsm.Settlement{Kind: fsm.SettleForgetKey, Key: k, BeforeSeq: s.fsm.Seq() + 1, Term: term})
 }
 
 // DeleteCluster implements Store. It commits nothing and keeps the pending
@@ -533,11 +558,12 @@ func (s *Store) Epoch() uint64 {
 // Nothing is applied when the key has no expectations.
 func (s *Store) ReconcileReservations(ctx context.Context, key fedref.MemberObject, listed map[string]ctrlexp.ListedPod) (ctrlexp.Settlement, error) {
 	var out ctrlexp.Settlement
+	k := fsm.KeyOf(key)
+	fence := s.fenceOf(ctx, k.Cluster)
 	term := s.term(ctx)
-	if term == 0 {
+	if term == 0 && fence == nil {
 		return out, fmt.Errorf("reconciling reservations of %s: %w", key, node.ErrNotLeader)
 	}
-	k := fsm.KeyOf(key)
 	if v := s.fsm.View(k); len(v.Reservations) == 0 && len(v.Deletes) == 0 {
 		return out, nil
 	}
@@ -553,11 +579,12 @@ func (s *Store) ReconcileReservations(ctx context.Context, key fedref.MemberObje
 	s.flushMu.RLock()
 	defer s.flushMu.RUnlock()
 	res, err := s.node.Apply(ctx, &fsm.Reconcile{Meta: s.meta(term), Key: k, Live: live, Deleting: deleting,
-		HoldDeletes: true, HoldOwn: true, TTL: int64(s.ttl)})
+		HoldDeletes: true, HoldOwn: true, TTL: int64(s.ttl), Fence: fence})
 	if err != nil {
 		return out, fmt.Errorf("reconciling reservations of %s: %w", key, err)
 	}
 	out.Completed, out.Held = res.Completed, res.Held
+	s.fences.drop(k, res.Completed)
 	for _, d := range res.HeldDeletes {
 		out.HeldDeletes = append(out.HeldDeletes, ctrlexp.PodRef{Name: d.Name, UID: types.UID(d.UID)})
 	}
@@ -600,14 +627,16 @@ func (s *Store) KeysToReconcile(cluster string) []fedref.MemberObject {
 // lapsed for a moment records too (raft still leads): the lease usually
 // returns in the same term, which sets off no new reconcile, so an
 // observation dropped then would hold its key until the expectations TTL.
-// Over the bound, every pending observation is dropped and Epoch changes,
+// The owner of the observation's member (sharding: a caller gave this
+// store a fence for it) records too, leader or not: its observations are
+// what settles the names it reserved. Over the bound, every pending observation is dropped and Epoch changes,
 // so the engine re-verifies each key from a fresh list.
 func (s *Store) add(it fsm.Settlement) {
 	if err := it.Validate(); err != nil {
 		s.log.V(1).Info("Ignoring invalid observation", "reason", err.Error())
 		return
 	}
-	if _, _, ok := s.node.Leading(); !ok && !s.node.IsLeader() {
+	if _, _, ok := s.node.Leading(); !ok && !s.node.IsLeader() && !s.fences.has(it.Key.Cluster) {
 		return
 	}
 	s.mu.Lock()
@@ -703,7 +732,7 @@ func (s *Store) FlushAll(ctx context.Context) error {
 		if n == 0 {
 			return nil
 		}
-		if _, _, ok := s.node.Leading(); !ok {
+		if !s.mayCommit() {
 			return nil
 		}
 		if err := s.Flush(ctx); err != nil {
@@ -712,11 +741,12 @@ func (s *Store) FlushAll(ctx context.Context) error {
 	}
 }
 
-// Flush commits one batch of pending observations now. Only a leader
-// commits (releases and forgets are fenced by their term in the FSM too);
-// on a follower the batch stays pending.
+// Flush commits one batch of pending observations now. Only a leader, or
+// the owner of a member (sharding), commits (releases and forgets are
+// fenced by their term or owner fence in the FSM too); on a follower that
+// owns nothing the batch stays pending.
 func (s *Store) Flush(ctx context.Context) error {
-	if _, _, ok := s.node.Leading(); !ok {
+	if !s.mayCommit() {
 		return nil
 	}
 	s.flushMu.Lock()

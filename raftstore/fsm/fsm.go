@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
@@ -87,6 +88,10 @@ type FSM struct {
 
 	mu sync.RWMutex
 	st *state
+
+	// hooks are called after commands that change targets, rollouts or
+	// owners are applied (hooks.go).
+	hooks atomic.Pointer[[]func(Command)]
 }
 
 // New returns an empty FSM. salt (the raft cluster ID) is mixed into reserved
@@ -127,24 +132,36 @@ func (f *FSM) applyEntry(b []byte, logTerm, index uint64) Result {
 	if err != nil {
 		return Result{Code: CodeInvalid, Msg: err.Error()}
 	}
+	r, applied := f.applyLocked(cmd, logTerm, index)
+	if applied && r.Code == CodeOK {
+		f.notify(cmd)
+	}
+	return r
+}
+
+// applyLocked applies cmd under the lock; applied is false for a repeated
+// request ID (answered with its first result, nothing changes).
+func (f *FSM) applyLocked(cmd Command, logTerm, index uint64) (r Result, applied bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	id := cmd.Header().ReqID
 	if id != "" {
 		if r, ok := f.st.lookupDedup(id); ok {
-			return r
+			return r, false
 		}
 	}
-	r := f.apply(cmd, logTerm, index)
+	r = f.apply(cmd, logTerm, index)
 	if id != "" {
 		f.st.rememberDedup(id, r, f.window, f.dedupBytes)
 	}
-	return r
+	return r, true
 }
 
 // apply dispatches one decoded command to its applyX method, after the
 // fence for the commands that change expectations: the owner fence when
-// the command carries one, else the term fence. Each applyX changes the
+// the command carries one, else the term fence, and then a member write
+// (Reserve, ExpectDeletes, Reconcile) for a member that has an owner is
+// refused: only its owner writes there (owners.go). Each applyX changes the
 // state for one command type only, as nomad's FSM does.
 func (f *FSM) apply(cmd Command, logTerm, index uint64) Result {
 	if fc, member := ownerFenceOf(cmd); fc != nil {
@@ -155,6 +172,9 @@ func (f *FSM) apply(cmd Command, logTerm, index uint64) Result {
 	} else if fencedType(cmd) {
 		if t := cmd.Header().Term; !fenced(t, logTerm) {
 			return Result{Code: CodeStale, Msg: fmt.Sprintf("proposed for leader term %d, committed in term %d", t, logTerm)}
+		}
+		if o, owned := f.st.Owners[member]; owned {
+			return Result{Code: CodeStale, Msg: fmt.Sprintf("member %s is owned by %s: a write without its owner fence is refused", member, o)}
 		}
 	}
 	switch c := cmd.(type) {
@@ -559,6 +579,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.st = st
 	f.mu.Unlock()
+	f.notify(nil)
 	return nil
 }
 

@@ -45,6 +45,15 @@ import (
 // fresh name is ever granted beside a name whose pod may still appear.
 // Pending deletes are kept as they are: they carry the pod's UID, so a late
 // delete removes only the pod it names.
+//
+// Fail safe when replicas disagree on sharding. A member write WITHOUT a
+// fence (Reserve, ExpectDeletes, Reconcile, and SettleFailed and the
+// forgets) for a member that has a committed owner is refused (CodeStale;
+// a settlement is skipped): a replica running without sharding can never
+// write to a member an owner holds. The way back is AssignOwners.Drop,
+// which the leader commits once the owner's lease has lapsed
+// (node.Node.RunUnsharded): it holds the member's outstanding
+// reservations, as a move does, and unfenced writes apply again.
 
 // OwnerFence is the owner and epoch a member write was decided under.
 type OwnerFence struct {
@@ -120,8 +129,10 @@ type OwnerAssignment struct {
 
 // AssignOwners changes member owners (leader only, term-fenced). A member
 // whose owner changes gets a new epoch; one assigned to its current owner
-// keeps its epoch. Drop forgets members that left; ForgetOwners forgets the
-// renewals of replicas that left the configuration.
+// keeps its epoch. Drop removes members from the table (they left, or
+// sharding was turned off) and holds their outstanding reservations, as a
+// move does; ForgetOwners forgets the renewals of replicas that left the
+// configuration.
 type AssignOwners struct {
 	Meta
 	Set          []OwnerAssignment `json:"set,omitempty"`
@@ -237,6 +248,12 @@ func MayUseOwnership(encoded []byte) bool {
 	return false
 }
 
+// owned reports whether member has a committed owner.
+func (s *state) owned(member string) bool {
+	_, ok := s.Owners[member]
+	return ok
+}
+
 // ownerFenced reports whether fc is member's committed owner and epoch.
 func (s *state) ownerFenced(member string, fc OwnerFence) bool {
 	o, ok := s.Owners[member]
@@ -258,7 +275,10 @@ func (f *FSM) applyAssignOwners(c *AssignOwners) Result {
 		s.holdMember(a.Member)
 	}
 	for _, m := range c.Drop {
-		delete(s.Owners, m)
+		if _, had := s.Owners[m]; had {
+			delete(s.Owners, m)
+			s.holdMember(m)
+		}
 	}
 	for _, o := range c.ForgetOwners {
 		delete(s.Renewals, o)

@@ -96,7 +96,8 @@ func TestRenewOwnership(t *testing.T) {
 
 // TestOwnerFence: a command with an owner fence applies only while the
 // fence is the member's committed owner and epoch, whatever the term; one
-// without a fence is checked by the term as before.
+// without a fence is refused for a member that has an owner
+// (TestUnfencedWriteToOwnedMember).
 func TestOwnerFence(t *testing.T) {
 	fa := &OwnerFence{Owner: "a", Epoch: 1}
 	tests := []struct {
@@ -109,7 +110,7 @@ func TestOwnerFence(t *testing.T) {
 		{"owner at its epoch, an old term", fa, 1, CodeOK},
 		{"old epoch", &OwnerFence{Owner: "a", Epoch: 9}, 5, CodeStale},
 		{"another replica", &OwnerFence{Owner: "b", Epoch: 1}, 5, CodeStale},
-		{"no fence, the entry's term", nil, 5, CodeOK},
+		{"no fence, the entry's term: the member has an owner", nil, 5, CodeStale},
 		{"no fence, another term", nil, 4, CodeStale},
 	}
 	for _, tc := range tests {
@@ -127,7 +128,7 @@ func TestOwnerFence(t *testing.T) {
 			// A release (SettleFailed) is fenced the same way.
 			f := New("s")
 			applyAt(t, f, assign(5, own("m1", "a")), 5)
-			name := applyAt(t, f, &Reserve{Meta: Meta{Term: 5, Now: 1}, Key: k1, Target: 5, Count: 1, Prefix: "web-", TTL: ttl}, 5).Names[0]
+			name := applyAt(t, f, &Reserve{Meta: Meta{Term: 5, Now: 1}, Key: k1, Target: 5, Count: 1, Prefix: "web-", TTL: ttl, Fence: fa}, 5).Names[0]
 			applyAt(t, f, &Settle{Meta: Meta{Now: 2}, Items: []Settlement{{Kind: SettleFailed, Key: k1, Name: name, Term: tc.cmdTerm, Fence: tc.fence}}}, 5)
 			_, kept := f.View(k1).Reservations[name]
 			if released := !kept; released != (tc.wantCode == CodeOK) {
@@ -355,4 +356,91 @@ func TestAssignOwnersHandoverOnNewerRenewal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUnfencedWriteToOwnedMember: when replicas disagree on sharding, a
+// write without an owner fence (a replica running unsharded) is refused
+// for a member that has an owner, whatever its term, and its releases and
+// forgets are skipped, while facts apply and members without an owner are
+// written as before; dropping the member from the table (the way back,
+// node.RunUnsharded) holds what its owner reserved and lets unfenced
+// writes apply again.
+func TestUnfencedWriteToOwnedMember(t *testing.T) {
+	k2 := Key{Cluster: "m2", Namespace: "ns", Name: "web"}
+	fa := &OwnerFence{Owner: "a", Epoch: 1}
+	meta := Meta{Term: 5, Now: 1}
+	reserve := func(k Key, fence *OwnerFence) *Reserve {
+		return &Reserve{Meta: meta, Key: k, Target: 5, Count: 1, Prefix: "web-", TTL: ttl, Fence: fence}
+	}
+	tests := []struct {
+		name     string
+		cmd      func(k Key) Command
+		wantCode string // for the owned member; the unowned one is OK
+	}{
+		{"reserve", func(k Key) Command { return reserve(k, nil) }, CodeStale},
+		{"expect deletes", func(k Key) Command {
+			return &ExpectDeletes{Meta: meta, Key: k, Pods: []PodRef{{"p", "u"}}, TTL: ttl}
+		}, CodeStale},
+		{"reconcile", func(k Key) Command { return &Reconcile{Meta: meta, Key: k, Live: map[string]string{}} }, CodeStale},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New("s")
+			applyAt(t, f, assign(5, own("m1", "a")), 5)
+			if r := applyAt(t, f, tc.cmd(k1), 5); r.Code != tc.wantCode {
+				t.Errorf("owned member: code %q (%s), want %q", r.Code, r.Msg, tc.wantCode)
+			}
+			if r := applyAt(t, f, tc.cmd(k2), 5); r.Code != CodeOK {
+				t.Errorf("member without an owner: code %q (%s), want ok", r.Code, r.Msg)
+			}
+		})
+	}
+	settlements := []struct {
+		name string
+		kind SettleKind
+		kept bool
+	}{
+		{"release", SettleFailed, true},
+		{"forget key", SettleForgetKey, true},
+		{"forget cluster", SettleForgetCluster, true},
+		{"a fact: pod seen", SettleCreated, false},
+	}
+	for _, tc := range settlements {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New("s")
+			applyAt(t, f, assign(5, own("m1", "a")), 5)
+			name := applyAt(t, f, reserve(k1, fa), 5).Names[0]
+			it := Settlement{Kind: tc.kind, Key: k1, Name: name, Term: 5, BeforeSeq: 100}
+			applyAt(t, f, &Settle{Meta: meta, Items: []Settlement{it}}, 5)
+			if _, kept := f.View(k1).Reservations[name]; kept != tc.kept {
+				t.Errorf("unfenced settlement in a Settle: kept %v, want %v", kept, tc.kept)
+			}
+			// The same settlement carried by an owner's Reserve.
+			f = New("s")
+			applyAt(t, f, assign(5, own("m1", "a")), 5)
+			name = applyAt(t, f, reserve(k1, fa), 5).Names[0]
+			r := reserve(k1, fa)
+			r.Settle = []Settlement{it}
+			applyAt(t, f, r, 5)
+			if _, kept := f.View(k1).Reservations[name]; kept != tc.kept {
+				t.Errorf("unfenced settlement in a Reserve: kept %v, want %v", kept, tc.kept)
+			}
+		})
+	}
+	t.Run("dropped from the table", func(t *testing.T) {
+		f := New("s")
+		applyAt(t, f, assign(5, own("m1", "a")), 5)
+		name := applyAt(t, f, reserve(k1, fa), 5).Names[0]
+		applyAt(t, f, &AssignOwners{Meta: meta, Drop: []string{"m1"}}, 5)
+		if r := f.View(k1).Reservations[name]; !r.Held {
+			t.Fatalf("the owner's reservation after the drop: %+v, want held", r)
+		}
+		if r := applyAt(t, f, reserve(k1, fa), 5); r.Code != CodeStale {
+			t.Fatalf("the old owner's fenced reserve: code %q, want stale", r.Code)
+		}
+		r := applyAt(t, f, reserve(k1, nil), 5)
+		if r.Code != CodeOK || len(r.Names) != 1 || r.Names[0] != name {
+			t.Fatalf("unfenced reserve after the drop: %+v, want the held %s", r, name)
+		}
+	})
 }

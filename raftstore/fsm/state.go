@@ -292,7 +292,7 @@ func (s *state) settle(items []Settlement, now int64, logTerm uint64, holdReissu
 			if it.Fence != nil && !s.ownerFenced(it.Key.Cluster, *it.Fence) {
 				continue
 			}
-			if it.Fence == nil && !fenced(it.Term, logTerm) {
+			if it.Fence == nil && (!fenced(it.Term, logTerm) || s.owned(it.Key.Cluster)) {
 				continue
 			}
 		}

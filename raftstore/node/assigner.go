@@ -37,6 +37,30 @@ type AssignerConfig struct {
 // the Barrier, so no earlier than the election): a new leader moves
 // nothing away from anyone before a full lease plus margin.
 func (n *Node) RunAssigner(ctx context.Context, cfg AssignerConfig) {
+	n.runWatching(ctx, cfg, func(ctx context.Context, w *ownership.Watch, term uint64) error {
+		return n.assignOnce(ctx, w, term, cfg.Members())
+	})
+}
+
+// RunUnsharded is the way back from sharding, for a replica running with
+// sharding off (cfg.Members is not used). The FSM refuses unfenced writes
+// to a member that has an owner, so while the table holds owners this
+// replica's member writes there fail. While this node leads it watches the
+// owners' renewals as RunAssigner does and, once lease plus margin has
+// passed on its own clock since it saw an owner's latest renewal (counted
+// from its election for one it has not seen renew), commits an
+// AssignOwners that drops that owner's members from the table: their
+// outstanding reservations are held (the new writer reissues those names
+// first), and unfenced writes apply again. An owner that keeps renewing
+// (a replica still running with sharding on) keeps its members.
+func (n *Node) RunUnsharded(ctx context.Context, cfg AssignerConfig) {
+	n.runWatching(ctx, cfg, n.unshardOnce)
+}
+
+// runWatching calls once every cfg.Interval (lease/3 when zero) while this
+// node leads, with a watch of the owners' renewals started when it saw
+// the term begin, until ctx ends or the node stops.
+func (n *Node) runWatching(ctx context.Context, cfg AssignerConfig, once func(context.Context, *ownership.Watch, uint64) error) {
 	interval := cfg.Interval
 	if interval <= 0 {
 		interval = cfg.Lease / 3
@@ -50,8 +74,8 @@ func (n *Node) RunAssigner(ctx context.Context, cfg AssignerConfig) {
 			if w == nil || t != term {
 				w, term = ownership.NewWatch(cfg.Clock, cfg.Lease, cfg.Margin), t
 			}
-			if err := n.assignOnce(ctx, w, term, cfg.Members()); err != nil && ctx.Err() == nil {
-				n.log.Info("Assigning members to replicas failed", "reason", err.Error())
+			if err := once(ctx, w, term); err != nil && ctx.Err() == nil {
+				n.log.Info("Changing member owners failed", "reason", err.Error())
 			}
 		}
 		select {
@@ -64,15 +88,50 @@ func (n *Node) RunAssigner(ctx context.Context, cfg AssignerConfig) {
 	}
 }
 
-// assignOnce observes the renewals committed so far and commits the plan's
-// changes, if any, as one AssignOwners of term.
-func (n *Node) assignOnce(ctx context.Context, w *ownership.Watch, term uint64, members []string) error {
+// observeRenewals feeds w the owners' latest committed renewals and
+// returns them.
+func (n *Node) observeRenewals(w *ownership.Watch) map[string]fsm.Renewal {
 	renewals := n.fsm.Renewals()
 	idx := make(map[string]uint64, len(renewals))
 	for o, r := range renewals {
 		idx[o] = r.Index
 	}
 	w.Observe(idx)
+	return renewals
+}
+
+// unshardOnce drops, in one AssignOwners of term, every member whose
+// owner's lease has lapsed by w.
+func (n *Node) unshardOnce(ctx context.Context, w *ownership.Watch, term uint64) error {
+	owners := n.fsm.Owners()
+	if len(owners) == 0 {
+		return nil
+	}
+	n.observeRenewals(w)
+	cmd := &fsm.AssignOwners{Meta: n.Meta()}
+	cmd.Term = term
+	for m, o := range owners {
+		if !w.Live(o.Owner) {
+			cmd.Drop = append(cmd.Drop, m)
+		}
+	}
+	if len(cmd.Drop) == 0 {
+		return nil
+	}
+	slices.Sort(cmd.Drop)
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
+	defer cancel()
+	if _, err := n.Apply(ctx, cmd); err != nil {
+		return fmt.Errorf("dropping %d members from the ownership table: %w", len(cmd.Drop), err)
+	}
+	n.log.Info("Dropped members from the ownership table (sharding is off here)", "term", term, "members", cmd.Drop)
+	return nil
+}
+
+// assignOnce observes the renewals committed so far and commits the plan's
+// changes, if any, as one AssignOwners of term.
+func (n *Node) assignOnce(ctx context.Context, w *ownership.Watch, term uint64, members []string) error {
+	renewals := n.observeRenewals(w)
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return fmt.Errorf("reading the raft configuration: %w", err)

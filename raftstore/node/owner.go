@@ -41,6 +41,10 @@ type OwnerLease struct {
 
 	mu   sync.Mutex
 	held map[string]heldMember
+	// changed is closed at the next change and replaced (Changed); lapse
+	// signals when the earliest lease runs out without a renewal.
+	changed chan struct{}
+	lapse   clock.Timer
 }
 
 // heldMember is what this replica knows of one member it owns.
@@ -57,13 +61,30 @@ type heldMember struct {
 // the leader adds before reassigning. clk must be a monotonic clock
 // (clock.RealClock in production).
 func (n *Node) NewOwnerLease(lease, margin time.Duration, clk clock.Clock) *OwnerLease {
-	return &OwnerLease{n: n, clock: clk, lease: lease, grace: lease + margin, held: map[string]heldMember{}}
+	o := &OwnerLease{n: n, clock: clk, lease: lease, grace: lease + margin, held: map[string]heldMember{},
+		changed: make(chan struct{})}
+	n.fsm.OnApply(func(cmd fsm.Command) {
+		if _, assign := cmd.(*fsm.AssignOwners); assign || cmd == nil {
+			o.signal()
+		}
+	})
+	return o
 }
 
 // Permitted reports whether this replica may write to member now, and the
-// fence its expectations commands must carry. Member writers ask it right
-// before every pod write, as they ask Node.WriteLease today.
+// fence its expectations commands must carry. It is PermittedFor(member,
+// 0): prefer PermittedFor with the write's deadline.
 func (o *OwnerLease) Permitted(member string) (fsm.OwnerFence, bool) {
+	return o.PermittedFor(member, 0)
+}
+
+// PermittedFor reports whether this replica may send a write to member
+// that may take up to d (its deadline, counted from now), and the fence
+// its expectations commands must carry: as Permitted, and the lease must
+// still hold at now+d, so the write has ended before the lease lapses (as
+// Node.WriteLease(wait) asks of the leader). Member writers ask it right
+// before every pod write.
+func (o *OwnerLease) PermittedFor(member string, d time.Duration) (fsm.OwnerFence, bool) {
 	own, ok := o.n.fsm.Owner(member)
 	if !ok || own.Owner != o.n.ServerID() {
 		return fsm.OwnerFence{}, false
@@ -72,7 +93,7 @@ func (o *OwnerLease) Permitted(member string) (fsm.OwnerFence, bool) {
 	h, ok := o.held[member]
 	o.mu.Unlock()
 	now := o.clock.Now()
-	if !ok || h.epoch != own.Epoch || !now.Before(h.until) {
+	if !ok || h.epoch != own.Epoch || !now.Add(d).Before(h.until) {
 		return fsm.OwnerFence{}, false
 	}
 	if own.Handover && now.Sub(h.seen) < o.grace {
@@ -108,6 +129,7 @@ func (o *OwnerLease) Renew(ctx context.Context) error {
 	sent := o.clock.Now()
 	m := fsm.Meta{ReqID: NewRequestID(), Now: o.n.clock.Now().UnixNano()}
 	res, err := o.n.Apply(ctx, &fsm.RenewOwnership{Meta: m, Owner: o.n.ServerID(), Held: owned})
+	defer o.signal()
 	if res == nil || res.Code != fsm.CodeOK {
 		// Not committed, or refused as a whole: no lease is extended.
 		return fmt.Errorf("renewing the ownership of %d members: %w", len(owned), err)
@@ -128,7 +150,56 @@ func (o *OwnerLease) Renew(ctx context.Context) error {
 			o.held[p.Member] = h
 		}
 	}
+	o.armLapseLocked()
 	return nil
+}
+
+// Changed returns a channel that is closed at the next change of what
+// this replica owns or may write: an AssignOwners applied here (or a
+// snapshot restored), the result of a renewal (accepted or not), and the
+// lapse of a lease no renewal extended in time. A member writer waits on
+// it to cancel its in-flight work on a member promptly (ask Owned and
+// PermittedFor again, then call Changed again for the next change) rather
+// than poll. The channel may close without anything it cares about
+// having changed.
+func (o *OwnerLease) Changed() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.changed
+}
+
+// signal closes the current Changed channel.
+func (o *OwnerLease) signal() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	close(o.changed)
+	o.changed = make(chan struct{})
+}
+
+// armLapseLocked arranges a signal when the earliest lease still running
+// lapses, with a clock that runs functions later (clock.RealClock and the
+// fake clocks do).
+func (o *OwnerLease) armLapseLocked() {
+	later, ok := o.clock.(clock.WithDelayedExecution)
+	if !ok {
+		return
+	}
+	now := o.clock.Now()
+	var first time.Time
+	for _, h := range o.held {
+		if h.until.After(now) && (first.IsZero() || h.until.Before(first)) {
+			first = h.until
+		}
+	}
+	if o.lapse != nil {
+		o.lapse.Stop()
+		o.lapse = nil
+	}
+	if !first.IsZero() {
+		// In a goroutine: a fake clock runs the function under its own
+		// lock, which Stop above takes under o.mu.
+		o.lapse = later.AfterFunc(first.Sub(now), func() { go o.signal() })
+	}
 }
 
 // note records when this replica first saw each (member, epoch) it owns

@@ -153,3 +153,65 @@ func TestOwnershipNeedsEveryServer(t *testing.T) {
 		t.Fatal("nothing committed")
 	}
 }
+
+// TestOwnerLeaseDeadlineAndChanges: PermittedFor admits a write only when
+// the lease still holds at its deadline; Changed closes after a renewal's
+// result, when a lease lapses unrenewed, and when an AssignOwners is
+// applied.
+func TestOwnerLeaseDeadlineAndChanges(t *testing.T) {
+	const lease, margin = 3 * time.Second, time.Second
+	c := tu.NewCluster(t, 1, tu.StableTimers)
+	c.StartAll()
+	l := c.WaitVoters(1, 60*time.Second)
+	waitAllHave(t, []*node.Node{l}, node.FeatureOwnership)
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	o := l.NewOwnerLease(lease, margin, clk)
+	ctx := tu.Ctx(t, time.Minute)
+	self := l.ServerID()
+	closes := func(what string, ch <-chan struct{}) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("Changed did not close after %s", what)
+		}
+	}
+	ch := o.Changed()
+	assignOwners(t, l, fsm.OwnerAssignment{Member: "m1", Owner: self})
+	closes("an assignment", ch)
+	ch = o.Changed()
+	if err := o.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	closes("a renewal", ch)
+	ch = o.Changed()
+	for _, s := range []struct {
+		step time.Duration
+		d    time.Duration
+		want bool
+	}{
+		{0, 0, true},
+		{0, lease - time.Nanosecond, true},
+		{0, lease, false},
+		{lease / 2, lease/2 - time.Nanosecond, true},
+		{0, lease / 2, false},
+	} {
+		clk.Step(s.step)
+		if _, ok := o.PermittedFor("m1", s.d); ok != s.want {
+			t.Fatalf("%v after the renewal, PermittedFor(m1, %v) = %v, want %v", clk.Since(time.Unix(1000, 0)), s.d, ok, s.want)
+		}
+	}
+	select {
+	case <-ch:
+		t.Fatal("Changed closed while nothing changed")
+	default:
+	}
+	clk.Step(lease / 2)
+	closes("the lease lapsed", ch)
+	if _, ok := o.Permitted("m1"); ok {
+		t.Fatal("permitted after the lease lapsed")
+	}
+	ch = o.Changed()
+	assignOwners(t, l, fsm.OwnerAssignment{Member: "m1", Owner: "other", From: self, FromRenewal: renewalIndex(l, self)})
+	closes("a move away", ch)
+}
