@@ -13,6 +13,7 @@ import (
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/internal/fedref"
+	"github.com/replicafed/replicafed/internal/test/testworkload"
 )
 
 // shutGate permits nothing.
@@ -94,4 +95,22 @@ func TestIntegrationMemberGate(t *testing.T) {
 	e.eventually("the status change reported", 30*time.Second, func() (bool, string) {
 		return status.has(want), status.String()
 	})
+}
+
+// TestIntegrationEnqueueMember: EnqueueMember syncs every MemberReplicaSet
+// of the member, so a target changed without an enqueue (as when another
+// replica wrote it while this one did not own the member) is acted on.
+func TestIntegrationEnqueueMember(t *testing.T) {
+	e := startEnv(t, envOpts{})
+	e.set("owned", 1)
+	e.converged("owned", 1)
+	k := e.key("owned")
+	e.src.Set(k, testworkload.Workload(k, 2))
+	if err := e.mgr.EnqueueMember(context.Background(), member); err != nil {
+		t.Fatal(err)
+	}
+	e.converged("owned", 2)
+	if err := e.mgr.EnqueueMember(context.Background(), "not-engaged"); err != nil {
+		t.Fatalf("a member not engaged: %v", err)
+	}
 }
