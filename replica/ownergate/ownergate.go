@@ -6,9 +6,10 @@
 // One watcher goroutine (Gates.Run) serves every member: a permission's
 // context is cancelled when a check of the lease fails, and the lease is
 // checked at once when Notify says ownership changed, when a new
-// permission starts, and every half write deadline while any permission
-// is live. Enter itself starts no goroutine and, once a member's
-// permission exists, allocates only its done func.
+// permission starts, and every CheckInterval while any permission is live
+// or any member waits to be opened (Options.Opened). Enter itself starts
+// no goroutine and, once a member's permission exists, allocates only its
+// done func.
 package ownergate
 
 import (
@@ -61,10 +62,27 @@ type Options struct {
 	// first check that finds that no longer true, so before the lease
 	// lapses. Permitted asks the same.
 	WriteDeadline time.Duration
+	// CheckInterval is how often the watcher checks the lease of every
+	// live permission and every member waiting to be opened; 0 means
+	// DefaultCheckInterval or half the write deadline, whichever is
+	// shorter. New refuses more than half the write deadline: each check
+	// proves the lease for a whole deadline ahead, so a late timer still
+	// finds the lease running.
+	CheckInterval time.Duration
+	// Opened, when set, is called with a member whose Enter was refused
+	// once the lease permits writes to it again (this replica became its
+	// owner, a handover's wait ended, a lapsed lease was renewed). The
+	// engine drops a refused sync without a retry, so wire it to
+	// worker.Manager.EnqueueMember. It runs on a goroutine of its own,
+	// once per opening.
+	Opened func(member string)
 	// Clock is injected for tests; nil means the real clock. It must be
 	// monotonic, as the lease's is.
 	Clock clock.WithTicker
 }
+
+// DefaultCheckInterval is the longest default Options.CheckInterval.
+const DefaultCheckInterval = time.Second
 
 // run states of Gates.
 const (
@@ -95,6 +113,12 @@ func New(o Options) (*Gates, error) {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
+	}
+	switch {
+	case o.CheckInterval == 0:
+		o.CheckInterval = min(DefaultCheckInterval, o.WriteDeadline/2)
+	case o.CheckInterval < 0 || o.CheckInterval > o.WriteDeadline/2:
+		return nil, fmt.Errorf("member gates check the lease every %v, which must be positive and at most half the write deadline %v", o.CheckInterval, o.WriteDeadline)
 	}
 	return &Gates{o: o, wake: make(chan struct{}, 1), log: logr.Discard(), members: map[string]*Gate{}}, nil
 }
@@ -150,14 +174,12 @@ func (g *Gates) Run(ctx context.Context) {
 	}
 }
 
-// wait waits for a wake, or for half the write deadline while a
-// permission is live (a check then proves the lease for another whole
-// deadline, so a late timer still finds the lease running). It reports
-// false when ctx ended.
-func (g *Gates) wait(ctx context.Context, live bool) bool {
+// wait waits for a wake, or for CheckInterval while a permission is live
+// or a member waits to be opened (busy). It reports false when ctx ended.
+func (g *Gates) wait(ctx context.Context, busy bool) bool {
 	var tick <-chan time.Time
-	if live {
-		t := g.o.Clock.NewTimer(g.o.WriteDeadline / 2)
+	if busy {
+		t := g.o.Clock.NewTimer(g.o.CheckInterval)
 		defer t.Stop()
 		tick = t.C()
 	}
@@ -191,18 +213,23 @@ func (g *Gates) gates() []*Gate {
 }
 
 // check checks every live permission and ends those the lease no longer
-// covers. It reports whether any is still live.
+// covers, and opens the members refused meanwhile that the lease permits
+// now. It reports whether any permission is still live or any member
+// still waits to be opened.
 func (g *Gates) check() bool {
 	g.mu.Lock()
 	gs := g.gates()
 	g.mu.Unlock()
-	live := false
+	busy := false
 	for _, m := range gs {
 		if m.check() {
-			live = true
+			busy = true
+		}
+		if m.open() {
+			busy = true
 		}
 	}
-	return live
+	return busy
 }
 
 // admitting reports whether Run runs, so a new permission is watched.
@@ -239,6 +266,9 @@ type Gate struct {
 
 	mu  sync.Mutex
 	cur *permission
+	// refused is set when an Enter was refused and Options.Opened has not
+	// been called since.
+	refused bool
 	// inflight counts the Enters whose done was not called; idle is
 	// closed when it falls to 0.
 	inflight int
@@ -262,6 +292,7 @@ var _ engine.FencedGate = (*Gate)(nil)
 func (m *Gate) EnterFenced() (context.Context, expectations.Fence, func(), bool) {
 	f, ok := m.g.o.Lease.PermittedFor(m.member, m.g.o.WriteDeadline)
 	if !ok {
+		m.refuse()
 		return nil, expectations.Fence{}, nil, false
 	}
 	m.mu.Lock()
@@ -269,6 +300,7 @@ func (m *Gate) EnterFenced() (context.Context, expectations.Fence, func(), bool)
 	// admitting, so none made here outlives it.
 	if !m.g.admitting() {
 		m.mu.Unlock()
+		m.refuse()
 		return nil, expectations.Fence{}, nil, false
 	}
 	p, fresh := m.cur, false
@@ -303,6 +335,41 @@ func (m *Gate) Enter() (context.Context, uint64, func(), bool) {
 func newPermission(f expectations.Fence) *permission {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &permission{fence: f, ctx: ctx, cancel: cancel}
+}
+
+// refuse records a refused Enter for Options.Opened; the first one since
+// the last opening wakes the watcher, which then polls the lease.
+func (m *Gate) refuse() {
+	if m.g.o.Opened == nil {
+		return
+	}
+	m.mu.Lock()
+	first := !m.refused
+	m.refused = true
+	m.mu.Unlock()
+	if first {
+		m.g.Notify()
+	}
+}
+
+// open calls Options.Opened when an Enter was refused and the lease
+// permits writes now; it reports whether the member still waits.
+func (m *Gate) open() bool {
+	m.mu.Lock()
+	refused := m.refused
+	m.mu.Unlock()
+	if !refused {
+		return false
+	}
+	if _, ok := m.g.o.Lease.PermittedFor(m.member, m.g.o.WriteDeadline); !ok {
+		return true
+	}
+	m.mu.Lock()
+	m.refused = false
+	m.mu.Unlock()
+	m.g.log.V(1).Info("Member writes permitted again", "cluster", m.member)
+	go m.g.o.Opened(m.member)
+	return false
 }
 
 // exit is one Enter's done.

@@ -58,6 +58,8 @@ type env struct {
 	lease *fakeLease
 	g     *Gates
 	stop  context.CancelFunc
+	// opened receives Options.Opened's calls.
+	opened chan string
 }
 
 // newEnv returns Gates on a fake lease; run starts its watcher.
@@ -65,20 +67,27 @@ func newEnv(t *testing.T, run bool) *env {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(t0)
 	l := &fakeLease{clk: clk, held: map[string]heldLease{}}
-	g, err := New(Options{Lease: l, WriteDeadline: deadline, Clock: clk})
+	opened := make(chan string, 100)
+	g, err := New(Options{Lease: l, WriteDeadline: deadline, Clock: clk, Opened: func(m string) { opened <- m }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, clk: clk, lease: l, g: g, stop: func() {}}
+	e := &env{t: t, clk: clk, lease: l, g: g, stop: func() {}, opened: opened}
 	if run {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); g.Run(ctx) }()
-		e.stop = func() { cancel(); <-done }
-		t.Cleanup(e.stop)
-		e.eventually("Run starts", g.admitting)
+		e.start()
 	}
 	return e
+}
+
+// start runs the watcher until the test ends or stop.
+func (e *env) start() {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.g.Run(ctx) }()
+	e.stop = func() { cancel(); <-done }
+	e.t.Cleanup(e.stop)
+	e.eventually("Run starts", e.g.admitting)
 }
 
 // eventually polls cond with a generous bound.
@@ -328,9 +337,80 @@ func TestPermitted(t *testing.T) {
 
 func TestNewRefuses(t *testing.T) {
 	l := LeaseFunc(func(string, time.Duration) (expectations.Fence, bool) { return expectations.Fence{}, false })
-	for _, o := range []Options{{WriteDeadline: time.Second}, {Lease: l}, {Lease: l, WriteDeadline: -time.Second}} {
+	for _, o := range []Options{{WriteDeadline: time.Second}, {Lease: l}, {Lease: l, WriteDeadline: -time.Second},
+		{Lease: l, WriteDeadline: time.Second, CheckInterval: 600 * time.Millisecond}, {Lease: l, WriteDeadline: time.Second, CheckInterval: -1}} {
 		if _, err := New(o); err == nil {
 			t.Errorf("New(%+v) accepted", o)
+		}
+	}
+}
+
+// TestOpened: a member whose Enter was refused is reported to Opened once
+// the lease permits writes to it, whether a notification, the watcher's
+// timer or Run's start finds it; then it is entered.
+func TestOpened(t *testing.T) {
+	tests := []struct {
+		name string
+		// run starts the watcher before the refused Enter; held permits m1
+		// before it.
+		run, held bool
+		// permit makes the lease permit m1 and wakes the watcher.
+		permit func(e *env)
+	}{
+		{name: "notified", run: true, permit: func(e *env) {
+			e.lease.set("m1", fence("r1", 4), t0.Add(time.Hour))
+			e.g.Notify()
+		}},
+		{name: "polled", run: true, permit: func(e *env) {
+			// A handover's wait ends: nothing is notified.
+			e.settle()
+			e.lease.set("m1", fence("r1", 4), t0.Add(time.Hour))
+			e.clk.Step(e.g.o.CheckInterval)
+		}},
+		{name: "refused before Run", held: true, permit: func(e *env) { e.start() }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, tc.run)
+			if tc.held {
+				e.lease.set("m1", fence("r1", 4), t0.Add(time.Hour))
+			}
+			if _, _, _, ok := e.enter("m1"); ok {
+				t.Fatal("entered")
+			}
+			if _, _, _, ok := e.enter("m1"); ok {
+				t.Fatal("entered")
+			}
+			tc.permit(e)
+			select {
+			case m := <-e.opened:
+				if m != "m1" {
+					t.Fatalf("opened %s, want m1", m)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("m1 never opened")
+			}
+			_, _, done, ok := e.enter("m1")
+			if !ok {
+				t.Fatal("refused once opened")
+			}
+			done()
+			if len(e.opened) != 0 {
+				t.Fatalf("opened more than once: %d more", len(e.opened))
+			}
+		})
+	}
+}
+
+func TestCheckIntervalDefault(t *testing.T) {
+	l := LeaseFunc(func(string, time.Duration) (expectations.Fence, bool) { return expectations.Fence{}, false })
+	for _, tc := range []struct{ deadline, want time.Duration }{{10 * time.Second, DefaultCheckInterval}, {time.Second, 500 * time.Millisecond}} {
+		g, err := New(Options{Lease: l, WriteDeadline: tc.deadline})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.o.CheckInterval != tc.want {
+			t.Errorf("deadline %v: check interval %v, want %v", tc.deadline, g.o.CheckInterval, tc.want)
 		}
 	}
 }
