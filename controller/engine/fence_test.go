@@ -98,7 +98,9 @@ func fences(t *testing.T, what string, calls []permitCall) []expectations.Fence 
 // and ReconcileReservations) runs once per key and epoch, and the report
 // names the fence.
 func TestFencedGate(t *testing.T) {
-	r := func(owner string, epoch uint64) expectations.Fence { return expectations.Fence{Owner: owner, Epoch: epoch} }
+	r := func(owner string, epoch uint64) expectations.Fence {
+		return expectations.Fence{Owner: owner, Epoch: epoch}
+	}
 	tests := []struct {
 		name        string
 		target      int32
