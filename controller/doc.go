@@ -35,6 +35,11 @@
 // never write. A sync holds a gate permit for its whole duration: a
 // leadership handover cancels the permit's context and waits for the sync to
 // return before it transfers leadership.
+// With sharding each member has a gate of its own (worker.Options.GateFor),
+// an engine.FencedGate on this replica's owner lease of the member
+// (replica/ownergate): the owner writes whether or not it leads, its
+// syncs carry the (owner, epoch) fence to the store instead of the term,
+// and the takeover check below runs once per key and epoch.
 //
 // # Member writes across leader terms
 //

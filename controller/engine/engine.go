@@ -45,7 +45,8 @@ type Options struct {
 	Source WorkloadSource
 	// Sink receives statuses; optional.
 	Sink StatusSink
-	// Gate permits writes; nil means always open.
+	// Gate permits writes; nil means always open. A FencedGate permits
+	// them under a member ownership fence instead of a leader term.
 	Gate Gate
 	// Recorder emits events in the member; optional.
 	Recorder events.EventRecorder
@@ -112,7 +113,9 @@ const cacheLagRequeue = 200 * time.Millisecond
 // on different keys; the caller must not sync one key concurrently (the
 // workqueue guarantees that).
 type Engine struct {
-	o        Options
+	o Options
+	// fenced is o.Gate when it is a FencedGate.
+	fenced   FencedGate
 	verified verified
 	written  written
 	paced    statusPace
@@ -147,7 +150,9 @@ func New(o Options) *Engine {
 	if o.DependencyRecheck <= 0 {
 		o.DependencyRecheck = DefaultDependencyRecheck
 	}
-	return &Engine{o: o}
+	e := &Engine{o: o}
+	e.fenced, _ = o.Gate.(FencedGate)
+	return e
 }
 
 // Key returns the expectations key of a MemberReplicaSet in this member.

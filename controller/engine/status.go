@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
-	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/replicastatus"
 	"github.com/replicafed/replicafed/internal/fedref"
 )
@@ -142,7 +141,7 @@ func (e *Engine) report(ctx context.Context, key fedref.MemberObject, mrs *v1alp
 		Unschedulable: uns, UnschedulableSince: since,
 		ObservedGeneration: cur.ObservedGeneration, ReportedAt: now,
 	}
-	st.Term, _ = expectations.TermFrom(ctx)
+	st.Term, st.Fence = reportedPermit(ctx)
 	if cur.TerminatingReplicas != nil {
 		st.TerminatingReplicas = *cur.TerminatingReplicas
 	}

@@ -59,8 +59,9 @@ var errCacheLags = errors.New("pod cache behind a quorum list")
 //  2. read the MemberReplicaSet; while the pod cache is incomplete, only
 //     report why (reportIfIncomplete);
 //  3. syncOwner: create, update or forget the MemberReplicaSet;
-//  4. verifyTerm: before the first write of a term, the cache must have
-//     caught up with a quorum list;
+//  4. verifyTerm: before the first write of a term (of an ownership
+//     epoch, behind a FencedGate), the cache must have caught up with a
+//     quorum list;
 //  5. satisfiedExpectations, before the pods are listed;
 //  6. listPods, filterPods, then claimPods (adopt and release);
 //  7. manageReplicas, when the expectations are satisfied and nothing is
@@ -71,7 +72,7 @@ func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, err
 	log := ctrl.LoggerFrom(ctx).WithValues("cluster", e.o.Cluster, "memberReplicaSet", nn)
 	ctx = ctrl.LoggerInto(ctx, log)
 
-	gateCtx, term, done, ok := e.o.Gate.Enter()
+	gateCtx, p, done, ok := e.enter()
 	if !ok {
 		log.V(2).Info("Writes not allowed here, skipping sync")
 		return Result{}, nil
@@ -82,12 +83,50 @@ func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, err
 	}
 	ctx, cancel := ctxjoin.Join(ctx, gateCtx)
 	defer cancel()
-	ctx = expectations.WithTerm(ctx, term)
-	return e.syncReplicaSet(ctx, nn, term)
+	return e.syncReplicaSet(p.into(ctx), nn, p)
+}
+
+// permit is the write permission a sync runs under: a leader term (a
+// Gate), or a member ownership fence (a FencedGate, fenced true).
+type permit struct {
+	term   uint64
+	fence  expectations.Fence
+	fenced bool
+}
+
+// enter enters the member-write gate: EnterFenced when the gate is a
+// FencedGate, else Enter.
+func (e *Engine) enter() (context.Context, permit, func(), bool) {
+	if e.fenced != nil {
+		ctx, f, done, ok := e.fenced.EnterFenced()
+		return ctx, permit{fence: f, fenced: true}, done, ok
+	}
+	ctx, term, done, ok := e.o.Gate.Enter()
+	return ctx, permit{term: term}, done, ok
+}
+
+// into returns ctx carrying p for the expectations store: the fence
+// (expectations.WithFence), else the term (expectations.WithTerm).
+func (p permit) into(ctx context.Context) context.Context {
+	if p.fenced {
+		return expectations.WithFence(ctx, p.fence)
+	}
+	return expectations.WithTerm(ctx, p.term)
+}
+
+// reportedPermit is what a report made under ctx says of its permit
+// (MemberStatus.Term and Fence): a fence's epoch and the fence, else the
+// term.
+func reportedPermit(ctx context.Context) (uint64, expectations.Fence) {
+	if f, ok := expectations.FenceFrom(ctx); ok {
+		return f.Epoch, f
+	}
+	t, _ := expectations.TermFrom(ctx)
+	return t, expectations.Fence{}
 }
 
 // syncReplicaSet is Sync once the gate has let it in: steps 2 to 9.
-func (e *Engine) syncReplicaSet(ctx context.Context, nn types.NamespacedName, term uint64) (Result, error) {
+func (e *Engine) syncReplicaSet(ctx context.Context, nn types.NamespacedName, p permit) (Result, error) {
 	s := &syncScope{key: e.Key(nn)}
 	w, wanted := e.o.Source.Workload(s.key)
 	mrs, err := e.getOwner(ctx, nn)
@@ -106,7 +145,7 @@ func (e *Engine) syncReplicaSet(ctx context.Context, nn types.NamespacedName, te
 		return Result{}, nil
 	}
 
-	if err := e.verifyTerm(ctx, s, term); err != nil {
+	if err := e.verifyTerm(ctx, s, p); err != nil {
 		return stopped(err)
 	}
 	if s.needsSync, err = e.satisfiedExpectations(ctx, s); err != nil {
@@ -156,13 +195,14 @@ func stopped(err error) (Result, error) {
 	return Result{}, err
 }
 
-// verifyTerm checks, before the first pod write of a term (or after the
-// store dropped observations), that the cache has caught up with a quorum
-// list, and settles earlier terms' reservations from that list: a new
-// leader must not act on a cache that lags what the old leader saw. It
-// returns errCacheLags while the cache lags.
-func (e *Engine) verifyTerm(ctx context.Context, s *syncScope, term uint64) error {
-	fresh := e.freshness(term)
+// verifyTerm checks, before the first pod write of a term (or of an
+// ownership epoch, behind a FencedGate; or after the store dropped
+// observations), that the cache has caught up with a quorum list, and
+// settles earlier terms' (epochs') reservations from that list: a new
+// leader or owner must not act on a cache that lags what the previous
+// one saw. It returns errCacheLags while the cache lags.
+func (e *Engine) verifyTerm(ctx context.Context, s *syncScope, p permit) error {
+	fresh := e.freshness(p)
 	if e.verified.is(s.key, fresh) {
 		return nil
 	}

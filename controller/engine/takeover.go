@@ -21,9 +21,13 @@ import (
 // quorumListTimeout bounds verify's quorum list of a member's pods.
 const quorumListTimeout = 30 * time.Second
 
-// freshness is the (term, store epoch) a key was last verified in.
+// freshness is the (term or ownership epoch, store epoch) a key was last
+// verified in.
 type freshness struct {
 	term, epoch uint64
+	// owner is the member ownership epoch behind a FencedGate (term is
+	// then 0): the takeover check runs again at each new epoch.
+	owner uint64
 }
 
 // verified remembers, per key, the term and store epoch in which the key's
@@ -81,16 +85,19 @@ func (v *verified) forget(k fedref.MemberObject) {
 	delete(v.since, k)
 }
 
-func (e *Engine) freshness(term uint64) freshness {
-	f := freshness{term: term}
+func (e *Engine) freshness(p permit) freshness {
+	f := freshness{term: p.term}
+	if p.fenced {
+		f.owner = p.fence.Epoch
+	}
 	if r, ok := e.o.Store.(expectations.Relister); ok {
 		f.epoch = r.Epoch()
 	}
 	return f
 }
 
-// verify runs before the first write for key in a leader term (and again
-// when the store dropped observations). It lists the member's pods with a
+// verify runs before the first write for key in a leader term or an
+// ownership epoch (and again when the store dropped observations). It lists the member's pods with a
 // quorum read, lets a term-aware store settle earlier terms' reservations
 // from that list (keeping unfulfilled names for this term), and checks that
 // the informer cache has caught up with the list. ok is false while the

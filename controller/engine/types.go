@@ -9,6 +9,7 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/dependencies"
+	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/internal/fedref"
 )
 
@@ -98,8 +99,17 @@ type MemberStatus struct {
 	ReplicaFailure *metav1.Condition
 	// ReportedAt is when the status was computed.
 	ReportedAt time.Time
-	// Term is the leader term the sync ran in (0 when unknown).
+	// Term names the write permission the sync ran under: the leader term
+	// behind a Gate, or the member's ownership epoch behind a FencedGate
+	// (then Fence is set too). Either changes whenever another writer
+	// takes the member over, which is what consumers compare it for (the
+	// hub re-reads a member whose report comes from a new writer even
+	// when its counts repeat); terms and epochs are different counters,
+	// so only equality means anything across the two. 0 when unknown.
 	Term uint64
+	// Fence is the member ownership the sync wrote under (a FencedGate);
+	// zero behind a plain Gate.
+	Fence expectations.Fence
 }
 
 // StatusSink receives every sync's status; the hub aggregator consumes it.
@@ -117,6 +127,22 @@ type StatusSink interface {
 // leadership.
 type Gate interface {
 	Enter() (ctx context.Context, term uint64, done func(), ok bool)
+}
+
+// FencedGate is a Gate whose permission is the ownership of one member
+// (sharding) rather than raft leadership: a replica that owns the member
+// writes to it whether or not it leads. When a member's gate implements
+// it, Sync calls EnterFenced instead of Enter. ctx and done mean what they
+// mean for Enter (ctx is cancelled promptly when the ownership ends:
+// moved, a new epoch, or the lease lapsed); fence is the (owner, epoch)
+// the permission belongs to. The sync's context then carries the fence
+// (expectations.WithFence) and no term, and the takeover check
+// (a quorum list and ReconcileReservations before the first write of a
+// key) runs once per key and epoch where it runs once per key and term
+// behind a plain Gate.
+type FencedGate interface {
+	Gate
+	EnterFenced() (ctx context.Context, fence expectations.Fence, done func(), ok bool)
 }
 
 // OpenGate always allows writes; for tests and single-replica setups.

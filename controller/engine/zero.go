@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/podstate"
 )
 
@@ -51,6 +50,6 @@ func (e *Engine) reportZero(ctx context.Context, w *Workload) {
 		return
 	}
 	st := MemberStatus{Target: 0, Hub: w.Hub, ReportedAt: e.o.Clock.Now()}
-	st.Term, _ = expectations.TermFrom(ctx)
+	st.Term, st.Fence = reportedPermit(ctx)
 	e.o.Sink.Report(ctx, w.Key, st)
 }

@@ -35,13 +35,21 @@ import (
 
 const member = "m1"
 
-// countingStore records the largest creation batch asked for.
+// countingStore records the largest creation batch asked for, and the
+// fences creations were asked under.
 type countingStore struct {
 	*expectations.Memory
 	maxCount atomic.Int64
+	mu       sync.Mutex
+	fences   []expectations.Fence
 }
 
 func (c *countingStore) ExpectCreations(ctx context.Context, k fedref.MemberObject, in expectations.CreateIntent) ([]string, error) {
+	if f, ok := expectations.FenceFrom(ctx); ok {
+		c.mu.Lock()
+		c.fences = append(c.fences, f)
+		c.mu.Unlock()
+	}
 	for {
 		cur := c.maxCount.Load()
 		if int64(in.Count) <= cur || c.maxCount.CompareAndSwap(cur, int64(in.Count)) {
@@ -160,6 +168,11 @@ type envOpts struct {
 	// sink.
 	source engine.WorkloadSource
 	sink   engine.StatusSink
+	// gate, gateFor and statusChanged are the worker options Gate, GateFor
+	// and MemberStatusChanged.
+	gate          engine.Gate
+	gateFor       func(cluster string) engine.Gate
+	statusChanged func(fedref.MemberObject, v1alpha1.HubReference)
 }
 
 func scheme() *runtime.Scheme { return kubescheme.Must() }
@@ -220,7 +233,8 @@ func startEnv(t testing.TB, o envOpts) *env {
 		src = o.source
 	}
 	e.mgr = worker.NewManager(worker.Options{Workers: o.workers, BurstReplicas: o.burst, Store: e.store, Source: src,
-		CreateNamespaces: o.createNamespaces, MaxCachedPods: o.maxCachedPods, Sink: o.sink})
+		CreateNamespaces: o.createNamespaces, MaxCachedPods: o.maxCachedPods, Sink: o.sink,
+		Gate: o.gate, GateFor: o.gateFor, MemberStatusChanged: o.statusChanged})
 	if err := e.mgr.Engage(ctx, member, mc); err != nil {
 		t.Fatal(err)
 	}

@@ -203,6 +203,21 @@ func (m *Manager) EnqueueAll(ctx context.Context) {
 	wg.Wait()
 }
 
+// EnqueueMember asks the named member's worker, if engaged, to sync all
+// its MemberReplicaSets and workloads (Worker.EnqueueAll), within
+// enqueueAllTimeout: for a member whose write permission this replica
+// just gained (sharding: it became the member's owner, or its epoch
+// changed), where EnqueueAll would list every member.
+func (m *Manager) EnqueueMember(ctx context.Context, cluster string) error {
+	w := m.engaged(cluster)
+	if w == nil {
+		return nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, enqueueAllTimeout)
+	defer cancel()
+	return w.EnqueueAll(lctx)
+}
+
 // PodCacheIncomplete says why the named member's pod cache misses pods
 // (Worker.PodCacheIncomplete); nil when it does not or the member is not
 // engaged.

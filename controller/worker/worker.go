@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -57,6 +58,18 @@ type Options struct {
 	Sink engine.StatusSink
 	// Gate permits writes; nil means always open.
 	Gate engine.Gate
+	// GateFor returns the named member's gate (sharding: each member has
+	// its own, an engine.FencedGate from its owner lease); nil gives every
+	// member Gate. It is called once per worker built.
+	GateFor func(cluster string) engine.Gate
+	// MemberStatusChanged is called when a MemberReplicaSet's status
+	// changed in a member, whoever wrote it, with its key and hub
+	// reference (which names the FederatedReplicaSet, also for a rollout
+	// revision's MemberReplicaSet). It lets the leader learn of status
+	// written by the owner of a member it does not own (sharding), whose
+	// reports do not reach it. Optional; it runs on the informer's event
+	// goroutine and must not block (enqueue and return).
+	MemberStatusChanged func(key fedref.MemberObject, hub v1alpha1.HubReference)
 	// Clock for the engine; nil means the real clock.
 	Clock clock.PassiveClock
 	// RateLimiter for the queue; nil means client-go's default controller
@@ -115,9 +128,13 @@ func New(name string, cl cluster.Cluster, o Options) (*Worker, error) {
 	if o.Dependencies != nil {
 		deps = o.Dependencies(cl)
 	}
+	gate := o.Gate
+	if o.GateFor != nil {
+		gate = o.GateFor(name)
+	}
 	w.eng = engine.New(engine.Options{
 		Cluster: name, Client: cl.GetClient(), APIReader: cl.GetAPIReader(), Store: o.Store,
-		Source: o.Source, Sink: o.Sink, Gate: o.Gate, Recorder: cl.GetEventRecorder(Component),
+		Source: o.Source, Sink: o.Sink, Gate: gate, Recorder: cl.GetEventRecorder(Component),
 		BurstReplicas: o.BurstReplicas, Clock: o.Clock, CreateNamespaces: o.CreateNamespaces,
 		PodStoreRV: w.podStoreRV, PodsByController: w.podsByController, UnsatisfiedRequeue: o.UnsatisfiedRequeue,
 		// Node cost tiers read node labels from the cache's node informer
@@ -504,7 +521,12 @@ func (h *handlers) updateOwner(oldObj, newObj any) {
 		// Deleted and recreated between two watch events.
 		h.deleteOwner(toolscache.DeletedFinalStateUnknown{Key: old.Namespace + "/" + old.Name, Obj: old})
 	}
-	h.w.queue.Add(client.ObjectKeyFromObject(cur))
+	nn := client.ObjectKeyFromObject(cur)
+	h.w.queue.Add(nn)
+	if changed := h.w.o.MemberStatusChanged; changed != nil && cur.ResourceVersion != old.ResourceVersion &&
+		!apiequality.Semantic.DeepEqual(cur.Status, old.Status) {
+		changed(h.key(nn), cur.Spec.Hub)
+	}
 }
 
 func (h *handlers) deleteOwner(obj any) {

@@ -59,6 +59,11 @@ type Options struct {
 	Scheme *runtime.Scheme
 	// RESTOptions adjust every member's client configuration (rate limits).
 	RESTOptions []func(*rest.Config) error
+	// RESTOptionsFor returns the options of one member's client
+	// configuration, applied after RESTOptions whenever the member's
+	// client is built (a static member, a kubeconfig Secret); optional.
+	// Sharding fences each member's writes by its own owner lease here.
+	RESTOptionsFor func(cluster string) []func(*rest.Config) error
 	// Health probes engaged members; nil disables probing.
 	Health *health.Monitor
 	// Credentials says what a kubeconfig Secret may use beyond inline
@@ -188,21 +193,9 @@ func (r *Registry) Start(ctx context.Context) error {
 // engageStatic engages a member from the operator's own kubeconfig file,
 // with every kubeconfig feature (exec plugins, files) client-go supports.
 func (r *Registry) engageStatic(ctx context.Context, s Static) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
+	cfg, err := r.staticConfig(s)
 	if err != nil {
-		return fmt.Errorf("loading kubeconfig of static member %s from %s: %w", s.Name, s.Kubeconfig, err)
-	}
-	if raw, err := clientcmd.LoadFromFile(s.Kubeconfig); err == nil {
-		if exp, ok := credentials.Expiry(raw); ok {
-			r.mu.Lock()
-			r.staticExpiry[s.Name] = exp
-			r.mu.Unlock()
-		}
-	}
-	for _, o := range r.opts.RESTOptions {
-		if err := o(cfg); err != nil {
-			return fmt.Errorf("configuring client of static member %s: %w", s.Name, err)
-		}
+		return err
 	}
 	cl, err := cluster.New(cfg, memberClusterOptions(r.opts.Scheme, r.opts.MaxCachedPods))
 	if err != nil {
@@ -221,6 +214,45 @@ func (r *Registry) engageStatic(ctx context.Context, s Static) error {
 	// Engaging does not wait for a cache sync: an unreachable static member
 	// must not block the others; its workers wait for their own informers.
 	return r.mgr.Engage(first, multicluster.ClusterName(s.Name), cl)
+}
+
+// staticConfig is the client configuration of a static member: its
+// kubeconfig file with the REST options applied. It records the expiry
+// of the file's credentials.
+func (r *Registry) staticConfig(s Static) (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig of static member %s from %s: %w", s.Name, s.Kubeconfig, err)
+	}
+	if raw, err := clientcmd.LoadFromFile(s.Kubeconfig); err == nil {
+		if exp, ok := credentials.Expiry(raw); ok {
+			r.mu.Lock()
+			r.staticExpiry[s.Name] = exp
+			r.mu.Unlock()
+		}
+	}
+	if err := r.opts.configure(s.Name, cfg); err != nil {
+		return nil, fmt.Errorf("configuring client of static member %s: %w", s.Name, err)
+	}
+	return cfg, nil
+}
+
+// configure applies RESTOptions, then RESTOptionsFor(name), to rc.
+func (o *Options) configure(name string, rc *rest.Config) error {
+	for _, f := range o.RESTOptions {
+		if err := f(rc); err != nil {
+			return err
+		}
+	}
+	if o.RESTOptionsFor == nil {
+		return nil
+	}
+	for _, f := range o.RESTOptionsFor(name) {
+		if err := f(rc); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Refresh replaces a member's cluster (clients and informers) with a new one

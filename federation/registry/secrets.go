@@ -250,10 +250,8 @@ func (p *SecretProvider) restConfig(name string, cfg *clientcmdapi.Config) (*res
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig Secret %s/%s: %w", p.opts.SecretNamespace, name, err)
 	}
-	for _, o := range p.opts.RESTOptions {
-		if err := o(rc); err != nil {
-			return nil, fmt.Errorf("configuring client of member %s: %w", name, err)
-		}
+	if err := p.opts.configure(name, rc); err != nil {
+		return nil, fmt.Errorf("configuring client of member %s: %w", name, err)
 	}
 	return rc, nil
 }

@@ -1,6 +1,6 @@
 // Package writefence bounds the writes a replica sends to member clusters: a
 // deadline on every mutating request, and pod writes refused once the raft
-// write lease has run out. The replica and the side-by-side bench both use it.
+// write lease (or, with sharding, the member's owner lease) has run out. The replica and the side-by-side bench both use it.
 package writefence
 
 import (
@@ -31,7 +31,9 @@ const DefaultMaxInFlight = 64
 // is read under the caller's context only. Reads and watches are
 // untouched. d <= 0 disables the deadline.
 //
-// permitted, when set, is asked again right before a pod write leaves: a
+// permitted, when set, is asked again right before a pod write leaves (the
+// leader's write lease, or with sharding the member's owner lease: one
+// Option per member then, see registry.Options.RESTOptionsFor): a
 // process paused (SIGSTOP, a long GC) between its leadership check and the
 // send, or while it waited in the client's rate limiter, resumes with a
 // lease that has run out by its monotonic clock, and its stale creates and
@@ -70,8 +72,10 @@ func Bounded(d time.Duration, permitted func() bool, maxInFlight int) func(*rest
 }
 
 // ErrNotPermitted is returned for a pod write this replica may no longer
-// send; the request never left.
-var ErrNotPermitted = fmt.Errorf("this replica does not hold the leader's write lease: %w", engine.ErrNotSent)
+// send; the request never left. permitted may be the raft leader's write
+// lease or, with sharding, the member's owner lease, so the message names
+// neither alone.
+var ErrNotPermitted = fmt.Errorf("this replica may not write to this member now (write lease or member ownership): %w", engine.ErrNotSent)
 
 type deadlineRT struct {
 	next      http.RoundTripper

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -302,5 +303,17 @@ func TestBodyNotCutOffAfterAnswer(t *testing.T) {
 	body, err := io.ReadAll(resp.Body)
 	if err != nil || string(body) != `{"kind":"Pod"}` {
 		t.Fatalf("body after the deadline: %q, %v; want it read in full", body, err)
+	}
+}
+
+// TestErrNotPermitted: the refusal names both fences it may stand for
+// (the leader's write lease, a member's owner lease) and is known not
+// sent.
+func TestErrNotPermitted(t *testing.T) {
+	if msg := ErrNotPermitted.Error(); !strings.Contains(msg, "write lease or member ownership") || strings.Contains(msg, "leader's") {
+		t.Errorf("ErrNotPermitted = %q, want it to name the write lease or member ownership, not the leader's lease alone", msg)
+	}
+	if !errors.Is(ErrNotPermitted, engine.ErrNotSent) {
+		t.Error("ErrNotPermitted is not engine.ErrNotSent")
 	}
 }
