@@ -65,6 +65,14 @@ type Status struct {
 	// FirstMemberWrite is when this leader's first pod write to a member
 	// left in its term; zero while none has.
 	FirstMemberWrite time.Time `json:"firstMemberWrite,omitzero"`
+	// Owners is the committed member ownership table (sharding), by member.
+	Owners map[string]Owner `json:"owners,omitempty"`
+}
+
+// Owner is one row of the member ownership table.
+type Owner struct {
+	Owner string `json:"owner"`
+	Epoch uint64 `json:"epoch"`
 }
 
 // Start starts the process (again, after Kill or Stop).

@@ -46,6 +46,14 @@ func (n *Node) AdminHandler() http.Handler {
 			"id": n.ServerID(), "address": n.Address(), "leading": leading, "term": term,
 			"leaderID": leaderID, "leaderAddress": leaderAddr, "ready": n.Ready() == nil,
 		}
+		if owners := n.fsm.Owners(); len(owners) > 0 {
+			// Sharding: who writes to which member, as committed here.
+			rows := make(map[string]any, len(owners))
+			for m, o := range owners {
+				rows[m] = map[string]any{"owner": o.Owner, "epoch": o.Epoch}
+			}
+			st["owners"] = rows
+		}
 		if leading {
 			elected, first := n.Handover()
 			st["leaderSince"] = elected.UTC().Format(time.RFC3339Nano)

@@ -135,6 +135,9 @@ type takeover struct {
 	workers  *worker.Manager
 	trigger  func()
 	interval time.Duration
+	// sharded: the members' owners sync and settle their own keys
+	// (ownedSync); a new leader only re-plans.
+	sharded bool
 	// log is the replica's logger: the Runnable's context carries none.
 	log logr.Logger
 }
@@ -175,7 +178,9 @@ func (t *takeover) Start(ctx context.Context) error {
 			metrics.RaftTerm.Set(float64(term))
 			log.Info("Raft leadership gained", "term", term)
 			go t.resync(logr.NewContext(lctx, log.WithValues("term", term)))
-			go t.settle(lctx, log.WithValues("term", term))
+			if !t.sharded {
+				go t.settle(lctx, log.WithValues("term", term))
+			}
 		}
 	}
 }
@@ -191,7 +196,9 @@ func (t *takeover) resync(ctx context.Context) {
 	for {
 		start := time.Now()
 		t.trigger()
-		t.workers.EnqueueAll(ctx)
+		if !t.sharded {
+			t.workers.EnqueueAll(ctx)
+		}
 		log.V(2).Info("Resync enqueued every FederatedReplicaSet and MemberReplicaSet", "took", time.Since(start))
 		select {
 		case <-ctx.Done():

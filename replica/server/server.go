@@ -49,6 +49,7 @@ import (
 	"github.com/replicafed/replicafed/federation/prune"
 	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/federation/registry/credentials"
+	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/metrics"
 	raftexp "github.com/replicafed/replicafed/raftstore/expectations"
@@ -87,7 +88,11 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		return err
 	}
 	defer stopRaft(n, log)
-	regOpts, provider, err := newMemberAccess(cfg, scheme, n, log)
+	shard, err := newSharding(cfg, n)
+	if err != nil {
+		return err
+	}
+	regOpts, provider, err := newMemberAccess(cfg, scheme, n, shard, log)
 	if err != nil {
 		return err
 	}
@@ -96,8 +101,8 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		return err
 	}
 	local := mgr.GetLocalManager()
-	link := newHubLink(ctx, local, n, store)
-	workers := newWorkers(cfg, local, store, n, link)
+	link := newHubLink(ctx, cfg, local, n, store)
+	workers := newWorkers(cfg, store, n, link, shard)
 	mem, err := setupMembers(ctx, mgr, regOpts, provider, workers, link, n)
 	if err != nil {
 		return err
@@ -122,7 +127,10 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	if err := setupAutoscaler(cfg, local, mem, n); err != nil {
 		return err
 	}
-	if err := addLeadership(cfg, local, store, workers, link, n, log); err != nil {
+	if err := addLeadership(cfg, local, store, workers, link, n, shard != nil, log); err != nil {
+		return err
+	}
+	if err := addSharding(shard, cfg, local, n, mem.reg, workers, link, log); err != nil {
 		return err
 	}
 	if err := addAdminServer(cfg, local, n); err != nil {
@@ -149,6 +157,8 @@ type hubLink struct {
 	triggers *hub.Triggers
 	// reports carry member statuses to the hub reconciler.
 	reports *hub.Reports
+	// source tells the member engine what the hub wants.
+	source *hub.Workloads
 	// replan asks the hub reconciler to look at every FederatedReplicaSet.
 	replan func()
 }
@@ -204,8 +214,13 @@ func stopRaft(n *node.Node, log logr.Logger) {
 // newMemberAccess returns the registry options (with the member health
 // monitor) and the provider of members from kubeconfig Secrets and the
 // static list.
-func newMemberAccess(cfg *config.Config, scheme *runtime.Scheme, n *node.Node, log logr.Logger) (registry.Options, *registry.SecretProvider, error) {
+func newMemberAccess(cfg *config.Config, scheme *runtime.Scheme, n *node.Node, shard *sharding, log logr.Logger) (registry.Options, *registry.SecretProvider, error) {
 	opts := registryOptions(cfg, scheme, health.NewMonitor(healthOptions(cfg.Failover.HealthProbe)), n.WriteLease)
+	if shard != nil {
+		// Each member's pod writes are fenced by its own owner lease.
+		opts.RESTOptions = []func(*rest.Config) error{memberLimits(cfg.Controller)}
+		opts.RESTOptionsFor = shard.writeFences(cfg.Controller.MemberWriteTimeout, n.WriteLease)
+	}
 	for _, w := range credentials.Warnings(opts.Credentials) {
 		log.Info("WARNING: " + w)
 	}
@@ -259,20 +274,22 @@ func newManager(cfg *config.Config, hubCfg *rest.Config, scheme *runtime.Scheme,
 }
 
 // newHubLink returns what the hub reconciler and the member side share.
-func newHubLink(ctx context.Context, local manager.Manager, n *node.Node, store *raftexp.Store) hubLink {
+func newHubLink(ctx context.Context, cfg *config.Config, local manager.Manager, n *node.Node, store *raftexp.Store) hubLink {
 	triggers := hub.NewTriggers()
-	return hubLink{
+	link := hubLink{
 		targets:  &targetStore{n: n, shared: store},
 		rollouts: &rolloutStore{n: n},
 		triggers: triggers,
 		reports:  hub.NewReports(triggers.Trigger),
 		replan:   func() { enqueueAll(ctx, local, triggers.Trigger) },
 	}
+	link.source = &hub.Workloads{Hub: local.GetClient(), Targets: link.targets, Rollouts: link.rollouts, DefaultNodeCost: cfg.Controller.NodeCost.Spec()}
+	return link
 }
 
 // newWorkers returns the manager of the per-member ReplicaSet workers.
-func newWorkers(cfg *config.Config, local manager.Manager, store *raftexp.Store, n *node.Node, link hubLink) *worker.Manager {
-	return worker.NewManager(worker.Options{
+func newWorkers(cfg *config.Config, store *raftexp.Store, n *node.Node, link hubLink, shard *sharding) *worker.Manager {
+	o := worker.Options{
 		Workers: cfg.Controller.Workers,
 		// The same bound as the member caches (registry.Options.MaxCachedPods);
 		// Start refuses a member whose cache was built with another.
@@ -280,9 +297,10 @@ func newWorkers(cfg *config.Config, local manager.Manager, store *raftexp.Store,
 		BurstReplicas:    cfg.Controller.BurstReplicas,
 		CreateNamespaces: cfg.Controller.CreateNamespaces,
 		Store:            store,
-		Source:           &hub.Workloads{Hub: local.GetClient(), Targets: link.targets, Rollouts: link.rollouts, DefaultNodeCost: cfg.Controller.NodeCost.Spec()},
+		Source:           link.source,
 		Sink:             link.reports,
 		Gate:             n,
+		GateFor:          shard.gateFor(),
 		// Well inside the expectations TTL, so a key whose informer events
 		// were lost is settled from a quorum list long before it expires.
 		UnsatisfiedRequeue: min(cfg.Controller.ExpectationsTTL/10, engine.DefaultUnsatisfiedRequeue),
@@ -291,7 +309,21 @@ func newWorkers(cfg *config.Config, local manager.Manager, store *raftexp.Store,
 		Dependencies: func(cl cluster.Cluster) engine.DependencyChecker {
 			return propagation.Presence{Reader: cl.GetAPIReader()}
 		},
-	})
+	}
+	if shard != nil {
+		// The owners' reports stay in their own process: the leader's hub
+		// reads a member it does not own from the MemberReplicaSet status
+		// in its member cache, and re-plans when that status changes.
+		o.MemberStatusChanged = func(key fedref.MemberObject, ref v1alpha1.HubReference) {
+			if _, owned := shard.lease.Permitted(key.Cluster); owned {
+				return // this replica's own reports have told the hub already
+			}
+			if _, _, leading := n.Leading(); leading {
+				link.triggers.Trigger(key.Namespace, cmp.Or(ref.Name, key.Name))
+			}
+		}
+	}
+	return worker.NewManager(o)
 }
 
 // setupMembers sets up the member registry, the preparation of each member
@@ -504,14 +536,14 @@ func (e engagedClusters) Cluster(name string) (cluster.Cluster, bool) {
 // addLeadership adds what runs with raft leadership: the expectations
 // flusher, the takeover of a new leader and, when configured, the leader
 // Lease writer.
-func addLeadership(cfg *config.Config, local manager.Manager, store *raftexp.Store, workers *worker.Manager, link hubLink, n *node.Node, log logr.Logger) error {
+func addLeadership(cfg *config.Config, local manager.Manager, store *raftexp.Store, workers *worker.Manager, link hubLink, n *node.Node, sharded bool, log logr.Logger) error {
 	if err := local.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		store.Run(ctx)
 		return nil
 	})); err != nil {
 		return fmt.Errorf("adding expectations flusher: %w", err)
 	}
-	if err := local.Add(&takeover{node: n, store: store, workers: workers, trigger: link.replan, log: log}); err != nil {
+	if err := local.Add(&takeover{node: n, store: store, workers: workers, trigger: link.replan, sharded: sharded, log: log}); err != nil {
 		return fmt.Errorf("adding leadership handler: %w", err)
 	}
 	if l := cfg.Hub.LeaderLease; l.Name != "" {

@@ -56,6 +56,18 @@ func Option(d time.Duration, permitted func() bool) func(*rest.Config) error {
 // the name is held and the create is sent again later. A request still
 // waiting for a slot when its context ends was never sent (ErrNotSent).
 func Bounded(d time.Duration, permitted func() bool, maxInFlight int) func(*rest.Config) error {
+	var check func(context.Context) bool
+	if permitted != nil {
+		check = func(context.Context) bool { return permitted() }
+	}
+	return BoundedContext(d, check, maxInFlight)
+}
+
+// BoundedContext is Bounded whose check sees the request's context: with
+// sharding, a sync's pod write carries the sync's member ownership fence
+// there (controller/expectations.FenceFrom), and the check compares it
+// with the lease the replica holds now.
+func BoundedContext(d time.Duration, permitted func(ctx context.Context) bool, maxInFlight int) func(*rest.Config) error {
 	return func(rc *rest.Config) error {
 		if d <= 0 && permitted == nil && maxInFlight <= 0 {
 			return nil
@@ -80,7 +92,7 @@ var ErrNotPermitted = fmt.Errorf("this replica may not write to this member now 
 type deadlineRT struct {
 	next      http.RoundTripper
 	d         time.Duration
-	permitted func() bool
+	permitted func(ctx context.Context) bool
 	// slots holds one token per mutating request in flight; nil: no bound.
 	slots chan struct{}
 }
@@ -95,7 +107,7 @@ func (t *deadlineRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.permitted != nil && isPodPath(req.URL.Path) && !t.permitted() {
+	if t.permitted != nil && isPodPath(req.URL.Path) && !t.permitted(req.Context()) {
 		release()
 		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, ErrNotPermitted)
 	}

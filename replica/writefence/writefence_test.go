@@ -132,6 +132,45 @@ func TestPodWritesFencedByLease(t *testing.T) {
 	}
 }
 
+// TestPodWriteCheckSeesRequestContext: BoundedContext's check is asked
+// with the request's context, so a sync's fence in the context decides.
+func TestPodWriteCheckSeesRequestContext(t *testing.T) {
+	var hits int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits++
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	type fenceKey struct{}
+	rc := &rest.Config{Host: srv.URL}
+	check := func(ctx context.Context) bool { v, _ := ctx.Value(fenceKey{}).(string); return v == "owner@2" }
+	if err := BoundedContext(time.Minute, check, 4)(rc); err != nil {
+		t.Fatal(err)
+	}
+	hc, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		fence   string
+		refused bool
+	}{{"owner@2", false}, {"owner@1", true}, {"", true}} {
+		hits = 0
+		ctx := context.WithValue(context.Background(), fenceKey{}, tc.fence)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/api/v1/namespaces/ns/pods", nil)
+		resp, err := hc.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		if tc.refused && (!errors.Is(err, ErrNotPermitted) || hits != 0) {
+			t.Errorf("fence %q: err %v, %d sent; want refused before sending", tc.fence, err, hits)
+		}
+		if !tc.refused && (err != nil || hits != 1) {
+			t.Errorf("fence %q: err %v, %d sent; want sent once", tc.fence, err, hits)
+		}
+	}
+}
+
 // TestFencedCreateIsKnownNotSent: through client-go, a fenced pod create
 // fails with engine.ErrNotSent, so the engine frees the name instead of
 // holding it as an unknown outcome.

@@ -1,0 +1,281 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/replicafed/replicafed/config"
+	"github.com/replicafed/replicafed/controller/engine"
+	"github.com/replicafed/replicafed/controller/expectations"
+	"github.com/replicafed/replicafed/controller/worker"
+	"github.com/replicafed/replicafed/federation/hub"
+	"github.com/replicafed/replicafed/federation/registry"
+	"github.com/replicafed/replicafed/internal/fedref"
+	"github.com/replicafed/replicafed/raftstore/fsm"
+	"github.com/replicafed/replicafed/raftstore/node"
+	"github.com/replicafed/replicafed/replica/ownergate"
+	"github.com/replicafed/replicafed/replica/writefence"
+)
+
+// sharding is what sharding.enabled adds to a replica (docs/scale-model.md,
+// phase 2 step 1): an owner lease on the members the committed table gives
+// it, and a member-write gate per member built on that lease. Every replica
+// still engages every member (informers, workers); a member's workers write
+// only on its owner, whether or not that replica leads raft. nil when
+// sharding is off.
+type sharding struct {
+	lease *node.OwnerLease
+	gates *ownergate.Gates
+	// opened receives the members whose refused syncs may run again.
+	opened chan string
+}
+
+// newSharding returns the replica's owner lease and gates, or nil when
+// sharding.enabled is off.
+func newSharding(cfg *config.Config, n *node.Node) (*sharding, error) {
+	if !cfg.Sharding.Enabled {
+		return nil, nil
+	}
+	lease := n.NewOwnerLease(cfg.Sharding.Lease, cfg.Sharding.Margin, clock.RealClock{})
+	s := &sharding{lease: lease, opened: make(chan string, 64)}
+	gates, err := ownergate.New(ownergate.Options{
+		Lease: ownergate.LeaseFunc(func(member string, d time.Duration) (expectations.Fence, bool) {
+			f, ok := lease.PermittedFor(member, d)
+			return expectations.Fence{Owner: f.Owner, Epoch: f.Epoch}, ok
+		}),
+		WriteDeadline: cfg.Controller.MemberWriteTimeout,
+		Opened: func(member string) {
+			select {
+			case s.opened <- member:
+			default: // the periodic resync of owned members catches up
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sharding: %w", err)
+	}
+	s.gates = gates
+	return s, nil
+}
+
+// gateFor returns each member's write gate: its owner gate with sharding;
+// nil (every member's gate is the raft node's leadership) without.
+func (s *sharding) gateFor() func(cluster string) engine.Gate {
+	if s == nil {
+		return nil
+	}
+	return func(cluster string) engine.Gate { return s.gates.For(cluster) }
+}
+
+// writeFences returns, per member, the check every pod write to it passes
+// right before it leaves. A sync's write carries the sync's owner fence in
+// its context and leaves only while this replica still holds that member
+// at that epoch with a lease that covers the write's deadline. Any other
+// pod write (the hub deleting a deleted FederatedReplicaSet's leftover
+// pods) is the raft leader's and leaves under its write lease, as without
+// sharding.
+func (s *sharding) writeFences(timeout time.Duration, writeLease func(time.Duration) bool) func(cluster string) []func(*rest.Config) error {
+	return func(cluster string) []func(*rest.Config) error {
+		permitted := func(ctx context.Context) bool {
+			want, fenced := expectations.FenceFrom(ctx)
+			if !fenced {
+				return writeLease(timeout)
+			}
+			f, ok := s.lease.PermittedFor(cluster, timeout)
+			return ok && f.Owner == want.Owner && f.Epoch == want.Epoch
+		}
+		return []func(*rest.Config) error{writefence.BoundedContext(timeout, permitted, writefence.DefaultMaxInFlight)}
+	}
+}
+
+// addSharding adds what sharding runs on every replica: the owner lease's
+// renewals, the leader's assignment loop, the gates' watcher and the
+// upkeep of the owned members (ownedSync). With sharding off it adds the
+// leader's loop that empties an ownership table a sharded configuration
+// left behind (node.RunUnsharded).
+func addSharding(s *sharding, cfg *config.Config, local manager.Manager, n *node.Node, reg *registry.Registry, workers *worker.Manager, link hubLink, log logr.Logger) error {
+	acfg := node.AssignerConfig{Clock: clock.RealClock{}, Members: registeredNames(reg, n, log), Lease: cfg.Sharding.Lease, Margin: cfg.Sharding.Margin}
+	if s == nil {
+		if err := local.Add(manager.RunnableFunc(func(ctx context.Context) error { n.RunUnsharded(ctx, acfg); return nil })); err != nil {
+			return fmt.Errorf("adding the owner table cleanup: %w", err)
+		}
+		return nil
+	}
+	log.Info("Sharding on: each member is written by the replica that owns it", "lease", cfg.Sharding.Lease, "margin", cfg.Sharding.Margin)
+	owned := &ownedSync{s: s, workers: workers, source: link.source, reports: link.reports, kick: make(chan struct{}, 1), log: log.WithName("owned-members")}
+	n.OnApply(owned.applied)
+	for what, r := range map[string]manager.Runnable{
+		"owner lease renewals": manager.RunnableFunc(func(ctx context.Context) error { s.lease.Run(ctx); return nil }),
+		"member assignment":    manager.RunnableFunc(func(ctx context.Context) error { n.RunAssigner(ctx, acfg); return nil }),
+		"member gate watcher":  manager.RunnableFunc(func(ctx context.Context) error { s.gates.Run(ctx); return nil }),
+		"owned member upkeep":  owned,
+	} {
+		if err := local.Add(r); err != nil {
+			return fmt.Errorf("adding %s: %w", what, err)
+		}
+	}
+	return nil
+}
+
+// registeredNames lists the registered members for the assignment loop. The
+// loop drops the owners of members missing from its list, so when the
+// registrations cannot be read it answers with the members the table holds
+// (nothing moves) instead of none.
+func registeredNames(reg *registry.Registry, n *node.Node, log logr.Logger) func() []string {
+	return func() []string {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		regs, err := reg.Registered(ctx)
+		if err != nil {
+			log.Error(err, "Listing the registered members to assign them; keeping the current owners")
+			keep := []string{}
+			for m := range n.FSM().Owners() {
+				keep = append(keep, m)
+			}
+			return keep
+		}
+		out := make([]string, 0, len(regs))
+		for _, r := range regs {
+			out = append(out, r.Name)
+		}
+		return out
+	}
+}
+
+// ownedSync does for the members this replica owns what the leader's
+// takeover and the hub's pokes do for an unsharded leader. It syncs every
+// key of a member it gains or holds at a new epoch (the engine settles the
+// earlier owner's expectations from a quorum list at that key's first
+// sync), every owned key again each resyncInterval, the keys of each
+// FederatedReplicaSet whose targets or rollout raft applied (a follower has
+// no hub reconciler to poke it), and a member whose refused syncs may run
+// again. It forgets the local reports of a member it loses, so the hub of
+// this replica reads the new owner's status instead.
+type ownedSync struct {
+	s       *sharding
+	workers *worker.Manager
+	source  *hub.Workloads
+	reports *hub.Reports
+	kick    chan struct{}
+	log     logr.Logger
+
+	mu      sync.Mutex
+	pending map[fedref.FRS]bool
+}
+
+// NeedLeaderElection is false: owners need not lead raft.
+func (o *ownedSync) NeedLeaderElection() bool { return false }
+
+// applied is the raft apply hook. It runs on every replica for every
+// applied command and must not block, so it only notes the
+// FederatedReplicaSet and wakes Start.
+func (o *ownedSync) applied(cmd fsm.Command) {
+	var ref fsm.FRSRef
+	switch c := cmd.(type) {
+	case *fsm.SetTargets:
+		ref = c.FRS
+	case *fsm.SetRollout:
+		ref = c.FRS
+	case *fsm.AssignOwners, nil: // owners changed, or a snapshot restored
+		o.wake()
+		return
+	default:
+		return
+	}
+	o.mu.Lock()
+	if o.pending == nil {
+		o.pending = map[fedref.FRS]bool{}
+	}
+	o.pending[fedref.FRS{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID}] = true
+	o.mu.Unlock()
+	o.wake()
+}
+
+func (o *ownedSync) wake() {
+	select {
+	case o.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs until ctx ends.
+func (o *ownedSync) Start(ctx context.Context) error {
+	held := map[string]uint64{}
+	tick := time.NewTicker(resyncInterval)
+	defer tick.Stop()
+	for {
+		changed := o.s.lease.Changed()
+		o.follow(ctx, held)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-o.kick:
+		case <-changed:
+			o.s.gates.Notify()
+		case m := <-o.s.opened:
+			o.enqueueMember(ctx, m)
+		case <-tick.C:
+			for m := range held {
+				o.enqueueMember(ctx, m)
+			}
+		}
+	}
+}
+
+// follow compares the owned members with held (member -> epoch): it syncs
+// every key of a member gained at a new epoch and forgets the reports of a
+// member lost; then it syncs the owned keys of the targets applied since
+// the last call.
+func (o *ownedSync) follow(ctx context.Context, held map[string]uint64) {
+	now := map[string]uint64{}
+	for _, me := range o.s.lease.Owned() {
+		now[me.Member] = me.Epoch
+	}
+	for m, e := range now {
+		if held[m] != e {
+			o.log.V(1).Info("Member owned", "cluster", m, "epoch", e)
+			o.enqueueMember(ctx, m)
+		}
+	}
+	for m := range held {
+		if _, ok := now[m]; !ok {
+			o.log.V(1).Info("Member no longer owned", "cluster", m)
+			o.reports.ForgetCluster(m)
+		}
+	}
+	clear(held)
+	for m, e := range now {
+		held[m] = e
+	}
+	o.enqueueApplied(ctx, now)
+}
+
+// enqueueMember syncs every MemberReplicaSet and workload of member.
+func (o *ownedSync) enqueueMember(ctx context.Context, member string) {
+	if err := o.workers.EnqueueMember(ctx, member); err != nil && ctx.Err() == nil {
+		o.log.Error(err, "Enqueueing the keys of an owned member", "cluster", member)
+	}
+}
+
+// enqueueApplied syncs, for each FederatedReplicaSet whose targets or
+// rollout were applied since the last call, its keys in the owned members.
+func (o *ownedSync) enqueueApplied(ctx context.Context, owned map[string]uint64) {
+	o.mu.Lock()
+	pending := o.pending
+	o.pending = nil
+	o.mu.Unlock()
+	for frs := range pending {
+		for m := range owned {
+			for _, k := range o.source.KeysOf(ctx, frs, m) {
+				o.workers.Enqueue(k)
+			}
+		}
+	}
+}
