@@ -45,6 +45,10 @@ type OwnerLease struct {
 	// signals when the earliest lease runs out without a renewal.
 	changed chan struct{}
 	lapse   clock.Timer
+	// gained asks Run for a renewal now: an applied assignment gave this
+	// replica a member, which it may write only once a renewal accepted
+	// the new epoch (and whose handover wait counts from then).
+	gained chan struct{}
 }
 
 // heldMember is what this replica knows of one member it owns.
@@ -62,13 +66,26 @@ type heldMember struct {
 // (clock.RealClock in production).
 func (n *Node) NewOwnerLease(lease, margin time.Duration, clk clock.Clock) *OwnerLease {
 	o := &OwnerLease{n: n, clock: clk, lease: lease, grace: lease + margin, held: map[string]heldMember{},
-		changed: make(chan struct{})}
+		changed: make(chan struct{}), gained: make(chan struct{}, 1)}
 	n.fsm.OnApply(func(cmd fsm.Command) {
-		if _, assign := cmd.(*fsm.AssignOwners); assign || cmd == nil {
-			o.signal()
+		a, assign := cmd.(*fsm.AssignOwners)
+		if !assign && cmd != nil {
+			return
+		}
+		o.signal()
+		if cmd == nil || gains(a, n.ServerID()) {
+			select {
+			case o.gained <- struct{}{}:
+			default:
+			}
 		}
 	})
 	return o
+}
+
+// gains reports whether a gives a member to self.
+func gains(a *fsm.AssignOwners, self string) bool {
+	return slices.ContainsFunc(a.Set, func(s fsm.OwnerAssignment) bool { return s.Owner == self })
 }
 
 // Permitted reports whether this replica may write to member now, and the
@@ -222,8 +239,10 @@ func (o *OwnerLease) note(owned []fsm.MemberEpoch) {
 	}
 }
 
-// Run renews every lease/3 until ctx ends or the node stops; a failed
-// renewal is logged and the next one tried on time.
+// Run renews every lease/3, and at once when an applied assignment gives
+// this replica a member (its writes there wait for a renewal that accepts
+// the new epoch), until ctx ends or the node stops; a failed renewal is
+// logged and the next one tried on time.
 func (o *OwnerLease) Run(ctx context.Context) {
 	interval := o.lease / 3
 	for {
@@ -235,6 +254,7 @@ func (o *OwnerLease) Run(ctx context.Context) {
 			return
 		case <-o.n.stopCh:
 			return
+		case <-o.gained:
 		case <-o.clock.After(interval):
 		}
 	}

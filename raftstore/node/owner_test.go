@@ -215,3 +215,38 @@ func TestOwnerLeaseDeadlineAndChanges(t *testing.T) {
 	assignOwners(t, l, fsm.OwnerAssignment{Member: "m1", Owner: "other", From: self, FromRenewal: renewalIndex(l, self)})
 	closes("a move away", ch)
 }
+
+// TestOwnerLeaseRenewsOnGain: Run renews at once when an assignment gives
+// this replica a member, so the member is permitted without waiting for
+// the next periodic renewal (the fake clock never moves here, so the
+// periodic one never comes).
+func TestOwnerLeaseRenewsOnGain(t *testing.T) {
+	const lease, margin = 3 * time.Second, time.Second
+	c := tu.NewCluster(t, 1, tu.StableTimers)
+	c.StartAll()
+	l := c.WaitVoters(1, 60*time.Second)
+	waitAllHave(t, []*node.Node{l}, node.FeatureOwnership)
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	o := l.NewOwnerLease(lease, margin, clk)
+	ctx := tu.Ctx(t, time.Minute)
+	self := l.ServerID()
+	go o.Run(ctx)
+	renewed := func() uint64 { return renewalIndex(l, self) }
+	tu.Eventually(t, 30*time.Second, func() error {
+		if renewed() == 0 {
+			return errors.New("no first renewal")
+		}
+		return nil
+	})
+	first := renewed()
+	assignOwners(t, l, fsm.OwnerAssignment{Member: "m1", Owner: self})
+	tu.Eventually(t, 30*time.Second, func() error {
+		if _, ok := o.Permitted("m1"); !ok {
+			return errors.New("m1 not permitted: no renewal since it was gained")
+		}
+		return nil
+	})
+	if got := renewed(); got == first {
+		t.Fatalf("renewal index still %d: m1 permitted without a renewal", got)
+	}
+}
