@@ -54,6 +54,22 @@ func (a *podAdds) watch(ctx context.Context, t *testing.T, e *env, member, name 
 	}()
 }
 
+// evenAtZero creates FederatedReplicaSet name at zero replicas, spread
+// evenly over the three members, waits until the hub reports it, and
+// records its pod creations in every member until ctx ends.
+func (e *env) evenAtZero(ctx context.Context, name string) *podAdds {
+	e.t.Helper()
+	e.create(frsSpec{name: name, replicas: 0, clusters: []v1alpha1.ClusterPreference{
+		pref(memberA, 1, -1), pref(memberB, 1, -1), pref(memberC, 1, -1),
+	}})
+	e.waitSplit(name, split{})
+	adds := &podAdds{first: map[string]time.Time{}, uids: map[string]bool{}}
+	for _, m := range allMembers {
+		adds.watch(ctx, e.t, e, m, name)
+	}
+	return adds
+}
+
 // TestLeaderKillMidScale scales a FederatedReplicaSet from 0 to 60 and kills
 // the raft leader (SIGKILL) as soon as the first pods exist. Pods per member
 // are sampled every 100ms throughout: no member may run more than its target
@@ -64,17 +80,9 @@ func TestLeaderKillMidScale(t *testing.T) {
 	ctx := context.Background()
 	const name = "burst"
 	const replicas = 60
-	e.create(frsSpec{name: name, replicas: 0, clusters: []v1alpha1.ClusterPreference{
-		pref(memberA, 1, -1), pref(memberB, 1, -1), pref(memberC, 1, -1),
-	}})
-	e.waitSplit(name, split{})
-
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	adds := &podAdds{first: map[string]time.Time{}, uids: map[string]bool{}}
-	for _, m := range allMembers {
-		adds.watch(wctx, t, e, m, name)
-	}
+	adds := e.evenAtZero(wctx, name)
 	surge, _ := planner.ResolveBudget(v1alpha1.MoveBudget{}, replicas)
 	target := replicas / len(allMembers)
 	bound := split{}

@@ -43,16 +43,9 @@ func TestShardedOwnerDisruptionMidScale(t *testing.T) {
 	e := newShardedEnv(t, "e2e-sharding")
 	ctx := context.Background()
 	const name = "sharded"
-	e.create(frsSpec{name: name, replicas: 0, clusters: []v1alpha1.ClusterPreference{
-		pref(memberA, 1, -1), pref(memberB, 1, -1), pref(memberC, 1, -1),
-	}})
-	e.waitSplit(name, split{})
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	adds := &podAdds{first: map[string]time.Time{}, uids: map[string]bool{}}
-	for _, m := range allMembers {
-		adds.watch(wctx, t, e, m, name)
-	}
+	adds := e.evenAtZero(wctx, name)
 	replicas := 0
 	for _, d := range []ownerDisruption{
 		{name: "SIGKILL", hit: func(r *fleet.Replica) error { r.Kill(); return nil }},
