@@ -35,6 +35,13 @@ var (
 		Help: "Whether a member cluster answers its health probe (1) or is unreachable (0).",
 	}, []string{"cluster"})
 
+	// MemberOwnedEpoch is, with sharding, the ownership epoch of each
+	// member this replica owns.
+	MemberOwnedEpoch = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "replicafed_member_owned_epoch",
+		Help: "With sharding.enabled: the ownership epoch of each member this replica owns and writes to; absent for members it does not own.",
+	}, []string{"cluster"})
+
 	// MemberPodCachePods is the pods a member's bounded pod cache holds.
 	MemberPodCachePods = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "replicafed_member_pod_cache_pods",
@@ -114,6 +121,6 @@ func newBuildInfo(v version.Info) prometheus.Gauge {
 
 func init() {
 	BuildInfo.Set(1)
-	crmetrics.Registry.MustRegister(PodOperations, Plans, Shortfall, MemberHealthy, MemberPodCachePods, MemberPodCacheIncomplete, RaftLeader, RaftTerm, RaftApplyDuration, RaftFirstMemberWrite, RaftCommandsPerEntry,
+	crmetrics.Registry.MustRegister(PodOperations, Plans, Shortfall, MemberHealthy, MemberOwnedEpoch, MemberPodCachePods, MemberPodCacheIncomplete, RaftLeader, RaftTerm, RaftApplyDuration, RaftFirstMemberWrite, RaftCommandsPerEntry,
 		RaftEntriesProposed, RaftCommandsProposed, BuildInfo)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/replicafed/replicafed/federation/hub"
 	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/internal/fedref"
+	"github.com/replicafed/replicafed/internal/metrics"
 	"github.com/replicafed/replicafed/raftstore/fsm"
 	"github.com/replicafed/replicafed/raftstore/node"
 	"github.com/replicafed/replicafed/replica/ownergate"
@@ -241,12 +242,14 @@ func (o *ownedSync) follow(ctx context.Context, held map[string]uint64) {
 	for m, e := range now {
 		if held[m] != e {
 			o.log.V(1).Info("Member owned", "cluster", m, "epoch", e)
+			metrics.MemberOwnedEpoch.WithLabelValues(m).Set(float64(e))
 			o.enqueueMember(ctx, m)
 		}
 	}
 	for m := range held {
 		if _, ok := now[m]; !ok {
 			o.log.V(1).Info("Member no longer owned", "cluster", m)
+			metrics.MemberOwnedEpoch.DeleteLabelValues(m)
 			o.reports.ForgetCluster(m)
 		}
 	}
