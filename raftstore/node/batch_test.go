@@ -213,6 +213,46 @@ func TestApplyAllSharesOneEntry(t *testing.T) {
 	}
 }
 
+// TestApplyAllFromAFollower: a follower's ApplyAll goes to the leader in
+// one request and its commands share one entry there, each with its own
+// result (a member owner's round of reservations, with sharding).
+func TestApplyAllFromAFollower(t *testing.T) {
+	c := tu.NewCluster(t, 3, tu.StableTimers)
+	c.StartAll()
+	l := c.WaitVoters(3, 60*time.Second)
+	waitAllHave(t, c.Live(), node.FeatureBatch)
+	var f *node.Node
+	for _, n := range c.Live() {
+		if n != l {
+			f = n
+		}
+	}
+	term := l.LastLeaderTerm()
+	key := func(i int) fsm.Key { return fsm.Key{Cluster: "m1", Namespace: "ns", Name: fmt.Sprintf("fwd%d", i)} }
+	var cmds []fsm.Command
+	for i := range 8 {
+		m := f.Meta()
+		m.Term = term
+		cmds = append(cmds, &fsm.Reserve{Meta: m, Key: key(i), Target: 2, Count: 2, Prefix: fmt.Sprintf("fwd%d-", i), TTL: int64(time.Hour)})
+	}
+	before := l.Raft().AppliedIndex()
+	res, err := f.ApplyAll(tu.Ctx(t, 30*time.Second), cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r == nil || r.Error() != nil || len(r.Names) != 2 || !strings.HasPrefix(r.Names[0], fmt.Sprintf("fwd%d-", i)) {
+			t.Fatalf("command %d: %+v", i, r)
+		}
+	}
+	if l.LastLeaderTerm() != term || !l.IsLeader() {
+		t.Skipf("leadership moved during the test (term %d -> %d); entry count not checked", term, l.LastLeaderTerm())
+	}
+	if got := l.Raft().AppliedIndex() - before; got != 1 {
+		t.Fatalf("%d commands from a follower took %d raft entries, want 1", len(cmds), got)
+	}
+}
+
 // TestApplyAllRetriesAFailedEntry: when the shared entry fails (never
 // appended, or appended and then reported lost), ApplyAll retries each
 // command as Apply does, so every command gets its result and one that

@@ -32,6 +32,8 @@ type rpcRequest struct {
 	Op string `json:"op"`
 	// apply
 	Data []byte `json:"data,omitempty"`
+	// applyall: commands committed together, in order (ApplyAll)
+	Batch [][]byte `json:"batch,omitempty"`
 	// join / add voter / remove
 	ID      string `json:"id,omitempty"`
 	Address string `json:"address,omitempty"`
@@ -42,6 +44,9 @@ type rpcResponse struct {
 	Err       string      `json:"err,omitempty"`
 	NotLeader bool        `json:"notLeader,omitempty"`
 	Result    *fsm.Result `json:"result,omitempty"`
+	// Results answer an applyall, one per command; nil for a command not
+	// known to be committed.
+	Results []*fsm.Result `json:"results,omitempty"`
 	// status
 	HasState   bool   `json:"hasState,omitempty"`
 	LeaderAddr string `json:"leaderAddr,omitempty"`
@@ -130,19 +135,16 @@ func (n *Node) handleRPC(req *rpcRequest) *rpcResponse {
 		if n.raft.State() != raft.Leader {
 			return &rpcResponse{NotLeader: true, Err: ErrNotLeader.Error()}
 		}
-		// The follower checked too; the leader's view decides.
-		if fsm.MayUseOwnership(req.Data) {
-			if cmd, err := fsm.Decode(req.Data); err == nil {
-				if err := n.needsFeature(cmd); err != nil {
-					return &rpcResponse{Err: err.Error()}
-				}
-			}
+		if err := n.forwardedNeedsFeature(req.Data); err != nil {
+			return &rpcResponse{Err: err.Error()}
 		}
 		res, err := n.applyLocal(req.Data)
 		if err != nil {
 			return &rpcResponse{Err: err.Error(), NotLeader: isLeadershipErr(err)}
 		}
 		return &rpcResponse{Result: res}
+	case "applyall":
+		return n.handleApplyAll(req.Batch)
 	case "join", "addvoter", "remove":
 		if n.raft.State() != raft.Leader {
 			return &rpcResponse{NotLeader: true, Err: ErrNotLeader.Error()}
@@ -161,6 +163,40 @@ func (n *Node) handleRPC(req *rpcRequest) *rpcResponse {
 	default:
 		return &rpcResponse{Err: "unknown op " + req.Op}
 	}
+}
+
+// forwardedNeedsFeature is needsFeature for a command a follower
+// forwarded: the follower checked too, but the leader's view decides.
+func (n *Node) forwardedNeedsFeature(data []byte) error {
+	if !fsm.MayUseOwnership(data) {
+		return nil
+	}
+	cmd, err := fsm.Decode(data)
+	if err != nil {
+		return nil //nolint:nilerr // the FSM refuses a malformed command with its own result
+	}
+	return n.needsFeature(cmd)
+}
+
+// handleApplyAll commits a follower's ApplyAll together, as the leader's
+// own ApplyAll does (one entry when group commit allows), and answers one
+// result per command, nil for those not known to be committed (the
+// follower retries them one by one with their request IDs).
+func (n *Node) handleApplyAll(batch [][]byte) *rpcResponse {
+	if n.raft.State() != raft.Leader {
+		return &rpcResponse{NotLeader: true, Err: ErrNotLeader.Error()}
+	}
+	if len(batch) == 0 || len(batch) > fsm.MaxBatchCommands {
+		return &rpcResponse{Err: fmt.Sprintf("applyall carries %d commands, want 1-%d", len(batch), fsm.MaxBatchCommands)}
+	}
+	for _, d := range batch {
+		if err := n.forwardedNeedsFeature(d); err != nil {
+			return &rpcResponse{Err: err.Error()}
+		}
+	}
+	out := make([]*fsm.Result, len(batch))
+	n.commitTogether(batch, out)
+	return &rpcResponse{Results: out}
 }
 
 func isLeadershipErr(err error) bool {
