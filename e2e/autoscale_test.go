@@ -264,9 +264,10 @@ func TestAutoscaleLeaderChange(t *testing.T) {
 	if r := *e.getFRS(name).Spec.Replicas; r != 4 {
 		t.Fatalf("first step went to %d, want 4 (2 pods per period)", r)
 	}
-	old := e.f.Leader(ctx)
-	if old == nil {
-		t.Fatal("no leader")
+	// Under load an election may be under way at this moment.
+	old, err := e.f.WaitLeader(ctx, time.Minute)
+	if err != nil {
+		t.Fatalf("no leader to hand over from: %v", err)
 	}
 	if err := old.TransferLeadership(ctx); err != nil {
 		t.Fatalf("handing leadership over: %v", err)

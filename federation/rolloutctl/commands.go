@@ -2,11 +2,14 @@ package rolloutctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
@@ -64,15 +67,37 @@ func SetPaused(ctx context.Context, c client.Client, key types.NamespacedName, p
 	return true, nil
 }
 
+// ErrTemplateChanged is returned by Undo when spec.template changed between
+// its read and its write: the command does not overwrite another change.
+var ErrTemplateChanged = errors.New("spec.template changed meanwhile; run the command again")
+
 // Undo puts the template of the revision UndoTarget chooses back into
 // spec.template and returns that revision. The patch carries the object's
-// resourceVersion, so a template changed since it was read is not
-// overwritten: the command fails and can be run again.
+// resourceVersion. A conflict is tried again from a fresh read (the hub
+// writes status often, which changes the resourceVersion too) unless the
+// fresh read shows another template than the first one: a template changed
+// since it was read is not overwritten (ErrTemplateChanged).
 func Undo(ctx context.Context, c client.Client, key types.NamespacedName, to int64) (rollout.Revision, error) {
-	frs, err := get(ctx, c, key)
-	if err != nil {
-		return rollout.Revision{}, err
-	}
+	var target rollout.Revision
+	var first *corev1.PodTemplateSpec
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		frs, err := get(ctx, c, key)
+		if err != nil {
+			return err
+		}
+		if first == nil {
+			first = frs.Spec.Template.DeepCopy()
+		} else if !equality.Semantic.DeepEqual(*first, frs.Spec.Template) {
+			return fmt.Errorf("undoing %s: %w", key, ErrTemplateChanged)
+		}
+		target, err = undoOnce(ctx, c, key, frs, to)
+		return err
+	})
+	return target, err
+}
+
+// undoOnce is one attempt of Undo on frs as read.
+func undoOnce(ctx context.Context, c client.Client, key types.NamespacedName, frs *v1alpha1.FederatedReplicaSet, to int64) (rollout.Revision, error) {
 	if err := rolling(frs); err != nil {
 		return rollout.Revision{}, err
 	}
