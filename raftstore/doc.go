@@ -80,8 +80,8 @@
 //     AlreadyExists, which counts as success. First names ride in the
 //     targets (grant-on-targets, issue 27): a SetTargets marked Grant
 //     (fsm/grant.go), committed in the term it carries, reserves for each
-//     member it raises from zero, whose key holds nothing and whose FRS
-//     has no rollout record and no owner, min(target, Grant) names as a
+//     member it raises from zero, whose key holds nothing, that has no
+//     owner and whose FRS has no rollout record, min(target, Grant) names as a
 //     Reserve of that term would (same naming, sequence, TTL), marked
 //     Granted. A granted name does not hold up a sync; a Reserve hands it
 //     out before any fresh name (as a held name, marked reissued when
