@@ -69,7 +69,20 @@ type Store struct {
 	// fences is what this store knows of the owner fences its callers
 	// write under (sharding, see fences.go).
 	fences fenceBook
+
+	// cmu guards claimed: the granted names (fsm grant-on-targets) this
+	// leader handed to a sync without a Reserve, per key, until they
+	// settle. They count as outstanding here (Satisfied), as a Reserve's
+	// names do in the FSM.
+	cmu     sync.Mutex
+	claimed map[fsm.Key][]string
 }
+
+// GrantFirstNames is how many first names per member a shared SetTargets
+// asks the FSM to grant (fsm.SetTargets.Grant): the engine's default
+// burst (controller/engine.DefaultBurstReplicas), the most one sync
+// creates. A smaller burst claims them over several syncs.
+const GrantFirstNames = 500
 
 // reserveCall is one ExpectCreations waiting for its Reserve to commit,
 // or one Share waiting for its command.
@@ -141,6 +154,18 @@ func (s *Store) settleMeta() fsm.Meta {
 // committed has no unexpired reservation or pending delete for key.
 func (s *Store) Satisfied(key fedref.MemberObject) bool {
 	k := fsm.KeyOf(key)
+	v := s.view(k)
+	now := s.clock.Now().UnixNano()
+	c, d := v.Outstanding(now)
+	s.cmu.Lock()
+	c += s.claimsOutstanding(k, v, now)
+	s.cmu.Unlock()
+	return c == 0 && d == 0
+}
+
+// view is k's committed expectations with the observations not committed
+// yet applied.
+func (s *Store) view(k fsm.Key) fsm.KeyView {
 	s.mu.Lock()
 	items := make([]fsm.Settlement, 0, len(s.inflight)+len(s.pending))
 	items = append(append(items, s.inflight...), s.pending...)
@@ -149,8 +174,7 @@ func (s *Store) Satisfied(key fedref.MemberObject) bool {
 	// and settling it twice is harmless.
 	v := s.fsm.View(k)
 	v.Apply(k, items)
-	c, d := v.Outstanding(s.clock.Now().UnixNano())
-	return c == 0 && d == 0
+	return v
 }
 
 // ExpectCreations implements Store. It commits one Reserve carrying this
@@ -164,11 +188,15 @@ func (s *Store) ExpectCreations(ctx context.Context, key fedref.MemberObject, in
 	k := fsm.KeyOf(key)
 	s.flushMu.RLock()
 	defer s.flushMu.RUnlock()
-	drained := s.drain(k)
 	prefix := intent.Prefix
 	if prefix == "" {
 		prefix = k.Name + "-"
 	}
+	if names := s.claimGranted(ctx, k, intent, prefix); len(names) > 0 {
+		logr.FromContextOrDiscard(ctx).V(2).Info("Claimed granted pod names", "cluster", key.Cluster, "key", key.String(), "names", len(names))
+		return names, nil
+	}
+	drained := s.drain(k)
 	cmd := &fsm.Reserve{
 		Meta: s.meta(s.term(ctx)), Key: k, Target: intent.Target, Active: intent.Active, Count: intent.Count,
 		Prefix: prefix, TTL: int64(s.ttl), Settle: drained, Fence: s.fenceOf(ctx, k.Cluster),
@@ -222,6 +250,13 @@ func (s *Store) reserve(ctx context.Context, cmd fsm.Command) (res *fsm.Result, 
 // result, as consecutive entries would. It returns the command's result and
 // its refusal (fsm.Result.Error) or commit error, as node.Apply does.
 func (s *Store) Share(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
+	// Marked while every server applies the rule: the FSM then grants a
+	// new key's first names in the same apply, and the key's first sync
+	// claims them (claimGranted) instead of committing a Reserve.
+	if st, ok := cmd.(*fsm.SetTargets); ok && st.Term != 0 && st.Grant == 0 && s.ttl > 0 &&
+		s.node.AllServersHave(node.FeatureGrantOnTargets) {
+		st.Grant, st.GrantTTL = GrantFirstNames, int64(s.ttl)
+	}
 	// Like a reservation: no flush runs while the round takes the pending
 	// observations along.
 	s.flushMu.RLock()
@@ -565,6 +600,11 @@ func (s *Store) ReconcileReservations(ctx context.Context, key fedref.MemberObje
 		return out, fmt.Errorf("reconciling reservations of %s: %w", key, node.ErrNotLeader)
 	}
 	if v := s.fsm.View(k); len(v.Reservations) == 0 && len(v.Deletes) == 0 {
+		return out, nil
+	}
+	if fence == nil && s.onlyUnclaimedGrants(k, term) {
+		// Nobody was handed these names: there is nothing to settle, and
+		// holding them would cost the key the Reserve the grant saved.
 		return out, nil
 	}
 	live := make(map[string]string, len(listed))

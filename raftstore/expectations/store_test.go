@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -150,7 +151,19 @@ func fakeEngine(ctx context.Context, r *replica, api *memberAPI, keys []fedref.M
 	}
 }
 
-func TestInvariantUnderLeaderChaos(t *testing.T) {
+func TestInvariantUnderLeaderChaos(t *testing.T) { leaderChaos(t, false) }
+
+// TestInvariantUnderLeaderChaosWithGrants is the chaos test with the
+// targets shared through the stores (Store.Share), so every key's first
+// names are granted by its SetTargets (grant-on-targets) and claimed by
+// the engine of the granting leader, while leaders are killed and
+// partitioned between the grant and the creates.
+func TestInvariantUnderLeaderChaosWithGrants(t *testing.T) { leaderChaos(t, true) }
+
+// leaderChaos runs fake engines on three replicas under leader kills and
+// partitions while targets rise, and checks that no key ever exceeds its
+// target; shared commits the targets through the stores' Share.
+func leaderChaos(t *testing.T, shared bool) {
 	if testing.Short() {
 		t.Skip("chaos test")
 	}
@@ -206,7 +219,15 @@ func TestInvariantUnderLeaderChaos(t *testing.T) {
 			}
 			for _, n := range c.Live() {
 				sctx, scancel := context.WithTimeout(ctx, 3*time.Second)
-				err := n.SetTargets(sctx, fsm.FRSRef{Namespace: "ns", Name: frs, UID: "u"}, gen, tm)
+				mu.Lock()
+				r := replicas[c.Index(n)]
+				mu.Unlock()
+				var err error
+				if shared && r != nil {
+					_, err = r.store.Share(sctx, &fsm.SetTargets{Meta: n.Meta(), FRS: fsm.FRSRef{Namespace: "ns", Name: frs, UID: "u"}, Generation: gen, Targets: maps.Clone(tm)})
+				} else {
+					err = n.SetTargets(sctx, fsm.FRSRef{Namespace: "ns", Name: frs, UID: "u"}, gen, tm)
+				}
 				scancel()
 				if err == nil {
 					break
