@@ -69,6 +69,9 @@ func TestGrantOnTargets(t *testing.T) {
 		{name: "rolling object: no grant", prepare: func(f *FSM) {
 			applyAt(t, f, &SetRollout{Meta: Meta{Term: 2}, FRS: webFRS, Record: []byte(`{}`)}, 2)
 		}, cmd: setTargets("a", 1, 2, 1, 5, map[string]int32{"m1": 3}), logTerm: 2, want: map[Key]int{}},
+		{name: "an owned member: no grant (sharding keeps its fenced protocol)", prepare: func(f *FSM) {
+			applyAt(t, f, assign(2, own("m1", "a")), 2)
+		}, cmd: setTargets("a", 1, 2, 1, 5, map[string]int32{"m1": 3, "m2": 2}), logTerm: 2, want: map[Key]int{k2: 2}},
 		{name: "stale generation: no grant", prepare: func(f *FSM) {
 			applyAt(t, f, setTargets("p", 0, 2, 5, 0, map[string]int32{"m1": 0}), 2)
 		}, cmd: setTargets("a", 1, 2, 4, 5, map[string]int32{"m1": 3}), logTerm: 2, want: map[Key]int{}, wantCode: CodeStale},
