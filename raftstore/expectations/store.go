@@ -276,6 +276,20 @@ func (s *Store) roundsRunning() bool {
 	return s.running
 }
 
+// roundExpected reports whether the periodic flush leaves the pending
+// observations to a round: one is lingering or being committed, or the
+// last one was crowded and began less than two crowded lingers ago, so
+// more are likely to come (a crowd spaces its rounds a crowded linger
+// apart, and the committer goes idle between them).
+func (s *Store) roundExpected() bool {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	if s.running {
+		return true
+	}
+	return s.crowded && s.linger > 0 && s.clock.Since(s.lastRound) < 2*max(s.linger, s.crowdedLinger)
+}
+
 // maxReservationsPerEntry leaves room in one batch entry for the
 // observations that ride along.
 const maxReservationsPerEntry = fsm.MaxBatchCommands - 1
@@ -320,19 +334,27 @@ func (s *Store) commitReservations() {
 }
 
 // crowdedRound reports whether round reserves for several keys of one
-// member: many MemberReplicaSets syncing there at once. One FederatedReplicaSet's
-// keys in several members (a burst of one large workload) are not a crowd.
+// member (many MemberReplicaSets syncing there at once) or carries the
+// SetTargets of several FederatedReplicaSets (the hub planning many at
+// once: with their first names granted in the SetTargets, their syncs
+// commit no reservations, and the targets and the observations would
+// otherwise take short rounds of their own). One FederatedReplicaSet's keys
+// in several members (a burst of one large workload) are not a crowd.
 func crowdedRound(round []*reserveCall) bool {
 	members := map[string]bool{}
+	targets := 0
 	for _, c := range round {
-		r, ok := c.cmd.(*fsm.Reserve)
-		if !ok {
-			continue
+		switch cmd := c.cmd.(type) {
+		case *fsm.Reserve:
+			if members[cmd.Key.Cluster] {
+				return true
+			}
+			members[cmd.Key.Cluster] = true
+		case *fsm.SetTargets:
+			if targets++; targets > 1 {
+				return true
+			}
 		}
-		if members[r.Key.Cluster] {
-			return true
-		}
-		members[r.Key.Cluster] = true
 	}
 	return false
 }
@@ -729,9 +751,10 @@ func (s *Store) Start(ctx context.Context) error {
 
 // Run commits pending observations every flush interval, or sooner when a
 // batch is full, until ctx ends; then it flushes once more. A tick that
-// finds a round of reservations lingering or committing leaves the
-// observations to it (they ride along, see commitRound): while pods are
-// being created the observations then take no entries of their own.
+// finds a round of reservations lingering or committing, or expected
+// soon after a crowded one (roundExpected), leaves the observations to it
+// (they ride along, see commitRound): while pods are being created the
+// observations then take no entries of their own.
 func (s *Store) Run(ctx context.Context) {
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
@@ -743,7 +766,7 @@ func (s *Store) Run(ctx context.Context) {
 			cancel()
 			return
 		case <-t.C:
-			if s.roundsRunning() {
+			if s.roundExpected() {
 				continue
 			}
 		case <-s.kick:

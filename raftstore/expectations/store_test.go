@@ -1168,7 +1168,8 @@ func TestCrowdedRound(t *testing.T) {
 		{"one reservation", []fsm.Command{res("m1", "a")}, false},
 		{"one workload in several members", []fsm.Command{res("m1", "a"), res("m2", "a"), res("m3", "a")}, false},
 		{"two workloads in one member", []fsm.Command{res("m1", "a"), res("m2", "a"), res("m1", "b")}, true},
-		{"targets are no crowd", []fsm.Command{targets, targets, res("m1", "a")}, false},
+		{"one FRS's targets are no crowd", []fsm.Command{targets, res("m1", "a")}, false},
+		{"several FRS's targets are a crowd", []fsm.Command{targets, targets, res("m1", "a")}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1177,4 +1178,76 @@ func TestCrowdedRound(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFlushWaitsForCrowdedRounds: after a round crowded with several
+// FRS's targets, the periodic flush leaves the observations to the next
+// round, which carries them; after a round alone it flushes on time.
+func TestFlushWaitsForCrowdedRounds(t *testing.T) {
+	const linger, crowded, flush = 500 * time.Millisecond, 4 * time.Second, 20 * time.Millisecond
+	l, s := crowdedLeader(t, linger, crowded, flush)
+	term := l.LastLeaderTerm()
+	ctx := ctrlexp.WithTerm(tu.Ctx(t, 60*time.Second), term)
+	go s.Run(ctx)
+	share := func(names ...string) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make([]error, len(names))
+		for i, name := range names {
+			wg.Go(func() {
+				m := l.Meta()
+				m.Term = term
+				_, errs[i] = s.Share(ctx, &fsm.SetTargets{Meta: m, FRS: fsm.FRSRef{Namespace: "ns", Name: name}, Generation: 1, Targets: map[string]int32{"m1": 1}})
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				skipIfLeadershipMoved(t, l, term)
+				t.Fatal(err)
+			}
+		}
+	}
+	quiet := func(what string) {
+		t.Helper()
+		idx := l.Raft().LastIndex()
+		<-time.After(10 * flush)
+		if got := l.Raft().LastIndex(); got != idx {
+			skipIfLeadershipMoved(t, l, term)
+			t.Fatalf("%s: %d raft entries within ten flush intervals, want none", what, got-idx)
+		}
+	}
+	before, t0 := l.Raft().LastIndex(), time.Now()
+	share("a", "b")
+	if got := l.Raft().LastIndex() - before; got != 1 {
+		t.Skipf("the two targets took %d entries; no crowded round to check", got)
+	}
+	// The committer goes idle a crowded linger after the crowded round
+	// began; the flush still waits for the next round.
+	tu.Eventually(t, 30*time.Second, func() error {
+		if s.RoundsRunning() {
+			return errors.New("the committer is still waiting for company")
+		}
+		return nil
+	})
+	if took := time.Since(t0); took > crowded+crowded/2 {
+		t.Skipf("the crowded round and its linger took %s on a loaded machine; too late to check the wait (two crowded lingers)", took)
+	}
+	s.CreationObserved(web, "web-x")
+	quiet("an observation after a crowded round")
+	before = l.Raft().LastIndex()
+	share("c")
+	if got := l.Raft().LastIndex() - before; got != 1 {
+		t.Fatalf("the next round took %d entries, want 1 carrying the observation", got)
+	}
+	quiet("nothing left to flush after the round carried the observation")
+	// Round c was alone: the next observation is flushed on time.
+	before = l.Raft().LastIndex()
+	s.CreationObserved(web, "web-y")
+	tu.Eventually(t, 30*time.Second, func() error {
+		if l.Raft().LastIndex() == before {
+			return errors.New("the observation after a round alone is not flushed yet")
+		}
+		return nil
+	})
 }
