@@ -65,6 +65,9 @@ type Store struct {
 	// when it began.
 	crowded   bool
 	lastRound time.Time
+	// lastCrowd is when the latest crowded round began, lastFlush when
+	// the periodic flush last committed (roundExpected).
+	lastCrowd, lastFlush time.Time
 
 	// fences is what this store knows of the owner fences its callers
 	// write under (sharding, see fences.go).
@@ -276,18 +279,41 @@ func (s *Store) roundsRunning() bool {
 	return s.running
 }
 
+// crowdTail is how many crowded lingers after the latest crowded round
+// the periodic flush keeps its crowd pace (roundExpected).
+const crowdTail = 10
+
 // roundExpected reports whether the periodic flush leaves the pending
-// observations to a round: one is lingering or being committed, or the
-// last one was crowded and began less than two crowded lingers ago, so
-// more are likely to come (a crowd spaces its rounds a crowded linger
-// apart, and the committer goes idle between them).
+// observations to a round: one is lingering or being committed; or a
+// crowd was seen lately (a crowded round began less than crowdTail
+// crowded lingers ago) and less than two crowded lingers have passed
+// since observations were last committed (a round began, or the flush
+// ran): more rounds are likely to come (a crowd spaces its rounds a
+// crowded linger apart, and the committer goes idle between them), and
+// at the end of a crowd the observations of the last pods go in a few
+// fuller entries instead of one per flush interval.
 func (s *Store) roundExpected() bool {
 	s.rmu.Lock()
 	defer s.rmu.Unlock()
 	if s.running {
 		return true
 	}
-	return s.crowded && s.linger > 0 && s.clock.Since(s.lastRound) < 2*max(s.linger, s.crowdedLinger)
+	if s.linger <= 0 || s.lastCrowd.IsZero() {
+		return false
+	}
+	cl := max(s.linger, s.crowdedLinger)
+	last := s.lastRound
+	if s.lastFlush.After(last) {
+		last = s.lastFlush
+	}
+	return s.clock.Since(s.lastCrowd) < crowdTail*cl && s.clock.Since(last) < 2*cl
+}
+
+// flushed notes that the periodic flush committed observations now.
+func (s *Store) flushed() {
+	s.rmu.Lock()
+	s.lastFlush = s.clock.Now()
+	s.rmu.Unlock()
 }
 
 // maxReservationsPerEntry leaves room in one batch entry for the
@@ -322,6 +348,9 @@ func (s *Store) commitReservations() {
 		s.rqueue = s.rqueue[n:]
 		crowded := crowdedRound(round)
 		s.crowded, s.lastRound = crowded, s.clock.Now()
+		if crowded {
+			s.lastCrowd = s.lastRound
+		}
 		began := s.lastRound
 		s.rmu.Unlock()
 		s.commitRound(round)
@@ -769,6 +798,7 @@ func (s *Store) Run(ctx context.Context) {
 			if s.roundExpected() {
 				continue
 			}
+			s.flushed()
 		case <-s.kick:
 		}
 		for {

@@ -1182,7 +1182,7 @@ func TestCrowdedRound(t *testing.T) {
 
 // TestFlushWaitsForCrowdedRounds: after a round crowded with several
 // FRS's targets, the periodic flush leaves the observations to the next
-// round, which carries them; after a round alone it flushes on time.
+// round, which carries them; when no round comes it still flushes.
 func TestFlushWaitsForCrowdedRounds(t *testing.T) {
 	const linger, crowded, flush = 500 * time.Millisecond, 4 * time.Second, 20 * time.Millisecond
 	l, s := crowdedLeader(t, linger, crowded, flush)
@@ -1241,7 +1241,8 @@ func TestFlushWaitsForCrowdedRounds(t *testing.T) {
 		t.Fatalf("the next round took %d entries, want 1 carrying the observation", got)
 	}
 	quiet("nothing left to flush after the round carried the observation")
-	// Round c was alone: the next observation is flushed on time.
+	// No more rounds: the next observation is flushed at the crowd's
+	// pace (within two crowded lingers of the last round).
 	before = l.Raft().LastIndex()
 	s.CreationObserved(web, "web-y")
 	tu.Eventually(t, 30*time.Second, func() error {
