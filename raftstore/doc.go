@@ -182,10 +182,13 @@
 //     that cannot apply batches never receives one. The expectations
 //     store also gathers reservations into rounds: the first of a round
 //     waits NodeConfig.ReservationLinger for company (the longer
-//     CrowdedReservationLinger while several keys reserve), the pending
-//     observations ride along last, and the hub's SetTargets join the
-//     same rounds (expectations.Store.Share), so while pods are being
-//     created targets and observations take no entries of their own.
+//     CrowdedReservationLinger while several keys of a member reserve or
+//     the SetTargets of several FRS come), the pending observations ride
+//     along last, and the hub's SetTargets join the same rounds
+//     (expectations.Store.Share), so while pods are being created targets
+//     and observations take no entries of their own. After a crowded round
+//     the periodic flush leaves the observations to the next round, and
+//     for ten crowded lingers it goes at most every two.
 //     replicafed_raft_commands_per_entry and
 //     replicafed_raft_entries_proposed_total show the effect.
 //  14. Features. Every replica applies every entry alike, whatever its
