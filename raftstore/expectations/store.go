@@ -66,7 +66,7 @@ type Store struct {
 	crowded   bool
 	lastRound time.Time
 	// lastCrowd is when the latest crowded round began, lastFlush when
-	// the periodic flush last committed (roundExpected).
+	// a flush last committed observations (roundExpected).
 	lastCrowd, lastFlush time.Time
 
 	// fences is what this store knows of the owner fences its callers
@@ -287,8 +287,8 @@ const crowdTail = 10
 // observations to a round: one is lingering or being committed; or a
 // crowd was seen lately (a crowded round began less than crowdTail
 // crowded lingers ago) and less than two crowded lingers have passed
-// since observations were last committed (a round began, or the flush
-// ran): more rounds are likely to come (a crowd spaces its rounds a
+// since observations were last committed (a round began, or a flush
+// committed some): more rounds are likely to come (a crowd spaces its rounds a
 // crowded linger apart, and the committer goes idle between them), and
 // at the end of a crowd the observations of the last pods go in a few
 // fuller entries instead of one per flush interval.
@@ -309,7 +309,7 @@ func (s *Store) roundExpected() bool {
 	return s.clock.Since(s.lastCrowd) < crowdTail*cl && s.clock.Since(last) < 2*cl
 }
 
-// flushed notes that the periodic flush committed observations now.
+// flushed notes that a flush committed observations now.
 func (s *Store) flushed() {
 	s.rmu.Lock()
 	s.lastFlush = s.clock.Now()
@@ -798,7 +798,6 @@ func (s *Store) Run(ctx context.Context) {
 			if s.roundExpected() {
 				continue
 			}
-			s.flushed()
 		case <-s.kick:
 		}
 		for {
@@ -866,5 +865,6 @@ func (s *Store) Flush(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("committing %d observations: %w", len(batch), err)
 	}
+	s.flushed()
 	return nil
 }
