@@ -77,7 +77,24 @@
 //     persisted with each replica's data, so a name is never handed out
 //     twice for different slots. Pods are created with exactly those names,
 //     so a retry, a deposed leader or a new leader repeating a create gets
-//     AlreadyExists, which counts as success.
+//     AlreadyExists, which counts as success. First names ride in the
+//     targets (grant-on-targets, issue 27): a SetTargets marked Grant
+//     (fsm/grant.go), committed in the term it carries, reserves for each
+//     member it raises from zero, whose key holds nothing, that has no
+//     owner and whose FRS has no rollout record, min(target, Grant) names as a
+//     Reserve of that term would (same naming, sequence, TTL), marked
+//     Granted. A granted name does not hold up a sync; a Reserve hands it
+//     out before any fresh name (as a held name, marked reissued when
+//     marked), a Reconcile completes it when its pod exists and holds it
+//     otherwise, settlements treat it as reserved. The leader of the
+//     granting term, and only it, may hand granted names to a sync
+//     without a Reserve entry (expectations.Store claims them while the
+//     key holds nothing else, bounded like a Reserve by target - active,
+//     and counts them as outstanding until settled); any other case falls
+//     back to a Reserve, which reissues them, so a later leader never
+//     names a fresh pod beside a granted name. The store marks the
+//     SetTargets it shares while every server lists "grant-on-targets"
+//     (step 14).
 //  6. Names are the fence. A create refused by the API server (a 4xx other
 //     than a timeout) releases its name (SettleFailed); a create whose
 //     outcome is unknown (timeout, 5xx, cancelled, transport error) holds
@@ -165,17 +182,21 @@
 //     that cannot apply batches never receives one. The expectations
 //     store also gathers reservations into rounds: the first of a round
 //     waits NodeConfig.ReservationLinger for company (the longer
-//     CrowdedReservationLinger while several keys reserve), the pending
-//     observations ride along last, and the hub's SetTargets join the
-//     same rounds (expectations.Store.Share), so while pods are being
-//     created targets and observations take no entries of their own.
+//     CrowdedReservationLinger while several keys of a member reserve or
+//     the SetTargets of several FRS come), the pending observations ride
+//     along last, and the hub's SetTargets join the same rounds
+//     (expectations.Store.Share), so while pods are being created targets
+//     and observations take no entries of their own. After a crowded round
+//     the periodic flush leaves the observations to the next round, and
+//     for ten crowded lingers it goes at most every two.
 //     replicafed_raft_commands_per_entry and
 //     replicafed_raft_entries_proposed_total show the effect.
 //  14. Features. Every replica applies every entry alike, whatever its
 //     version: a change in how an entry applies is chosen by data in the
 //     entry (a new type, a mark), which the leader writes only while every
 //     server of the latest configuration lists the matching feature in its
-//     status answer ("batch", "hold-reissued", "ownership"). Every node, follower or
+//     status answer ("batch", "hold-reissued", "ownership",
+//     "grant-on-targets"). Every node, follower or
 //     leader, asks the servers every 10 s, and at once (each second) about
 //     a server that never answered, so a server just added counts as
 //     lacking every feature until it answers and a newly elected leader

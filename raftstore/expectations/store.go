@@ -65,11 +65,27 @@ type Store struct {
 	// when it began.
 	crowded   bool
 	lastRound time.Time
+	// lastCrowd is when the latest crowded round began, lastFlush when
+	// a flush last committed observations (roundExpected).
+	lastCrowd, lastFlush time.Time
 
 	// fences is what this store knows of the owner fences its callers
 	// write under (sharding, see fences.go).
 	fences fenceBook
+
+	// cmu guards claimed: the granted names (fsm grant-on-targets) this
+	// leader handed to a sync without a Reserve, per key, until they
+	// settle. They count as outstanding here (Satisfied), as a Reserve's
+	// names do in the FSM.
+	cmu     sync.Mutex
+	claimed map[fsm.Key][]string
 }
+
+// GrantFirstNames is how many first names per member a shared SetTargets
+// asks the FSM to grant (fsm.SetTargets.Grant): the engine's default
+// burst (controller/engine.DefaultBurstReplicas), the most one sync
+// creates. A smaller burst claims them over several syncs.
+const GrantFirstNames = 500
 
 // reserveCall is one ExpectCreations waiting for its Reserve to commit,
 // or one Share waiting for its command.
@@ -141,6 +157,18 @@ func (s *Store) settleMeta() fsm.Meta {
 // committed has no unexpired reservation or pending delete for key.
 func (s *Store) Satisfied(key fedref.MemberObject) bool {
 	k := fsm.KeyOf(key)
+	v := s.view(k)
+	now := s.clock.Now().UnixNano()
+	c, d := v.Outstanding(now)
+	s.cmu.Lock()
+	c += s.claimsOutstanding(k, v, now)
+	s.cmu.Unlock()
+	return c == 0 && d == 0
+}
+
+// view is k's committed expectations with the observations not committed
+// yet applied.
+func (s *Store) view(k fsm.Key) fsm.KeyView {
 	s.mu.Lock()
 	items := make([]fsm.Settlement, 0, len(s.inflight)+len(s.pending))
 	items = append(append(items, s.inflight...), s.pending...)
@@ -149,8 +177,7 @@ func (s *Store) Satisfied(key fedref.MemberObject) bool {
 	// and settling it twice is harmless.
 	v := s.fsm.View(k)
 	v.Apply(k, items)
-	c, d := v.Outstanding(s.clock.Now().UnixNano())
-	return c == 0 && d == 0
+	return v
 }
 
 // ExpectCreations implements Store. It commits one Reserve carrying this
@@ -164,11 +191,15 @@ func (s *Store) ExpectCreations(ctx context.Context, key fedref.MemberObject, in
 	k := fsm.KeyOf(key)
 	s.flushMu.RLock()
 	defer s.flushMu.RUnlock()
-	drained := s.drain(k)
 	prefix := intent.Prefix
 	if prefix == "" {
 		prefix = k.Name + "-"
 	}
+	if names := s.claimGranted(ctx, k, intent, prefix); len(names) > 0 {
+		logr.FromContextOrDiscard(ctx).V(2).Info("Claimed granted pod names", "cluster", key.Cluster, "key", key.String(), "names", len(names))
+		return names, nil
+	}
+	drained := s.drain(k)
 	cmd := &fsm.Reserve{
 		Meta: s.meta(s.term(ctx)), Key: k, Target: intent.Target, Active: intent.Active, Count: intent.Count,
 		Prefix: prefix, TTL: int64(s.ttl), Settle: drained, Fence: s.fenceOf(ctx, k.Cluster),
@@ -222,6 +253,13 @@ func (s *Store) reserve(ctx context.Context, cmd fsm.Command) (res *fsm.Result, 
 // result, as consecutive entries would. It returns the command's result and
 // its refusal (fsm.Result.Error) or commit error, as node.Apply does.
 func (s *Store) Share(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
+	// Marked while every server applies the rule: the FSM then grants a
+	// new key's first names in the same apply, and the key's first sync
+	// claims them (claimGranted) instead of committing a Reserve.
+	if st, ok := cmd.(*fsm.SetTargets); ok && st.Term != 0 && st.Grant == 0 && s.ttl > 0 &&
+		s.node.AllServersHave(node.FeatureGrantOnTargets) {
+		st.Grant, st.GrantTTL = GrantFirstNames, int64(s.ttl)
+	}
 	// Like a reservation: no flush runs while the round takes the pending
 	// observations along.
 	s.flushMu.RLock()
@@ -239,6 +277,43 @@ func (s *Store) roundsRunning() bool {
 	s.rmu.Lock()
 	defer s.rmu.Unlock()
 	return s.running
+}
+
+// crowdTail is how many crowded lingers after the latest crowded round
+// the periodic flush keeps its crowd pace (roundExpected).
+const crowdTail = 10
+
+// roundExpected reports whether the periodic flush leaves the pending
+// observations to a round: one is lingering or being committed; or a
+// crowd was seen lately (a crowded round began less than crowdTail
+// crowded lingers ago) and less than two crowded lingers have passed
+// since observations were last committed (a round began, or a flush
+// committed some): more rounds are likely to come (a crowd spaces its rounds a
+// crowded linger apart, and the committer goes idle between them), and
+// at the end of a crowd the observations of the last pods go in a few
+// fuller entries instead of one per flush interval.
+func (s *Store) roundExpected() bool {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	if s.running {
+		return true
+	}
+	if s.linger <= 0 || s.lastCrowd.IsZero() {
+		return false
+	}
+	cl := max(s.linger, s.crowdedLinger)
+	last := s.lastRound
+	if s.lastFlush.After(last) {
+		last = s.lastFlush
+	}
+	return s.clock.Since(s.lastCrowd) < crowdTail*cl && s.clock.Since(last) < 2*cl
+}
+
+// flushed notes that a flush committed observations now.
+func (s *Store) flushed() {
+	s.rmu.Lock()
+	s.lastFlush = s.clock.Now()
+	s.rmu.Unlock()
 }
 
 // maxReservationsPerEntry leaves room in one batch entry for the
@@ -273,6 +348,9 @@ func (s *Store) commitReservations() {
 		s.rqueue = s.rqueue[n:]
 		crowded := crowdedRound(round)
 		s.crowded, s.lastRound = crowded, s.clock.Now()
+		if crowded {
+			s.lastCrowd = s.lastRound
+		}
 		began := s.lastRound
 		s.rmu.Unlock()
 		s.commitRound(round)
@@ -285,19 +363,27 @@ func (s *Store) commitReservations() {
 }
 
 // crowdedRound reports whether round reserves for several keys of one
-// member: many MemberReplicaSets syncing there at once. One FederatedReplicaSet's
-// keys in several members (a burst of one large workload) are not a crowd.
+// member (many MemberReplicaSets syncing there at once) or carries the
+// SetTargets of several FederatedReplicaSets (the hub planning many at
+// once: with their first names granted in the SetTargets, their syncs
+// commit no reservations, and the targets and the observations would
+// otherwise take short rounds of their own). One FederatedReplicaSet's keys
+// in several members (a burst of one large workload) are not a crowd.
 func crowdedRound(round []*reserveCall) bool {
 	members := map[string]bool{}
+	targets := 0
 	for _, c := range round {
-		r, ok := c.cmd.(*fsm.Reserve)
-		if !ok {
-			continue
+		switch cmd := c.cmd.(type) {
+		case *fsm.Reserve:
+			if members[cmd.Key.Cluster] {
+				return true
+			}
+			members[cmd.Key.Cluster] = true
+		case *fsm.SetTargets:
+			if targets++; targets > 1 {
+				return true
+			}
 		}
-		if members[r.Key.Cluster] {
-			return true
-		}
-		members[r.Key.Cluster] = true
 	}
 	return false
 }
@@ -567,6 +653,11 @@ func (s *Store) ReconcileReservations(ctx context.Context, key fedref.MemberObje
 	if v := s.fsm.View(k); len(v.Reservations) == 0 && len(v.Deletes) == 0 {
 		return out, nil
 	}
+	if fence == nil && s.onlyUnclaimedGrants(k, term) {
+		// Nobody was handed these names: there is nothing to settle, and
+		// holding them would cost the key the Reserve the grant saved.
+		return out, nil
+	}
 	live := make(map[string]string, len(listed))
 	var deleting []string
 	for n, p := range listed {
@@ -689,9 +780,10 @@ func (s *Store) Start(ctx context.Context) error {
 
 // Run commits pending observations every flush interval, or sooner when a
 // batch is full, until ctx ends; then it flushes once more. A tick that
-// finds a round of reservations lingering or committing leaves the
-// observations to it (they ride along, see commitRound): while pods are
-// being created the observations then take no entries of their own.
+// finds a round of reservations lingering or committing, or expected
+// soon after a crowded one (roundExpected), leaves the observations to it
+// (they ride along, see commitRound): while pods are being created the
+// observations then take no entries of their own.
 func (s *Store) Run(ctx context.Context) {
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
@@ -703,7 +795,7 @@ func (s *Store) Run(ctx context.Context) {
 			cancel()
 			return
 		case <-t.C:
-			if s.roundsRunning() {
+			if s.roundExpected() {
 				continue
 			}
 		case <-s.kick:
@@ -773,5 +865,6 @@ func (s *Store) Flush(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("committing %d observations: %w", len(batch), err)
 	}
+	s.flushed()
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -150,7 +151,19 @@ func fakeEngine(ctx context.Context, r *replica, api *memberAPI, keys []fedref.M
 	}
 }
 
-func TestInvariantUnderLeaderChaos(t *testing.T) {
+func TestInvariantUnderLeaderChaos(t *testing.T) { leaderChaos(t, false) }
+
+// TestInvariantUnderLeaderChaosWithGrants is the chaos test with the
+// targets shared through the stores (Store.Share), so every key's first
+// names are granted by its SetTargets (grant-on-targets) and claimed by
+// the engine of the granting leader, while leaders are killed and
+// partitioned between the grant and the creates.
+func TestInvariantUnderLeaderChaosWithGrants(t *testing.T) { leaderChaos(t, true) }
+
+// leaderChaos runs fake engines on three replicas under leader kills and
+// partitions while targets rise, and checks that no key ever exceeds its
+// target; shared commits the targets through the stores' Share.
+func leaderChaos(t *testing.T, shared bool) {
 	if testing.Short() {
 		t.Skip("chaos test")
 	}
@@ -206,7 +219,15 @@ func TestInvariantUnderLeaderChaos(t *testing.T) {
 			}
 			for _, n := range c.Live() {
 				sctx, scancel := context.WithTimeout(ctx, 3*time.Second)
-				err := n.SetTargets(sctx, fsm.FRSRef{Namespace: "ns", Name: frs, UID: "u"}, gen, tm)
+				mu.Lock()
+				r := replicas[c.Index(n)]
+				mu.Unlock()
+				var err error
+				if shared && r != nil {
+					_, err = r.store.Share(sctx, &fsm.SetTargets{Meta: n.Meta(), FRS: fsm.FRSRef{Namespace: "ns", Name: frs, UID: "u"}, Generation: gen, Targets: maps.Clone(tm)})
+				} else {
+					err = n.SetTargets(sctx, fsm.FRSRef{Namespace: "ns", Name: frs, UID: "u"}, gen, tm)
+				}
 				scancel()
 				if err == nil {
 					break
@@ -1147,7 +1168,8 @@ func TestCrowdedRound(t *testing.T) {
 		{"one reservation", []fsm.Command{res("m1", "a")}, false},
 		{"one workload in several members", []fsm.Command{res("m1", "a"), res("m2", "a"), res("m3", "a")}, false},
 		{"two workloads in one member", []fsm.Command{res("m1", "a"), res("m2", "a"), res("m1", "b")}, true},
-		{"targets are no crowd", []fsm.Command{targets, targets, res("m1", "a")}, false},
+		{"one FRS's targets are no crowd", []fsm.Command{targets, res("m1", "a")}, false},
+		{"several FRS's targets are a crowd", []fsm.Command{targets, targets, res("m1", "a")}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1156,4 +1178,77 @@ func TestCrowdedRound(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFlushWaitsForCrowdedRounds: after a round crowded with several
+// FRS's targets, the periodic flush leaves the observations to the next
+// round, which carries them; when no round comes it still flushes.
+func TestFlushWaitsForCrowdedRounds(t *testing.T) {
+	const linger, crowded, flush = 500 * time.Millisecond, 4 * time.Second, 20 * time.Millisecond
+	l, s := crowdedLeader(t, linger, crowded, flush)
+	term := l.LastLeaderTerm()
+	ctx := ctrlexp.WithTerm(tu.Ctx(t, 60*time.Second), term)
+	go s.Run(ctx)
+	share := func(names ...string) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make([]error, len(names))
+		for i, name := range names {
+			wg.Go(func() {
+				m := l.Meta()
+				m.Term = term
+				_, errs[i] = s.Share(ctx, &fsm.SetTargets{Meta: m, FRS: fsm.FRSRef{Namespace: "ns", Name: name}, Generation: 1, Targets: map[string]int32{"m1": 1}})
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				skipIfLeadershipMoved(t, l, term)
+				t.Fatal(err)
+			}
+		}
+	}
+	quiet := func(what string) {
+		t.Helper()
+		idx := l.Raft().LastIndex()
+		<-time.After(10 * flush)
+		if got := l.Raft().LastIndex(); got != idx {
+			skipIfLeadershipMoved(t, l, term)
+			t.Fatalf("%s: %d raft entries within ten flush intervals, want none", what, got-idx)
+		}
+	}
+	before, t0 := l.Raft().LastIndex(), time.Now()
+	share("a", "b")
+	if got := l.Raft().LastIndex() - before; got != 1 {
+		t.Skipf("the two targets took %d entries; no crowded round to check", got)
+	}
+	// The committer goes idle a crowded linger after the crowded round
+	// began; the flush still waits for the next round.
+	tu.Eventually(t, 30*time.Second, func() error {
+		if s.RoundsRunning() {
+			return errors.New("the committer is still waiting for company")
+		}
+		return nil
+	})
+	if took := time.Since(t0); took > crowded+crowded/2 {
+		t.Skipf("the crowded round and its linger took %s on a loaded machine; too late to check the wait (two crowded lingers)", took)
+	}
+	s.CreationObserved(web, "web-x")
+	quiet("an observation after a crowded round")
+	before = l.Raft().LastIndex()
+	share("c")
+	if got := l.Raft().LastIndex() - before; got != 1 {
+		t.Fatalf("the next round took %d entries, want 1 carrying the observation", got)
+	}
+	quiet("nothing left to flush after the round carried the observation")
+	// No more rounds: the next observation is flushed at the crowd's
+	// pace (within two crowded lingers of the last round).
+	before = l.Raft().LastIndex()
+	s.CreationObserved(web, "web-y")
+	tu.Eventually(t, 30*time.Second, func() error {
+		if l.Raft().LastIndex() == before {
+			return errors.New("the observation after a round alone is not flushed yet")
+		}
+		return nil
+	})
 }

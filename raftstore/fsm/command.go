@@ -262,6 +262,16 @@ type SetTargets struct {
 	FRS        FRSRef           `json:"frs"`
 	Generation int64            `json:"gen"`
 	Targets    map[string]int32 `json:"targets"`
+	// Grant, when positive, marks the command for the grant-on-targets
+	// rule (grant.go): a member whose target rises from zero (or appears)
+	// and whose key holds no expectations gets its first min(target,
+	// Grant) pod names reserved in the same apply, as granted names, so
+	// its first sync creates pods without a Reserve entry. 0 applies the
+	// command as versions without the rule do; a leader sets it only
+	// while every server lists node.FeatureGrantOnTargets.
+	Grant int32 `json:"grant,omitempty"`
+	// GrantTTL is the granted names' TTL in nanoseconds (Reserve.TTL).
+	GrantTTL int64 `json:"grantTTL,omitempty"`
 }
 
 // DeleteTargets removes the targets of one FederatedReplicaSet.
@@ -407,6 +417,9 @@ func (c *SetTargets) validate() error {
 	}
 	if len(c.Targets) > maxItems {
 		return errors.New("set targets: too many members")
+	}
+	if c.Grant < 0 || c.Grant > maxItems || (c.Grant > 0 && c.GrantTTL <= 0) || c.GrantTTL < 0 {
+		return fmt.Errorf("set targets for %s: invalid grant %d or grant ttl %d", c.FRS, c.Grant, c.GrantTTL)
 	}
 	for m, t := range c.Targets {
 		if m == "" || t < 0 {

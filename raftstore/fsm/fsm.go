@@ -193,7 +193,7 @@ func (f *FSM) apply(cmd Command, logTerm, index uint64) Result {
 	case *Reconcile:
 		return f.applyReconcile(c)
 	case *SetTargets:
-		return f.applySetTargets(c)
+		return f.applySetTargets(c, logTerm)
 	case *DeleteTargets:
 		return f.applyDeleteTargets(c)
 	case *SetRollout:
@@ -244,14 +244,22 @@ func (f *FSM) applyExpectDeletes(c *ExpectDeletes) Result {
 }
 
 // applySetTargets records an FRS's per-member targets; an older generation
-// of the same object never overwrites a newer one.
-func (f *FSM) applySetTargets(c *SetTargets) Result {
+// of the same object never overwrites a newer one. A command marked Grant
+// also grants the first names of members it raises from zero (grant.go).
+func (f *FSM) applySetTargets(c *SetTargets, logTerm uint64) Result {
 	s := f.st
 	k := c.FRS.String()
-	if old, ok := s.Targets[k]; ok && old.FRS.UID == c.FRS.UID && old.Generation > c.Generation {
-		return Result{Code: CodeStale, Msg: fmt.Sprintf("targets of %s are at generation %d, command has %d", k, old.Generation, c.Generation)}
+	var prev map[string]int32
+	if old, ok := s.Targets[k]; ok && old.FRS.UID == c.FRS.UID {
+		if old.Generation > c.Generation {
+			return Result{Code: CodeStale, Msg: fmt.Sprintf("targets of %s are at generation %d, command has %d", k, old.Generation, c.Generation)}
+		}
+		prev = old.Targets
 	}
 	s.Targets[k] = &TargetRecord{FRS: c.FRS, Generation: c.Generation, Targets: maps.Clone(c.Targets)}
+	if c.Grant > 0 {
+		f.grantFirstNames(c, prev, logTerm)
+	}
 	return Result{}
 }
 
@@ -318,7 +326,9 @@ func (f *FSM) applyReserve(c *Reserve, logTerm uint64) Result {
 			// this once (at worst one sync creates too few), then forget it.
 			seen++
 			delete(ks.Reservations, n)
-		case r.Held:
+		case r.Held || r.Granted:
+			// A granted name may have been claimed and created by the
+			// leader of its term: hand it out again like a held one.
 			held = append(held, r)
 		default:
 			issued++
@@ -339,7 +349,7 @@ func (f *FSM) applyReserve(c *Reserve, logTerm uint64) Result {
 		if len(names) == n {
 			break
 		}
-		r.Held, r.Term, r.Expiry, r.Epoch = false, c.Term, c.Now+c.TTL, c.Fence.epoch()
+		r.Held, r.Granted, r.Term, r.Expiry, r.Epoch = false, false, c.Term, c.Now+c.TTL, c.Fence.epoch()
 		if c.HoldReissued || c.Fence != nil {
 			r.Reissued = true
 		}
@@ -390,7 +400,7 @@ func (f *FSM) applyReconcile(c *Reconcile) Result {
 			// the key is in flight, so one without its pod lost its
 			// settlement and would otherwise hold the key up until the TTL.
 			// Not live: a pod seen earlier is gone, the name is only held.
-			res.Held, res.Seen, res.Term, res.Epoch = true, false, c.Term, c.Fence.epoch()
+			res.Held, res.Seen, res.Granted, res.Term, res.Epoch = true, false, false, c.Term, c.Fence.epoch()
 			if c.TTL > 0 {
 				res.Expiry = c.Now + c.TTL
 			}

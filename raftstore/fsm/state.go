@@ -37,6 +37,13 @@ type Reservation struct {
 	// Epoch is the owner epoch the name was reserved or last reissued
 	// under (0: by the unsharded, term-fenced leader).
 	Epoch uint64 `json:"epoch,omitempty"`
+	// Granted is set on a first name a SetTargets granted (grant.go) and
+	// no Reserve has handed out yet. While not Held, it does not hold up
+	// a sync (only the leader of its term may claim it, and that leader
+	// counts its own claims); a Reserve hands it out first, as a held
+	// name; a settlement treats it as a reserved name. Only meaningful
+	// while Held is false.
+	Granted bool `json:"granted,omitempty"`
 }
 
 // PendingDelete is a pod expected to be deleted.
@@ -56,11 +63,11 @@ type KeyView struct {
 	Deletes      map[string]PendingDelete
 }
 
-// Outstanding counts the reservations (not held) and pending deletes not
-// expired at now (Unix ns).
+// Outstanding counts the reservations (neither held nor granted) and
+// pending deletes not expired at now (Unix ns).
 func (v KeyView) Outstanding(now int64) (creates, deletes int) {
 	for _, r := range v.Reservations {
-		if r.Expiry > now && !r.Held {
+		if r.Expiry > now && !r.Held && !r.Granted {
 			creates++
 		}
 	}

@@ -29,10 +29,14 @@ const (
 	// (fsm.TypeAssignOwners, fsm.TypeRenewOwnership) and owner fences;
 	// a node proposes neither before every server lists it.
 	FeatureOwnership = "ownership"
+	// FeatureGrantOnTargets: the FSM applies fsm.SetTargets.Grant (the
+	// first names of a new key are granted in the SetTargets apply); the
+	// expectations store then marks the SetTargets it shares.
+	FeatureGrantOnTargets = "grant-on-targets"
 )
 
 // ownFeatures are the features of this version.
-var ownFeatures = []string{FeatureBatch, FeatureHoldReissued, FeatureOwnership}
+var ownFeatures = []string{FeatureBatch, FeatureHoldReissued, FeatureOwnership, FeatureGrantOnTargets}
 
 // ErrFeatureMissing is returned for a command that needs a feature some
 // server of the configuration does not list yet.
