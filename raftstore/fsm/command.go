@@ -29,6 +29,9 @@ const (
 	// node.FeatureOwnership.
 	TypeAssignOwners   Type = 12
 	TypeRenewOwnership Type = 13
+	// TypeReleaseOwnership ends a handover early (owners.go); proposed
+	// only while every server lists node.FeatureOwnerRelease.
+	TypeReleaseOwnership Type = 14
 )
 
 // Version1 is the only encoding version so far: the body is JSON.
@@ -519,6 +522,8 @@ func Decode(b []byte) (Command, error) {
 		cmd = &AssignOwners{}
 	case TypeRenewOwnership:
 		cmd = &RenewOwnership{}
+	case TypeReleaseOwnership:
+		cmd = &ReleaseOwnership{}
 	default:
 		return nil, fmt.Errorf("%w: unknown type %d", ErrMalformed, b[0])
 	}

@@ -50,6 +50,8 @@ type Result struct {
 	// NotOwned are the (member, epoch) pairs a RenewOwnership named that
 	// its owner does not hold (any more): its lease does not cover them.
 	NotOwned []MemberEpoch `json:"notOwned,omitempty"`
+	// HandoverEnded is set when a ReleaseOwnership ended a handover wait.
+	HandoverEnded bool `json:"handoverEnded,omitempty"`
 }
 
 // Error turns a failed result into an error.
@@ -182,6 +184,8 @@ func (f *FSM) apply(cmd Command, logTerm, index uint64) Result {
 		return f.applyAssignOwners(c)
 	case *RenewOwnership:
 		return f.applyRenewOwnership(c, logTerm, index)
+	case *ReleaseOwnership:
+		return f.applyReleaseOwnership(c)
 	case *Reserve:
 		return f.applyReserve(c, logTerm)
 	case *Settle:

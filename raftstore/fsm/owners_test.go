@@ -39,19 +39,19 @@ func TestAssignOwners(t *testing.T) {
 		want     map[string]Ownership
 	}{
 		{"initial", assign(2, own("m1", "a"), own("m2", "b")), 2, CodeOK,
-			map[string]Ownership{"m1": {"a", 1, false, 1}, "m2": {"b", 2, false, 1}}},
+			map[string]Ownership{"m1": {"a", 1, false, 1, ""}, "m2": {"b", 2, false, 1, ""}}},
 		{"same owner keeps its epoch", assign(2, own("m1", "a")), 2, CodeOK,
-			map[string]Ownership{"m1": {"a", 1, false, 1}, "m2": {"b", 2, false, 1}}},
+			map[string]Ownership{"m1": {"a", 1, false, 1, ""}, "m2": {"b", 2, false, 1, ""}}},
 		{"a move takes the next epoch", assign(2, OwnerAssignment{Member: "m1", Owner: "b", Handover: true}), 2, CodeOK,
-			map[string]Ownership{"m1": {"b", 3, true, 1}, "m2": {"b", 2, false, 1}}},
+			map[string]Ownership{"m1": {"b", 3, true, 1, "a"}, "m2": {"b", 2, false, 1, ""}}},
 		{"a deposed leader's assignment is stale", assign(1, own("m1", "c")), 2, CodeStale,
-			map[string]Ownership{"m1": {"b", 3, true, 1}, "m2": {"b", 2, false, 1}}},
+			map[string]Ownership{"m1": {"b", 3, true, 1, "a"}, "m2": {"b", 2, false, 1, ""}}},
 		{"a follower's (term 0) is stale", assign(0, own("m1", "c")), 2, CodeInvalid,
-			map[string]Ownership{"m1": {"b", 3, true, 1}, "m2": {"b", 2, false, 1}}},
+			map[string]Ownership{"m1": {"b", 3, true, 1, "a"}, "m2": {"b", 2, false, 1, ""}}},
 		{"drop", &AssignOwners{Meta: Meta{Term: 3, Now: 1}, Drop: []string{"m1"}}, 3, CodeOK,
-			map[string]Ownership{"m2": {"b", 2, false, 1}}},
+			map[string]Ownership{"m2": {"b", 2, false, 1, ""}}},
 		{"re-added to its old owner: a higher epoch than ever", assign(3, own("m1", "b")), 3, CodeOK,
-			map[string]Ownership{"m1": {"b", 4, false, 1}, "m2": {"b", 2, false, 1}}},
+			map[string]Ownership{"m1": {"b", 4, false, 1, ""}, "m2": {"b", 2, false, 1, ""}}},
 	}
 	for _, s := range steps {
 		var r Result
@@ -443,4 +443,49 @@ func TestUnfencedWriteToOwnedMember(t *testing.T) {
 			t.Fatalf("unfenced reserve after the drop: %+v, want the held %s", r, name)
 		}
 	})
+}
+
+// TestReleaseOwnership: the previous owner's release ends the handover wait
+// of the assignment that moved the member from it, and nothing else does.
+func TestReleaseOwnership(t *testing.T) {
+	tests := []struct {
+		name      string
+		release   *ReleaseOwnership
+		wantEnded bool
+		want      Ownership
+	}{
+		{"the previous owner, at the move's epoch", &ReleaseOwnership{Owner: "a", Member: "m1", Epoch: 3}, true,
+			Ownership{"b", 3, false, 1, ""}},
+		{"another replica", &ReleaseOwnership{Owner: "c", Member: "m1", Epoch: 3}, false,
+			Ownership{"b", 3, true, 1, "a"}},
+		{"an older epoch", &ReleaseOwnership{Owner: "a", Member: "m1", Epoch: 1}, false,
+			Ownership{"b", 3, true, 1, "a"}},
+		{"the new owner itself", &ReleaseOwnership{Owner: "b", Member: "m1", Epoch: 3}, false,
+			Ownership{"b", 3, true, 1, "a"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New("s")
+			applyAt(t, f, assign(2, own("m1", "a"), own("m2", "b")), 2)
+			applyAt(t, f, assign(2, OwnerAssignment{Member: "m1", Owner: "b", Handover: true}), 2)
+			r := applyAt(t, f, tc.release, 2)
+			if r.Code != CodeOK || r.HandoverEnded != tc.wantEnded {
+				t.Fatalf("result %+v, want OK with HandoverEnded %v", r, tc.wantEnded)
+			}
+			if diff := cmp.Diff(tc.want, f.Owners()["m1"]); diff != "" {
+				t.Errorf("m1 (-want +got):\n%s", diff)
+			}
+			if o := f.Owners()["m2"]; o.Handover {
+				t.Errorf("m2 changed: %v", o)
+			}
+		})
+	}
+	f := New("s")
+	applyAt(t, f, assign(2, own("m1", "a")), 2)
+	if r := applyAt(t, f, &ReleaseOwnership{Owner: "a", Member: "m1", Epoch: 1}, 2); r.HandoverEnded {
+		t.Error("a release ended a handover where there was none")
+	}
+	if !UsesOwnership(&ReleaseOwnership{Owner: "a", Member: "m1", Epoch: 1}) {
+		t.Error("ReleaseOwnership does not count as an ownership command")
+	}
 }

@@ -5,19 +5,20 @@ import "strconv"
 // typeNames are the names String gives the command types, as metrics label
 // them.
 var typeNames = map[Type]string{
-	TypeReserve:        "reserve",
-	TypeSettle:         "settle",
-	TypeExpectDeletes:  "expect-deletes",
-	TypeReconcile:      "reconcile",
-	TypeSetTargets:     "set-targets",
-	TypeDeleteTargets:  "delete-targets",
-	TypeSetHealth:      "set-health",
-	TypePruneMembers:   "prune-members",
-	TypeBatch:          "batch",
-	TypeSetRollout:     "set-rollout",
-	TypeDeleteRollout:  "delete-rollout",
-	TypeAssignOwners:   "assign-owners",
-	TypeRenewOwnership: "renew-ownership",
+	TypeReserve:          "reserve",
+	TypeSettle:           "settle",
+	TypeExpectDeletes:    "expect-deletes",
+	TypeReconcile:        "reconcile",
+	TypeSetTargets:       "set-targets",
+	TypeDeleteTargets:    "delete-targets",
+	TypeSetHealth:        "set-health",
+	TypePruneMembers:     "prune-members",
+	TypeBatch:            "batch",
+	TypeSetRollout:       "set-rollout",
+	TypeDeleteRollout:    "delete-rollout",
+	TypeAssignOwners:     "assign-owners",
+	TypeRenewOwnership:   "renew-ownership",
+	TypeReleaseOwnership: "release-ownership",
 }
 
 // String names the type ("reserve", "set-targets", ...); an unknown type

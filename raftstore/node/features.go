@@ -33,10 +33,14 @@ const (
 	// first names of a new key are granted in the SetTargets apply); the
 	// expectations store then marks the SetTargets it shares.
 	FeatureGrantOnTargets = "grant-on-targets"
+	// FeatureOwnerRelease: the FSM applies fsm.TypeReleaseOwnership (a
+	// previous owner ends a handover wait early); a node proposes it only
+	// while every server lists it, else the wait runs out as before.
+	FeatureOwnerRelease = "owner-release"
 )
 
 // ownFeatures are the features of this version.
-var ownFeatures = []string{FeatureBatch, FeatureHoldReissued, FeatureOwnership, FeatureGrantOnTargets}
+var ownFeatures = []string{FeatureBatch, FeatureHoldReissued, FeatureOwnership, FeatureGrantOnTargets, FeatureOwnerRelease}
 
 // ErrFeatureMissing is returned for a command that needs a feature some
 // server of the configuration does not list yet.
@@ -47,6 +51,9 @@ var ErrFeatureMissing = errors.New("raftstore: a server of the configuration lac
 func (n *Node) needsFeature(cmd fsm.Command) error {
 	if fsm.UsesOwnership(cmd) && !n.AllServersHave(FeatureOwnership) {
 		return fmt.Errorf("proposing command type %s: %w %q", cmd.Type(), ErrFeatureMissing, FeatureOwnership)
+	}
+	if _, release := cmd.(*fsm.ReleaseOwnership); release && !n.AllServersHave(FeatureOwnerRelease) {
+		return fmt.Errorf("proposing command type %s: %w %q", cmd.Type(), ErrFeatureMissing, FeatureOwnerRelease)
 	}
 	return nil
 }

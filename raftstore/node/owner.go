@@ -171,6 +171,23 @@ func (o *OwnerLease) Renew(ctx context.Context) error {
 	return nil
 }
 
+// Release tells the raft leader that this replica has stopped writing to
+// member, which an assignment at epoch moved away from it with a handover
+// wait: the new owner may then write at once instead of after lease plus
+// margin. Call it only once every write this replica sent to member under
+// its former ownership has ended (its syncs drained, the last write's
+// deadline passed). It changes nothing when the member is no longer at
+// epoch or was not moved from this replica. ErrFeatureMissing while a
+// server does not list FeatureOwnerRelease: the wait then runs out.
+func (o *OwnerLease) Release(ctx context.Context, member string, epoch uint64) (ended bool, err error) {
+	m := fsm.Meta{ReqID: NewRequestID(), Now: o.n.clock.Now().UnixNano()}
+	res, err := o.n.Apply(ctx, &fsm.ReleaseOwnership{Meta: m, Owner: o.n.ServerID(), Member: member, Epoch: epoch})
+	if err != nil {
+		return false, fmt.Errorf("releasing member %s at epoch %d: %w", member, epoch, err)
+	}
+	return res.HandoverEnded, nil
+}
+
 // Changed returns a channel that is closed at the next change of what
 // this replica owns or may write: an AssignOwners applied here (or a
 // snapshot restored), the result of a renewal (accepted or not), and the

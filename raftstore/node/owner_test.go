@@ -250,3 +250,49 @@ func TestOwnerLeaseRenewsOnGain(t *testing.T) {
 		t.Fatalf("renewal index still %d: m1 permitted without a renewal", got)
 	}
 }
+
+// TestOwnerLeaseRelease: a handover's wait ends when the previous owner
+// releases the member, without lease plus margin passing on the new
+// owner's clock; Release from this replica ends the wait of a member moved
+// away from it.
+func TestOwnerLeaseRelease(t *testing.T) {
+	const lease, margin = 3 * time.Second, time.Second
+	c := tu.NewCluster(t, 1, tu.StableTimers)
+	c.StartAll()
+	l := c.WaitVoters(1, 60*time.Second)
+	waitAllHave(t, []*node.Node{l}, node.FeatureOwnerRelease)
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	o := l.NewOwnerLease(lease, margin, clk)
+	ctx := tu.Ctx(t, time.Minute)
+	self := l.ServerID()
+
+	assignOwners(t, l, fsm.OwnerAssignment{Member: "m2", Owner: "other"})
+	assignOwners(t, l, fsm.OwnerAssignment{Member: "m2", Owner: self, Handover: true})
+	if err := o.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := o.Permitted("m2"); ok {
+		t.Fatal("permitted during the handover wait")
+	}
+	epoch := l.FSM().Owners()["m2"].Epoch
+	res, err := l.Apply(ctx, &fsm.ReleaseOwnership{Meta: l.Meta(), Owner: "other", Member: "m2", Epoch: epoch})
+	if err != nil || !res.HandoverEnded {
+		t.Fatalf("release by the previous owner: %+v, %v", res, err)
+	}
+	if _, ok := o.Permitted("m2"); !ok {
+		t.Fatal("not permitted once the previous owner released the member")
+	}
+
+	assignOwners(t, l, fsm.OwnerAssignment{Member: "m3", Owner: self})
+	assignOwners(t, l, fsm.OwnerAssignment{Member: "m3", Owner: "other", Handover: true})
+	moved := l.FSM().Owners()["m3"]
+	if ended, err := o.Release(ctx, "m3", moved.Epoch-1); err != nil || ended {
+		t.Fatalf("release at an old epoch: ended %v, %v; want false, nil", ended, err)
+	}
+	if ended, err := o.Release(ctx, "m3", moved.Epoch); err != nil || !ended {
+		t.Fatalf("release of a member moved away: ended %v, %v; want true, nil", ended, err)
+	}
+	if l.FSM().Owners()["m3"].Handover {
+		t.Error("the handover of m3 is still waiting after its release")
+	}
+}

@@ -110,7 +110,8 @@ func addSharding(s *sharding, cfg *config.Config, local manager.Manager, n *node
 		return nil
 	}
 	log.Info("Sharding on: each member is written by the replica that owns it", "lease", cfg.Sharding.Lease, "margin", cfg.Sharding.Margin)
-	owned := &ownedSync{s: s, workers: workers, source: link.source, reports: link.reports, kick: make(chan struct{}, 1), log: log.WithName("owned-members")}
+	owned := &ownedSync{s: s, n: n, writeDeadline: cfg.Controller.MemberWriteTimeout, workers: workers, source: link.source, reports: link.reports,
+		kick: make(chan struct{}, 1), log: log.WithName("owned-members")}
 	n.OnApply(owned.applied)
 	for what, r := range map[string]manager.Runnable{
 		"owner lease renewals": manager.RunnableFunc(func(ctx context.Context) error { s.lease.Run(ctx); return nil }),
@@ -160,12 +161,16 @@ func registeredNames(reg *registry.Registry, n *node.Node, log logr.Logger) func
 // again. It forgets the local reports of a member it loses, so the hub of
 // this replica reads the new owner's status instead.
 type ownedSync struct {
-	s       *sharding
-	workers *worker.Manager
-	source  *hub.Workloads
-	reports *hub.Reports
-	kick    chan struct{}
-	log     logr.Logger
+	s *sharding
+	n *node.Node
+	// writeDeadline is every member write's deadline
+	// (controller.memberWriteTimeout).
+	writeDeadline time.Duration
+	workers       *worker.Manager
+	source        *hub.Workloads
+	reports       *hub.Reports
+	kick          chan struct{}
+	log           logr.Logger
 
 	mu      sync.Mutex
 	pending map[fedref.FRS]bool
@@ -251,6 +256,9 @@ func (o *ownedSync) follow(ctx context.Context, held map[string]uint64) {
 			o.log.V(1).Info("Member no longer owned", "cluster", m)
 			metrics.MemberOwnedEpoch.DeleteLabelValues(m)
 			o.reports.ForgetCluster(m)
+			if row, moved := o.n.FSM().Owner(m); moved && row.Handover && row.From == o.n.ServerID() {
+				go o.release(ctx, m, row.Epoch)
+			}
 		}
 	}
 	clear(held)
@@ -259,6 +267,37 @@ func (o *ownedSync) follow(ctx context.Context, held map[string]uint64) {
 	}
 	o.enqueueApplied(ctx, now)
 }
+
+// release tells raft that this replica has stopped writing to member, which
+// the assignment at epoch moved away from it with a handover wait, so the
+// new owner need not wait lease plus margin: once this replica's syncs of
+// member have ended (their permission was cancelled when the move was
+// seen) and a write deadline has passed after them, so the last pod write
+// that left has been answered or given up. Without a release (this
+// replica dead or paused) the wait runs out as before.
+func (o *ownedSync) release(ctx context.Context, member string, epoch uint64) {
+	dctx, cancel := context.WithTimeout(ctx, releaseDrainTimeout)
+	defer cancel()
+	if err := o.s.gates.Drain(dctx, member); err != nil {
+		o.log.Info("Not releasing a moved member: its syncs did not end in time", "cluster", member, "reason", err.Error())
+		return
+	}
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(o.writeDeadline):
+	}
+	ended, err := o.s.lease.Release(ctx, member, epoch)
+	if err != nil {
+		o.log.V(1).Info("Releasing a moved member failed; the new owner waits out the handover", "cluster", member, "reason", err.Error())
+		return
+	}
+	o.log.V(1).Info("Released a moved member", "cluster", member, "epoch", epoch, "handoverEnded", ended)
+}
+
+// releaseDrainTimeout bounds the wait for a moved member's syncs to end
+// before its release; past it the new owner waits out the handover.
+const releaseDrainTimeout = 30 * time.Second
 
 // enqueueMember syncs every MemberReplicaSet and workload of member.
 func (o *ownedSync) enqueueMember(ctx context.Context, member string) {
