@@ -136,13 +136,22 @@ func (g *Gates) For(member string) *Gate {
 	return m
 }
 
-// Permitted returns the check the member client's write fence asks right
-// before each pod write to member (writefence.Option's permitted): whether
-// the lease covers a write sent now.
-func (g *Gates) Permitted(member string) func() bool {
-	return func() bool {
-		_, ok := g.o.Lease.PermittedFor(member, g.o.WriteDeadline)
-		return ok
+// PermittedContext returns the check the member client's write fence asks
+// right before each pod write to member (writefence.BoundedContext's
+// permitted). A write whose context carries a sync's fence
+// (expectations.FenceFrom) leaves only while the lease covers a write sent
+// now at exactly that owner and epoch, so a write of an earlier epoch never
+// leaves under a later one. A write without a fence is not a sync's (the
+// leader deleting a deleted FederatedReplicaSet's leftover pods): unfenced
+// answers for it, and nil refuses it.
+func (g *Gates) PermittedContext(member string, unfenced func() bool) func(context.Context) bool {
+	return func(ctx context.Context) bool {
+		want, fenced := expectations.FenceFrom(ctx)
+		if !fenced {
+			return unfenced != nil && unfenced()
+		}
+		f, ok := g.o.Lease.PermittedFor(member, g.o.WriteDeadline)
+		return ok && f == want
 	}
 }
 

@@ -319,14 +319,37 @@ func TestDrain(t *testing.T) {
 	}
 }
 
-// TestPermitted: the write fence's check asks the lease with the write
-// deadline.
-func TestPermitted(t *testing.T) {
+// TestPermittedContext: the write fence's check asks the lease with the
+// write deadline and lets a sync's write leave only at the sync's own
+// fence; a write without a fence gets the fallback's answer, and none
+// without a fallback.
+func TestPermittedContext(t *testing.T) {
 	e := newEnv(t, false)
 	e.lease.set("m1", fence("r1", 4), t0.Add(deadline))
 	e.lease.set("m2", fence("r1", 4), t0.Add(deadline-time.Nanosecond))
-	if !e.g.Permitted("m1")() || e.g.Permitted("m2")() || e.g.Permitted("m3")() {
-		t.Fatal("want m1 permitted, m2 (lease shorter than the deadline) and m3 (not owned) not")
+	at := func(f expectations.Fence) context.Context { return expectations.WithFence(context.Background(), f) }
+	yes := func() bool { return true }
+	for _, tc := range []struct {
+		name     string
+		member   string
+		ctx      context.Context
+		unfenced func() bool
+		want     bool
+	}{
+		{"owned at the sync's fence", "m1", at(fence("r1", 4)), nil, true},
+		{"owned at a later epoch than the sync's", "m1", at(fence("r1", 3)), yes, false},
+		{"another owner's fence", "m1", at(fence("r2", 4)), yes, false},
+		{"lease shorter than the write deadline", "m2", at(fence("r1", 4)), yes, false},
+		{"not owned", "m3", at(fence("r1", 4)), yes, false},
+		{"unfenced, fallback permits", "m3", context.Background(), yes, true},
+		{"unfenced, fallback refuses", "m1", context.Background(), func() bool { return false }, false},
+		{"unfenced, no fallback", "m1", context.Background(), nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := e.g.PermittedContext(tc.member, tc.unfenced)(tc.ctx); got != tc.want {
+				t.Errorf("permitted = %v, want %v", got, tc.want)
+			}
+		})
 	}
 	for _, d := range e.lease.asked {
 		if d != deadline {

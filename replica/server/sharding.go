@@ -84,14 +84,7 @@ func (s *sharding) gateFor() func(cluster string) engine.Gate {
 // sharding.
 func (s *sharding) writeFences(timeout time.Duration, writeLease func(time.Duration) bool) func(cluster string) []func(*rest.Config) error {
 	return func(cluster string) []func(*rest.Config) error {
-		permitted := func(ctx context.Context) bool {
-			want, fenced := expectations.FenceFrom(ctx)
-			if !fenced {
-				return writeLease(timeout)
-			}
-			f, ok := s.lease.PermittedFor(cluster, timeout)
-			return ok && f.Owner == want.Owner && f.Epoch == want.Epoch
-		}
+		permitted := s.gates.PermittedContext(cluster, func() bool { return writeLease(timeout) })
 		return []func(*rest.Config) error{writefence.BoundedContext(timeout, permitted, writefence.DefaultMaxInFlight)}
 	}
 }
