@@ -44,7 +44,10 @@ func TestValidBaseAccepted(t *testing.T) {
 		{"per-FRS metrics per member", func(c *Config) { c.Metrics.PerFRS = PerFRSMembers }},
 		{"pod cache unbounded", func(c *Config) { c.Controller.MaxCachedPodsPerMember = 0 }},
 		{"sharding on, shortest lease, margin = lease", func(c *Config) {
-			c.Sharding = Sharding{Enabled: true, Lease: 3 * time.Second, Margin: 3 * time.Second}
+			c.Sharding = Sharding{Enabled: true, Lease: 3 * time.Second, Margin: 3 * time.Second, OwnedPodsOnly: true, UsageInterval: 500 * time.Millisecond}
+		}},
+		{"sharding on, every pod cached, longest usage interval", func(c *Config) {
+			c.Sharding = Sharding{Enabled: true, Lease: 5 * time.Second, Margin: time.Second, UsageInterval: time.Minute}
 		}},
 		{"every credential kind allowed", func(c *Config) {
 			c.Clusters.Credentials = Credentials{AllowExec: true, AllowFiles: true, AllowAuthProvider: true, AllowInsecureTLS: true, AllowProxy: true, ExpiryWarning: time.Hour}
@@ -77,6 +80,8 @@ func TestValidateRefuses(t *testing.T) {
 		{"sharding margin zero", func(c *Config) { c.Sharding.Margin = 0 }, []string{"sharding.margin"}, "must be > 0"},
 		{"sharding margin too small", func(c *Config) { c.Sharding.Margin = 10 * time.Millisecond }, []string{"sharding.margin"}, "at least 100ms"},
 		{"sharding margin above the lease", func(c *Config) { c.Sharding.Margin = 6 * time.Second }, []string{"sharding.margin"}, "at most sharding.lease"},
+		{"usage interval too short", func(c *Config) { c.Sharding.UsageInterval = 100 * time.Millisecond }, []string{"sharding.usageInterval"}, "at least 500ms"},
+		{"usage interval too long", func(c *Config) { c.Sharding.UsageInterval = 2 * time.Minute }, []string{"sharding.usageInterval"}, "at most 1m"},
 		{"level verbosity too high", func(c *Config) { c.Logging.Level = "11" }, []string{"logging.level"}, "0-10"},
 		{"level negative", func(c *Config) { c.Logging.Level = "-1" }, []string{"logging.level"}, "0-10"},
 		{"format unknown", func(c *Config) { c.Logging.Format = "xml" }, []string{"logging.format"}, `got "xml"`},

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -67,6 +68,8 @@ type writeCounter struct {
 	nodeGets *atomic.Int64
 	// kinds counts writes by method and kind (kindOf).
 	kinds *writeKinds
+	// podWatches counts the pod watches open now.
+	podWatches *atomic.Int64
 }
 
 // writeKinds counts writes by method and kind.
@@ -118,7 +121,24 @@ func (w writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 			w.podCreates.Add(1)
 		}
 	}
-	return w.rt.RoundTrip(r)
+	resp, err := w.rt.RoundTrip(r)
+	if err == nil && w.podWatches != nil && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/pods") && r.URL.Query().Get("watch") == "true" {
+		w.podWatches.Add(1)
+		resp.Body = &countedBody{ReadCloser: resp.Body, open: w.podWatches}
+	}
+	return resp, err
+}
+
+// countedBody takes one from open when the body is closed (once).
+type countedBody struct {
+	io.ReadCloser
+	open   *atomic.Int64
+	closed sync.Once
+}
+
+func (b *countedBody) Close() error {
+	b.closed.Do(func() { b.open.Add(-1) })
+	return b.ReadCloser.Close()
 }
 
 type env struct {
@@ -140,6 +160,8 @@ type env struct {
 	nodeGets *atomic.Int64
 	// kinds counts the member client's writes by method and kind.
 	kinds *writeKinds
+	// podWatches counts the member client's pod watches open now.
+	podWatches *atomic.Int64
 }
 
 type envOpts struct {
@@ -173,6 +195,8 @@ type envOpts struct {
 	gate          engine.Gate
 	gateFor       func(cluster string) engine.Gate
 	statusChanged func(fedref.MemberObject, v1alpha1.HubReference)
+	// owned is the worker option Owned.
+	owned func(cluster string) bool
 }
 
 func scheme() *runtime.Scheme { return kubescheme.Must() }
@@ -198,7 +222,7 @@ func startEnv(t testing.TB, o envOpts) *env {
 		}
 		c = testcluster.Start(t, opts)
 	}
-	e := &env{t: t, c: c, ns: ns, src: testworkload.NewSource(), writes: &atomic.Int64{}, podCreates: &atomic.Int64{}, nodeGets: &atomic.Int64{}, kinds: &writeKinds{}}
+	e := &env{t: t, c: c, ns: ns, src: testworkload.NewSource(), writes: &atomic.Int64{}, podCreates: &atomic.Int64{}, nodeGets: &atomic.Int64{}, kinds: &writeKinds{}, podWatches: &atomic.Int64{}}
 	e.store = &countingStore{Memory: expectations.NewMemory(0, nil)}
 	var err2 error
 	if e.cl, err2 = client.New(c.Config, client.Options{Scheme: scheme()}); err2 != nil {
@@ -218,7 +242,7 @@ func startEnv(t testing.TB, o envOpts) *env {
 		cfg.QPS, cfg.Burst = -1, 0
 	}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		return writeCounter{rt: rt, writes: e.writes, podCreates: e.podCreates, nodeGets: e.nodeGets, kinds: e.kinds}
+		return writeCounter{rt: rt, writes: e.writes, podCreates: e.podCreates, nodeGets: e.nodeGets, kinds: e.kinds, podWatches: e.podWatches}
 	}
 	// The product's member cache: slim pods and nodes (worker.CacheOptions).
 	mc, err := cluster.New(cfg, func(co *cluster.Options) { co.Scheme = scheme(); worker.CacheOptionsFor(o.maxCachedPods)(co) })
@@ -234,7 +258,7 @@ func startEnv(t testing.TB, o envOpts) *env {
 	}
 	e.mgr = worker.NewManager(worker.Options{Workers: o.workers, BurstReplicas: o.burst, Store: e.store, Source: src,
 		CreateNamespaces: o.createNamespaces, MaxCachedPods: o.maxCachedPods, Sink: o.sink,
-		Gate: o.gate, GateFor: o.gateFor, MemberStatusChanged: o.statusChanged})
+		Gate: o.gate, GateFor: o.gateFor, MemberStatusChanged: o.statusChanged, Owned: o.owned})
 	if err := e.mgr.Engage(ctx, member, mc); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,13 +26,24 @@ import (
 type Manager struct {
 	o Options
 
+	// switching serialises the replacement of a member's run (Engage of
+	// a new cluster instance, Refresh), which waits for the run it
+	// replaces to stop.
+	switching sync.Mutex
+
 	mu      sync.Mutex
 	members map[string]*member
 }
 
 type member struct {
-	cl     cluster.Cluster
-	w      *Worker // replaced on a restart; read under Manager.mu
+	cl cluster.Cluster
+	// ctx is the engagement's: every run of the member ends with it.
+	ctx context.Context
+	// w is the running worker, replaced on a restart, nil while the
+	// member is only observed; read under Manager.mu.
+	w *Worker
+	// cancel and done belong to the current run (a worker, or the
+	// observer of a member this replica does not own); under Manager.mu.
 	cancel context.CancelFunc
 	done   chan struct{}
 	// failed is the last start failure (under Manager.mu); it stands
@@ -55,11 +67,14 @@ func NewManager(o Options) *Manager {
 	return &Manager{o: o, members: map[string]*member{}}
 }
 
-// Engage starts a worker for the member, bound to ctx. Engaging the same
-// cluster instance again is a no-op; a different instance under the same name
-// replaces the running worker.
+// Engage starts a worker for the member, bound to ctx, or, when
+// Options.Owned says this replica does not own it, an observer of its
+// MemberReplicaSets. Engaging the same cluster instance again is a no-op;
+// a different instance under the same name replaces the running one.
 func (m *Manager) Engage(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster) error {
 	n := name.String()
+	m.switching.Lock()
+	defer m.switching.Unlock()
 	m.mu.Lock()
 	old := m.members[n]
 	m.mu.Unlock()
@@ -67,25 +82,46 @@ func (m *Manager) Engage(ctx context.Context, name multicluster.ClusterName, cl 
 		if old.cl == cl {
 			return nil
 		}
-		old.cancel()
-		<-old.done
+		m.stop(old)
 	}
-	w, err := New(n, cl, m.o)
-	if err != nil {
-		return err
+	return m.start(n, &member{cl: cl, ctx: ctx})
+}
+
+// owned reports whether this replica runs the named member's worker.
+func (m *Manager) owned(name string) bool { return m.o.Owned == nil || m.o.Owned(name) }
+
+// start begins mem's run as Options.Owned says: a worker or an observer.
+// The run ends with the engagement or a later stop; when the engagement
+// has ended the member is forgotten.
+func (m *Manager) start(n string, mem *member) error {
+	owned := m.owned(n)
+	var w *Worker
+	if owned {
+		var err error
+		if w, err = New(n, mem.cl, m.o); err != nil {
+			return err
+		}
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	mem := &member{cl: cl, w: w, cancel: cancel, done: make(chan struct{})}
+	rctx, cancel := context.WithCancel(mem.ctx)
+	done := make(chan struct{})
 	m.mu.Lock()
+	mem.w, mem.cancel, mem.done, mem.failed = w, cancel, done, nil
 	m.members[n] = mem
 	m.mu.Unlock()
 	go func() {
-		defer close(mem.done)
-		m.run(wctx, n, mem)
+		defer close(done)
+		if owned {
+			m.run(rctx, n, mem)
+		} else {
+			m.observe(rctx, n, mem.cl)
+		}
 		cancel()
 		// Stopped: nothing of this worker is in flight any more. Local
 		// cleanup only, see Store.DeleteCluster.
 		m.o.Store.DeleteCluster(n)
+		if mem.ctx.Err() == nil {
+			return // a switch between worker and observer
+		}
 		m.mu.Lock()
 		if m.members[n] == mem {
 			delete(m.members, n)
@@ -93,6 +129,72 @@ func (m *Manager) Engage(ctx context.Context, name multicluster.ClusterName, cl 
 		m.mu.Unlock()
 	}()
 	return nil
+}
+
+// stop ends mem's current run and waits for it.
+func (m *Manager) stop(mem *member) {
+	m.mu.Lock()
+	cancel, done := mem.cancel, mem.done
+	m.mu.Unlock()
+	cancel()
+	<-done
+}
+
+// Refresh asks Options.Owned again for every engaged member: it starts
+// the worker of a member this replica now owns, and stops the worker of
+// one it no longer owns, which is then only observed, its pod informer
+// removed so its pods leave this process's memory (sharding: a replica
+// caches the pods of the members it owns). It waits for the workers it
+// stops; call it when the owned members change. Without Options.Owned it
+// does nothing.
+func (m *Manager) Refresh(ctx context.Context) {
+	if m.o.Owned == nil {
+		return
+	}
+	m.switching.Lock()
+	defer m.switching.Unlock()
+	m.mu.Lock()
+	var switches []*member
+	names := map[*member]string{}
+	for n, mem := range m.members {
+		if m.owned(n) != (mem.w != nil) {
+			switches = append(switches, mem)
+			names[mem] = n
+		}
+	}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, mem := range switches {
+		wg.Go(func() { m.switchRun(ctx, names[mem], mem) })
+	}
+	wg.Wait()
+}
+
+// switchRun replaces mem's worker by an observer or the other way round.
+func (m *Manager) switchRun(ctx context.Context, n string, mem *member) {
+	log := ctrl.LoggerFrom(ctx).WithValues("cluster", n)
+	m.mu.Lock()
+	wasWorker := mem.w != nil
+	m.mu.Unlock()
+	m.stop(mem)
+	if mem.ctx.Err() != nil {
+		return
+	}
+	if wasWorker {
+		// Stops the informer and frees the pods it cached; a worker
+		// started later builds a new one and lists the member afresh.
+		if err := mem.cl.GetCache().RemoveInformer(ctx, &corev1.Pod{}); err != nil {
+			log.Error(err, "Removing the pod informer of a member no longer owned")
+		}
+	}
+	if err := m.start(n, mem); err != nil {
+		log.Error(err, "Starting the member's run after an ownership change")
+		m.mu.Lock()
+		mem.failed = err
+		m.mu.Unlock()
+		return
+	}
+	log.V(1).Info("Member run switched", "worker", !wasWorker)
 }
 
 // run runs the member's worker until ctx ends. A worker that fails to
@@ -143,7 +245,7 @@ func (m *Manager) Failing(name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	mem := m.members[name]
-	if mem == nil || mem.failed == nil || mem.w.Running() {
+	if mem == nil || mem.failed == nil || (mem.w != nil && mem.w.Running()) {
 		return nil
 	}
 	return mem.failed
@@ -157,7 +259,7 @@ func (m *Manager) worker(mem *member) *Worker {
 }
 
 // engaged is the current worker of the named member, nil when it is not
-// engaged.
+// engaged or only observed.
 func (m *Manager) engaged(name string) *Worker {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -187,7 +289,9 @@ func (m *Manager) EnqueueAll(ctx context.Context) {
 	m.mu.Lock()
 	ws := make([]*Worker, 0, len(m.members))
 	for _, mem := range m.members {
-		ws = append(ws, mem.w)
+		if mem.w != nil {
+			ws = append(ws, mem.w)
+		}
 	}
 	m.mu.Unlock()
 	var wg sync.WaitGroup
@@ -239,7 +343,7 @@ func (m *Manager) Members() []string {
 	return out
 }
 
-// Stop cancels every worker and waits for them to finish.
+// Stop cancels every worker and observer and waits for them to finish.
 func (m *Manager) Stop() {
 	m.mu.Lock()
 	ms := make([]*member, 0, len(m.members))
@@ -248,7 +352,6 @@ func (m *Manager) Stop() {
 	}
 	m.mu.Unlock()
 	for _, mem := range ms {
-		mem.cancel()
-		<-mem.done
+		m.stop(mem)
 	}
 }

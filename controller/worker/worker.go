@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -70,6 +69,12 @@ type Options struct {
 	// reports do not reach it. Optional; it runs on the informer's event
 	// goroutine and must not block (enqueue and return).
 	MemberStatusChanged func(key fedref.MemberObject, hub v1alpha1.HubReference)
+	// Owned reports whether this replica runs the named member's worker
+	// (sharding: the members it owns); nil means every engaged member.
+	// The Manager only observes any other member: the status changes of
+	// its MemberReplicaSets reach MemberStatusChanged, and no pod of it is
+	// cached. Manager.Refresh applies a change of its answers.
+	Owned func(cluster string) bool
 	// Clock for the engine; nil means the real clock.
 	Clock clock.PassiveClock
 	// RateLimiter for the queue; nil means client-go's default controller
@@ -523,8 +528,7 @@ func (h *handlers) updateOwner(oldObj, newObj any) {
 	}
 	nn := client.ObjectKeyFromObject(cur)
 	h.w.queue.Add(nn)
-	if changed := h.w.o.MemberStatusChanged; changed != nil && cur.ResourceVersion != old.ResourceVersion &&
-		!apiequality.Semantic.DeepEqual(cur.Status, old.Status) {
+	if changed := h.w.o.MemberStatusChanged; changed != nil && statusChanged(old, cur) {
 		changed(h.key(nn), cur.Spec.Hub)
 	}
 }
