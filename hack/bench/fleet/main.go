@@ -1,5 +1,5 @@
 // Command fleet benchmarks the whole product on the e2e fleet (a hub, member
-// clusters with kwok nodes, three replicafed replicas) against what users run
+// clusters with kwok nodes, three replicafed replicas by default) against what users run
 // without it: one ReplicaSet per member under each member's own
 // kube-controller-manager at the same client QPS. Scenarios: one
 // FederatedReplicaSet scaled from 0 to BENCH_REPLICAS, and BENCH_FRS
@@ -14,7 +14,8 @@
 // BENCH_MEMBER_QPS (20), BENCH_MEMBER_BURST (30), BENCH_SCENARIOS
 // ("single,many"), BENCH_SYSTEMS ("replicafed,kcm"), BENCH_CONFIG (JSON merged
 // into every replica's configuration), BENCH_OUT (also write the table there),
-// BENCH_RAW (write every run's raw figures there, JSON lines).
+// BENCH_RAW (write every run's raw figures there, JSON lines), BENCH_SERVERS
+// (replicafed replicas, 3; at most 7).
 package main
 
 import (
@@ -34,6 +35,8 @@ import (
 // settings are the benchmark's knobs.
 type settings struct {
 	Replicas, FRS, FRSReplicas, Runs, Members int
+	// Servers is how many replicafed replicas run.
+	Servers int
 	MemberQPS                                 float64
 	MemberBurst                               int
 	Scenarios, Systems                        []string
@@ -47,15 +50,18 @@ type settings struct {
 }
 
 func loadSettings() (settings, error) {
-	s := settings{Replicas: 10000, FRS: 1000, FRSReplicas: 10, Runs: 3, Members: 4, MemberQPS: 20, MemberBurst: 30,
+	s := settings{Servers: 3, Replicas: 10000, FRS: 1000, FRSReplicas: 10, Runs: 3, Members: 4, MemberQPS: 20, MemberBurst: 30,
 		Scenarios: []string{scenarioSingle, scenarioMany}, Systems: []string{systemReplicafed, systemKCM}}
 	ints := map[string]*int{"BENCH_REPLICAS": &s.Replicas, "BENCH_FRS": &s.FRS, "BENCH_FRS_REPLICAS": &s.FRSReplicas,
-		"BENCH_RUNS": &s.Runs, "BENCH_MEMBERS": &s.Members, "BENCH_MEMBER_BURST": &s.MemberBurst}
+		"BENCH_RUNS": &s.Runs, "BENCH_MEMBERS": &s.Members, "BENCH_MEMBER_BURST": &s.MemberBurst, "BENCH_SERVERS": &s.Servers}
 	if err := envset.PositiveInts(os.Getenv, ints); err != nil {
 		return s, err
 	}
 	if err := envset.Members("BENCH_MEMBERS", s.Members); err != nil {
 		return s, err
+	}
+	if s.Servers > 7 {
+		return s, fmt.Errorf("BENCH_SERVERS=%d: at most 7 replicafed replicas", s.Servers)
 	}
 	if v := os.Getenv("BENCH_MEMBER_QPS"); v != "" {
 		q, err := strconv.ParseFloat(v, 64)

@@ -89,11 +89,11 @@ func run(ctx context.Context, s settings) error {
 	}
 	fleet.MergeConfig(cfg, s.Config)
 	say("machine: %d CPUs, load %s", runtime.NumCPU(), loadavg.Read())
-	say("settings: %d members, memberQPS %g burst %d, single 0->%d, many %d x %d, %d runs, scenarios %v, systems %v",
-		s.Members, s.MemberQPS, s.MemberBurst, s.Replicas, s.FRS, s.FRSReplicas, s.Runs, s.Scenarios, s.Systems)
+	say("settings: %d replicafed replicas, %d members, memberQPS %g burst %d, single 0->%d, many %d x %d, %d runs, scenarios %v, systems %v",
+		s.Servers, s.Members, s.MemberQPS, s.MemberBurst, s.Replicas, s.FRS, s.FRSReplicas, s.Runs, s.Scenarios, s.Systems)
 	start := time.Now()
 	f, err := fleet.New(ctx, fleet.Options{
-		Members: names, Replicas: 3, Nodes: 2, NodeCPU: "4000", NodeMem: "64Ti", NodePods: most/2 + 110,
+		Members: names, Replicas: s.Servers, Nodes: 2, NodeCPU: "4000", NodeMem: "64Ti", NodePods: most/2 + 110,
 		Config: cfg, Log: say, Binary: s.Binary,
 	})
 	if err != nil {
