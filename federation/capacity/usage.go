@@ -113,6 +113,18 @@ func (nu NodeUsage) validate() error {
 	return nil
 }
 
+// clone is a deep copy of u.
+func (u Usage) clone() Usage {
+	out := Usage{Pending: NodeUsage{Pods: u.Pending.Pods, Requests: copyList(u.Pending.Requests)}}
+	if u.Nodes != nil {
+		out.Nodes = make(map[string]NodeUsage, len(u.Nodes))
+		for name, nu := range u.Nodes {
+			out.Nodes[name] = NodeUsage{Pods: nu.Pods, Requests: copyList(nu.Requests)}
+		}
+	}
+	return out
+}
+
 func copyList(l corev1.ResourceList) corev1.ResourceList {
 	out := make(corev1.ResourceList, len(l))
 	for name, q := range maps.All(l) {

@@ -202,3 +202,35 @@ func TestUsageValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestTrackerRecordsUsage: the tracker keeps a valid usage per member, as
+// a copy, until forgotten; an invalid one is refused and not kept.
+func TestTrackerRecordsUsage(t *testing.T) {
+	tr := NewTracker()
+	u := Usage{Nodes: map[string]NodeUsage{"n1": {Pods: 1, Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}
+	if err := tr.SetUsage("m", Usage{Nodes: map[string]NodeUsage{"n1": {Pods: -2}}}); err == nil ||
+		err.Error() != `setting the usage of m: node "n1": negative pod count -2` {
+		t.Fatalf("SetUsage of a negative count: %v", err)
+	}
+	if _, ok := tr.usages["m"]; ok {
+		t.Fatal("a refused usage was recorded")
+	}
+	if err := tr.SetUsage("m", u); err != nil {
+		t.Fatal(err)
+	}
+	u.Nodes["n1"].Requests[corev1.ResourceCPU] = resource.MustParse("7")
+	want := Usage{Nodes: map[string]NodeUsage{"n1": {Pods: 1, Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}
+	if diff := cmp.Diff(want, tr.usages["m"], quantities); diff != "" {
+		t.Fatalf("recorded usage (-want +got), changed through the caller's map:\n%s", diff)
+	}
+	if _, ok := tr.Free(t.Context(), "m", template("1", "")); ok {
+		t.Fatal("Free answered for a member not engaged here")
+	}
+	if _, ok := tr.Usage("m"); ok {
+		t.Fatal("Usage answered for a member not engaged here")
+	}
+	tr.ForgetUsage("m")
+	if _, ok := tr.usages["m"]; ok {
+		t.Fatal("ForgetUsage kept the usage")
+	}
+}
