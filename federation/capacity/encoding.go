@@ -17,8 +17,9 @@ import (
 const UsageVersion = 1
 
 // MaxUsageSize bounds an encoded Usage (512 KiB, what the raft command
-// carrying it accepts per member). At about 40 bytes per node plus the
-// node's name, a member of 5,000 nodes (Kubernetes' tested limit) fits.
+// carrying it accepts per member). At about 25 bytes per node plus the
+// node's name (cpu and memory requested), a member of 5,000 nodes
+// (Kubernetes' tested limit) with 41-character names takes 330 KB.
 const MaxUsageSize = 512 << 10
 
 // ErrUsageTooLarge is returned (wrapped) for a usage above MaxUsageSize.
