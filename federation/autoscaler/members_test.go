@@ -148,10 +148,12 @@ func TestPodsOfMemberWithoutPodCacheOnAPIServer(t *testing.T) {
 	}
 	go func() { _ = cl.Start(ctx) }()
 	c := cl.GetClient()
-	ns := "uncached-pods"
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	// A namespace of its own on the shared API server, whatever ran before.
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "uncached-pods-"}}
+	if err := c.Create(ctx, nsObj); err != nil {
 		t.Fatal(err)
 	}
+	ns := nsObj.Name
 	web := map[string]string{"app": "web"}
 	for _, p := range []*corev1.Pod{webPod("web-0", ns, web), webPod("web-1", ns, web), webPod("api-0", ns, map[string]string{"app": "api"})} {
 		if err := c.Create(ctx, p); err != nil {
