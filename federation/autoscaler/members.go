@@ -31,10 +31,17 @@ type Engaged interface {
 }
 
 // ClusterMembers adapts engaged member clusters to Members: pods from the
-// member cache the workers already keep, metrics and HorizontalPodAutoscalers
-// read live, with the member's client configuration (and so its rate limits).
+// member cache the workers already keep (read live for a member whose pods
+// are not cached here), metrics and HorizontalPodAutoscalers read live,
+// with the member's client configuration (and so its rate limits).
 type ClusterMembers struct {
 	Engaged Engaged
+	// PodsCached says whether this replica caches a member's pods; nil
+	// means every member's. The pods of a member whose pods are not cached
+	// (sharding: another replica owns it) are listed from its API server,
+	// by namespace and selector: a list from its cache would start a pod
+	// informer caching every pod of the member.
+	PodsCached func(member string) bool
 	// Timeout bounds one request to a member's custom or external metrics
 	// API, whose clients take no context; 10 s when zero.
 	Timeout time.Duration
@@ -65,7 +72,10 @@ func (c *ClusterMembers) Member(name string) (Member, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &clusterMember{cl: cl, parent: c, clients: func() (*memberMetrics, error) { return c.clientsFor(name, cl) }}, true
+	return &clusterMember{
+		cl: cl, parent: c, clients: func() (*memberMetrics, error) { return c.clientsFor(name, cl) },
+		podsCached: c.PodsCached == nil || c.PodsCached(name),
+	}, true
 }
 
 func (c *ClusterMembers) clientsFor(name string, cl cluster.Cluster) (*memberMetrics, error) {
@@ -119,11 +129,20 @@ type clusterMember struct {
 	parent  *ClusterMembers
 	// groups is the member's discovery answer, read once per computation.
 	groups *metav1.APIGroupList
+	// podsCached: the member's pods are in its cache here.
+	podsCached bool
 }
 
+// Pods lists the pods in namespace that sel matches: from the member cache,
+// or, when the member's pods are not cached here, from its API server (an
+// uncached read, so no informer starts).
 func (m *clusterMember) Pods(ctx context.Context, namespace string, sel labels.Selector) ([]*corev1.Pod, error) {
 	var list corev1.PodList
-	if err := m.cl.GetCache().List(ctx, &list, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+	var from client.Reader = m.cl.GetCache()
+	if !m.podsCached {
+		from = m.cl.GetAPIReader()
+	}
+	if err := from.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	out := make([]*corev1.Pod, len(list.Items))

@@ -30,6 +30,9 @@ type Counters struct {
 	used  map[string]*usage
 	// version changes with every change an estimate could see.
 	version uint64
+	// usageSet is true once SetUsage replaced what pod events would count
+	// (counters fed a published Usage instead of pods).
+	usageSet bool
 
 	memoMu sync.Mutex
 	memo   map[string]memoEntry

@@ -3,12 +3,14 @@ package capacity
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
@@ -22,6 +24,7 @@ func TestTracker(t *testing.T) {
 	tc := testcluster.Start(t, testcluster.Options{Name: "capacity"})
 	t.Run("follows a member", func(t *testing.T) { followsAMember(t, tc) })
 	t.Run("forgets an ended engagement", func(t *testing.T) { forgetsEndedEngagement(t, tc) })
+	t.Run("usage-fed member", func(t *testing.T) { usageFedMember(t, tc) })
 }
 
 // followsAMember feeds the counters through creates, binds, finishes,
@@ -221,4 +224,174 @@ func forgetsEndedEngagement(t *testing.T, tc *testcluster.Cluster) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// recordingCache is a member cache that records which kinds were asked of
+// it (an informer starts on the first Get, List or GetInformer of a kind).
+type recordingCache struct {
+	cache.Cache
+	mu    sync.Mutex
+	kinds map[string]int
+}
+
+func (r *recordingCache) record(obj any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.kinds[fmt.Sprintf("%T", obj)]++
+}
+
+func (r *recordingCache) asked(obj any) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.kinds[fmt.Sprintf("%T", obj)]
+}
+
+func (r *recordingCache) GetInformer(ctx context.Context, obj client.Object, o ...cache.InformerGetOption) (cache.Informer, error) {
+	r.record(obj)
+	return r.Cache.GetInformer(ctx, obj, o...)
+}
+
+func (r *recordingCache) Get(ctx context.Context, k client.ObjectKey, obj client.Object, o ...client.GetOption) error {
+	r.record(obj)
+	return r.Cache.Get(ctx, k, obj, o...)
+}
+
+func (r *recordingCache) List(ctx context.Context, l client.ObjectList, o ...client.ListOption) error {
+	r.record(l)
+	return r.Cache.List(ctx, l, o...)
+}
+
+// recordingCluster is a started member cluster whose cache records.
+type recordingCluster struct {
+	cluster.Cluster
+	cache *recordingCache
+}
+
+func (r recordingCluster) GetCache() cache.Cache { return r.cache }
+
+// startMember starts a member cluster on tc until ctx ends, its cache
+// recording what is asked of it.
+func startMember(t *testing.T, ctx context.Context, tc *testcluster.Cluster) recordingCluster {
+	t.Helper()
+	scheme, err := kubescheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := cluster.New(tc.Config, func(o *cluster.Options) { o.Scheme = scheme })
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cl.Start(ctx) }()
+	return recordingCluster{Cluster: cl, cache: &recordingCache{Cache: cl.GetCache(), kinds: map[string]int{}}}
+}
+
+// eventually polls cond every 50 ms for up to a generous bound.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 60 s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// usageFedFromAPI returns the member's nodes, read from its API server,
+// and counters fed them and u.
+func usageFedFromAPI(t *testing.T, ctx context.Context, member cluster.Cluster, u Usage) (*corev1.NodeList, *Counters) {
+	t.Helper()
+	nodes := &corev1.NodeList{}
+	if err := member.GetAPIReader().List(ctx, nodes); err != nil {
+		t.Fatal(err)
+	}
+	c := NewCounters()
+	for i := range nodes.Items {
+		c.NodeHandler().OnAdd(&nodes.Items[i], true)
+	}
+	if err := c.SetUsage(u); err != nil {
+		t.Fatal(err)
+	}
+	return nodes, c
+}
+
+// usageFedMember: a member engaged by EngageNodes is estimated from its
+// nodes and its published usage, never asks for its pods, and switches
+// to and from pod-fed counting when engaged the other way.
+func usageFedMember(t *testing.T, tc *testcluster.Cluster) {
+	tr := NewTracker()
+	// Generous: a re-engagement's handler syncs from the informer's store,
+	// fast unless the machine is loaded.
+	tr.SyncTimeout = 30 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	member := startMember(t, ctx, tc)
+	nodesEngaged, endNodes := context.WithCancel(ctx)
+	if err := tr.EngageNodes(nodesEngaged, "m", member); err != nil {
+		t.Fatal(err)
+	}
+	tmpl := template("1", "")
+	eventually(t, "the node informer syncs", func() bool {
+		tr.mu.RLock()
+		defer tr.mu.RUnlock()
+		return tr.members["m"].hasSynced()
+	})
+	if _, ok := tr.Free(ctx, "m", tmpl); ok {
+		t.Fatal("Free answered for a usage-fed member before any usage was set")
+	}
+	if _, ok := tr.Summary("m"); ok {
+		t.Fatal("Summary answered for a usage-fed member before any usage was set")
+	}
+	if _, ok := tr.Usage("m"); ok {
+		t.Fatal("a usage-fed member has a usage to publish")
+	}
+	u := Usage{
+		Nodes:   map[string]NodeUsage{"n0": {Pods: 2, Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}}},
+		Pending: NodeUsage{Pods: 1, Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}},
+	}
+	if err := tr.SetUsage("m", u); err != nil {
+		t.Fatal(err)
+	}
+	nodes, want := usageFedFromAPI(t, ctx, member, u)
+	if got, ok := tr.Free(ctx, "m", tmpl); !ok || got != want.Estimate(tmpl) {
+		t.Fatalf("Free = %d, %v; want %d, true", got, ok, want.Estimate(tmpl))
+	}
+	if s, ok := tr.Summary("m"); !ok || s.Nodes != int32(len(nodes.Items)) {
+		t.Fatalf("Summary = %+v, %v; want %d nodes", s, ok, len(nodes.Items))
+	}
+	if err := tr.SetUsage("m", Usage{Pending: NodeUsage{Pods: -1}}); err == nil {
+		t.Fatal("SetUsage took a negative pod count")
+	}
+	if n := member.cache.asked(&corev1.Pod{}) + member.cache.asked(&corev1.PodList{}); n != 0 {
+		t.Fatalf("a usage-fed engagement asked the member cache for pods %d times", n)
+	}
+
+	// Gaining the member: counted from its pods, published from them.
+	podsEngaged, endPods := context.WithCancel(ctx)
+	defer endPods()
+	if err := tr.Engage(podsEngaged, "m", member); err != nil {
+		t.Fatal(err)
+	}
+	endNodes()
+	eventually(t, "the pod-fed engagement has a usage to publish", func() bool { _, ok := tr.Usage("m"); return ok })
+	pods := &corev1.PodList{}
+	if err := member.GetAPIReader().List(ctx, pods); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the pod-fed counters see the member's pods", func() bool {
+		got, ok := tr.Free(ctx, "m", tmpl)
+		return ok && got == Estimate(nodes.Items, pods.Items, tmpl)
+	})
+
+	// Losing it again: the last recorded usage serves at once.
+	again, endAgain := context.WithCancel(ctx)
+	if err := tr.EngageNodes(again, "m", member); err != nil {
+		t.Fatal(err)
+	}
+	endPods()
+	if got, ok := tr.Free(ctx, "m", tmpl); !ok || got != want.Estimate(tmpl) {
+		t.Fatalf("Free after losing the member = %d, %v; want %d from the recorded usage", got, ok, want.Estimate(tmpl))
+	}
+	endAgain()
+	eventually(t, "the ended engagement is forgotten", func() bool { _, ok := tr.Summary("m"); return !ok })
 }

@@ -17,10 +17,15 @@ import (
 )
 
 // memberCapacity estimates free room for the template: from the counters
-// when the reconciler has them, else from the member's cache.
+// when the reconciler has them, else from the member's cache, unless the
+// member's pods are not cached here (then its room is unknown: listing its
+// pods would start caching them).
 func (r *Reconciler) memberCapacity(ctx context.Context, m *registry.Member, tmpl *corev1.PodTemplateSpec) (int32, bool) {
 	if r.Capacity != nil {
 		return r.Capacity.Free(ctx, m.Name, tmpl)
+	}
+	if !r.podsCached(m.Name) {
+		return 0, false
 	}
 	// Read-only use: skip the cache's deep copies, which dominate the cost of
 	// this estimate in a large member.
@@ -37,11 +42,17 @@ func (r *Reconciler) memberCapacity(ctx context.Context, m *registry.Member, tmp
 
 // podsTakingRoom counts the member's non-terminal pods of frs as its cache
 // holds them (the cache the capacity counters are fed from), or -1 when it
-// cannot tell. They are the pods of the FRS's MemberReplicaSet and the
-// orphans its selector matches, read through the engine's controller index:
-// a list by selector would match every pod of the namespace for every FRS
-// (with 1,000 FRS in one namespace, most of the idle leader's CPU).
+// cannot tell: also for a member whose pods are not cached here, whose
+// counters come from its owner's published usage (roomBeyondReport then
+// takes the counters' room as the room beyond the report). They are the
+// pods of the FRS's MemberReplicaSet and the orphans its selector matches,
+// read through the engine's controller index: a list by selector would
+// match every pod of the namespace for every FRS (with 1,000 FRS in one
+// namespace, most of the idle leader's CPU).
 func (r *Reconciler) podsTakingRoom(ctx context.Context, m *registry.Member, frs *v1alpha1.FederatedReplicaSet) int32 {
+	if !r.podsCached(m.Name) {
+		return -1
+	}
 	sel, err := metav1.LabelSelectorAsSelector(frs.Spec.Selector)
 	if err != nil || sel.Empty() {
 		return -1
@@ -73,6 +84,11 @@ func (r *Reconciler) podsTakingRoom(ctx context.Context, m *registry.Member, frs
 		}
 	}
 	return n
+}
+
+// podsCached reports whether this replica caches the member's pods.
+func (r *Reconciler) podsCached(member string) bool {
+	return r.PodsCached == nil || r.PodsCached(member)
 }
 
 // roomBeyondReport turns the member's free room (from the capacity counters,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -124,6 +125,92 @@ func TestPodsTakingRoom(t *testing.T) {
 			m, _ := e.r.Registry.Get("a")
 			if got := e.r.podsTakingRoom(context.Background(), m, obj); got != tc.want {
 				t.Fatalf("podsTakingRoom = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// podReadsFail fails the test on any read of pods in a member (in a real
+// member cache, the first read of a kind starts its informer).
+func podReadsFail(t *testing.T, member string) interceptor.Funcs {
+	return interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, o ...client.ListOption) error {
+			if _, ok := l.(*corev1.PodList); ok {
+				t.Errorf("listed the pods of %s, whose pods are not cached", member)
+			}
+			return c.List(ctx, l, o...)
+		},
+		Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, o ...client.GetOption) error {
+			if _, ok := obj.(*corev1.Pod); ok {
+				t.Errorf("read a pod of %s, whose pods are not cached", member)
+			}
+			return c.Get(ctx, k, obj, o...)
+		},
+	}
+}
+
+// A member whose pods are not cached here is planned from the counters
+// (its owner's published usage) with its own pods unknown, so the room is
+// taken as the room beyond its report; without counters its room is
+// unknown. Its pods are never read, not even with pods there to read.
+func TestCapacityOfMemberWithoutPodCache(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		capacity CapacitySource
+		want     map[string]int32
+	}{
+		{"counters: their room", fixedCapacity{"a": 1, "b": 100}, map[string]int32{"a": 1, "b": 5}},
+		{"counters without the member: unbounded", fixedCapacity{"b": 100}, map[string]int32{"a": 3, "b": 3}},
+		{"no counters: unbounded, not listed", nil, map[string]int32{"a": 3, "b": 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hubObj, pods := costOrderedOnePodsOfTwoCPU(t)
+			hubObj.Spec.Placement = v1alpha1.Placement{}
+			e := newEnv(t, true, hubObj, healthy("a", "b"), map[string][]client.Object{"a": pods}, map[string]interceptor.Funcs{"a": podReadsFail(t, "a")})
+			if tc.capacity != nil {
+				e.r.Capacity = tc.capacity
+			}
+			e.r.PodsCached = func(member string) bool { return member != "a" }
+			if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+				t.Fatal(err)
+			}
+			tg, _, _ := e.targets.Targets(fedref.FRS{Namespace: "default", Name: "web"})
+			if diff := cmp.Diff(tc.want, tg); diff != "" {
+				t.Fatalf("targets (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// podsTakingRoom cannot tell for a member whose pods are not cached, and
+// does not look.
+func TestPodsTakingRoomWithoutPodCache(t *testing.T) {
+	obj := frs(4)
+	pods := []client.Object{&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "o1", Labels: obj.Spec.Selector.MatchLabels}}}
+	for _, tc := range []struct {
+		name       string
+		podsCached func(string) bool
+		want       int32
+	}{
+		{"hook unset: counted", nil, 1},
+		{"cached: counted", func(string) bool { return true }, 1},
+		{"not cached: cannot tell", func(string) bool { return false }, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			listed := 0
+			count := interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, o ...client.ListOption) error {
+				listed++
+				return c.List(ctx, l, o...)
+			}}
+			e := newEnv(t, true, obj, healthy("a"), map[string][]client.Object{"a": pods}, map[string]interceptor.Funcs{"a": count})
+			e.r.PodsCached = tc.podsCached
+			m, _ := e.r.Registry.Get("a")
+			got := e.r.podsTakingRoom(context.Background(), m, obj)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Fatalf("podsTakingRoom (-want +got):\n%s", diff)
+			}
+			if tc.want < 0 && listed != 0 {
+				t.Fatalf("listed %d times in a member whose pods are not cached", listed)
 			}
 		})
 	}

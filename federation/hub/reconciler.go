@@ -45,6 +45,11 @@ type Reconciler struct {
 	// counters; nil lists every node and pod of the member on each
 	// estimate instead (tests, tools).
 	Capacity CapacitySource
+	// PodsCached says whether this replica caches a member's pods; nil
+	// means every member's. A member whose pods are not cached (sharding:
+	// another replica owns it) is planned from Capacity alone, never from
+	// its member cache's pods: a list there would start a pod informer.
+	PodsCached func(member string) bool
 	// Gate permits writes on the leader only.
 	Gate Gate
 	// Poker pokes member workers after targets change.

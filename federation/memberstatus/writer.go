@@ -95,6 +95,13 @@ type Writer struct {
 	// (capacity.Tracker); optional. Without it, or before its counters are
 	// synced, each pass lists the member's nodes and pods.
 	Capacity CapacitySummaries
+	// PodsCached says whether this replica caches a member's pods; nil
+	// means every member's. For a member whose pods are not cached
+	// (sharding: another replica owns it) the summary comes from Capacity
+	// alone, which counts it from its owner's published usage: listing its
+	// pods from the member cache would start a pod informer for it, the
+	// very cache sharding exists to avoid.
+	PodsCached func(member string) bool
 	// OnPlacementInputsChanged is called after a pass that recorded a change
 	// of some member's taints or labels (the hub then re-plans: nothing else
 	// watches the registration Secrets' labels and annotations, and
@@ -269,12 +276,16 @@ func (w *Writer) status(ctx context.Context, reg registry.Registration, frsCount
 
 // summary sums the member's nodes and what their pods take: from the
 // counters when they have it, else from lists of the member's cache (every
-// pod of the member, so only as the fallback).
+// pod of the member, so only as the fallback, and never for a member whose
+// pods are not cached here: it has no summary until its counters do).
 func (w *Writer) summary(ctx context.Context, m *registry.Member) (capacity.Summary, bool) {
 	if w.Capacity != nil {
 		if sum, ok := w.Capacity.Summary(m.Name); ok {
 			return sum, true
 		}
+	}
+	if w.PodsCached != nil && !w.PodsCached(m.Name) {
+		return capacity.Summary{}, false
 	}
 	nodes := &corev1.NodeList{}
 	if err := m.Cluster.GetCache().List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {

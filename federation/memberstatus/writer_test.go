@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -219,4 +221,59 @@ func TestSummaryFromCounters(t *testing.T) {
 			t.Errorf("member %s: nodes %d ready %d, want %d and %d", name, mc.Status.Nodes, mc.Status.ReadyNodes, want[0], want[1])
 		}
 	}
+}
+
+// TestSummaryOfMemberWithoutPodCache: for a member whose pods are not
+// cached here, the summary comes from the counters only; without one it
+// has none, and the member's pods are never listed (the list would start
+// a pod informer in a real member cache).
+func TestSummaryOfMemberWithoutPodCache(t *testing.T) {
+	s, err := kubescheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{
+		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")},
+		Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+	}}
+	fromCache := capacity.Summarize([]corev1.Node{*node}, nil)
+	fromCounters := capacity.Summary{Nodes: 40, Ready: 39}
+	type result struct {
+		Summary    capacity.Summary
+		OK         bool
+		ListedPods int
+	}
+	for _, tc := range []struct {
+		name       string
+		podsCached func(string) bool
+		counters   summaries
+		want       result
+	}{
+		{"hook unset: the cache fallback as before", nil, summaries{}, result{fromCache, true, 1}},
+		{"cached: the cache fallback", func(string) bool { return true }, summaries{}, result{fromCache, true, 1}},
+		{"not cached, counters have it", func(string) bool { return false }, summaries{"a": fromCounters}, result{fromCounters, true, 0}},
+		{"not cached, no counters yet: no summary", func(string) bool { return false }, summaries{}, result{}},
+		{"another member not cached", func(m string) bool { return m != "b" }, summaries{}, result{fromCache, true, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			listed := 0
+			c := fake.NewClientBuilder().WithScheme(s).WithObjects(node.DeepCopy()).
+				WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, o ...client.ListOption) error {
+					if _, ok := l.(*corev1.PodList); ok {
+						listed++
+					}
+					return c.List(ctx, l, o...)
+				}}).Build()
+			w := &Writer{Capacity: tc.counters, PodsCached: tc.podsCached}
+			sum, ok := w.summary(context.Background(), &registry.Member{Name: "a", Cluster: fakecluster.New(c)})
+			if diff := cmp.Diff(tc.want, result{sum, ok, listed}, quantities); diff != "" {
+				t.Errorf("summary (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+var quantities = cmp.Options{
+	cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 }),
+	cmpopts.EquateEmpty(),
 }
