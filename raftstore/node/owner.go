@@ -3,6 +3,7 @@ package node
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -186,6 +187,32 @@ func (o *OwnerLease) Release(ctx context.Context, member string, epoch uint64) (
 		return false, fmt.Errorf("releasing member %s at epoch %d: %w", member, epoch, err)
 	}
 	return res.HandoverEnded, nil
+}
+
+// ErrNotPermitted is returned by PublishUsage for a member this replica
+// does not own, or may not write for now (lease lapsed, handover wait).
+var ErrNotPermitted = errors.New("raftstore: this replica may not write for the member now")
+
+// PublishUsage commits member's capacity usage (an opaque blob of at most
+// fsm.MaxUsageBytes, from the capacity layer) under this replica's
+// current ownership of member, from the leader or a follower (Node.Apply
+// forwards it). The FSM keeps it only while that ownership is committed
+// (fsm.SetMemberUsage). ErrNotPermitted when this replica may not write
+// for member now (see PermittedFor); ErrFeatureMissing while a server
+// does not list FeatureMemberUsage; fsm.ErrStale when the ownership
+// changed before the usage committed. The wait is bounded by the lease.
+func (o *OwnerLease) PublishUsage(ctx context.Context, member string, usage []byte) error {
+	fence, ok := o.Permitted(member)
+	if !ok {
+		return fmt.Errorf("publishing the usage of member %s: %w", member, ErrNotPermitted)
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.lease)
+	defer cancel()
+	m := fsm.Meta{ReqID: NewRequestID(), Now: o.n.clock.Now().UnixNano()}
+	if _, err := o.n.Apply(ctx, &fsm.SetMemberUsage{Meta: m, Member: member, Fence: fence, Usage: usage}); err != nil {
+		return fmt.Errorf("publishing the usage of member %s at epoch %d: %w", member, fence.Epoch, err)
+	}
+	return nil
 }
 
 // Changed returns a channel that is closed at the next change of what
