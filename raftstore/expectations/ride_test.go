@@ -52,11 +52,11 @@ func TestRenewalRidesInRound(t *testing.T) {
 	fctx := ctrlexp.WithFence(ctx, ctrlexp.Fence{Owner: fence.Owner, Epoch: fence.Epoch})
 	reserve := func() (entries uint64) {
 		t.Helper()
-		before := l.Raft().AppliedIndex()
+		before := l.Raft().LastIndex()
 		if _, err := s.ExpectCreations(fctx, web, ctrlexp.CreateIntent{Target: 10, Count: 1, Prefix: "web-"}); err != nil {
 			t.Fatal(err)
 		}
-		return l.Raft().AppliedIndex() - before
+		return l.Raft().LastIndex() - before
 	}
 
 	renewed := l.FSM().Renewals()[self].Index
@@ -66,9 +66,9 @@ func TestRenewalRidesInRound(t *testing.T) {
 	}
 	clk.Step(lease / 6)
 	built := clk.Now()
-	if n := reserve(); n != 1 || l.FSM().Renewals()[self].Index != l.Raft().AppliedIndex() {
-		t.Fatalf("a round half an interval later: %d entries, renewal at %d, applied %d; want the renewal in the round's one entry",
-			n, l.FSM().Renewals()[self].Index, l.Raft().AppliedIndex())
+	if n := reserve(); n != 1 || l.FSM().Renewals()[self].Index != l.Raft().LastIndex() {
+		t.Fatalf("a round half an interval later: %d entries, renewal at %d, last index %d; want the renewal in the round's one entry",
+			n, l.FSM().Renewals()[self].Index, l.Raft().LastIndex())
 	}
 	// The lease runs to exactly built + lease (the clock has not moved).
 	_, almost := o.PermittedFor(web.Cluster, lease-time.Nanosecond)
