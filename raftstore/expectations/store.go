@@ -79,6 +79,38 @@ type Store struct {
 	// names do in the FSM.
 	cmu     sync.Mutex
 	claimed map[fsm.Key][]string
+
+	// rider offers owner lease renewals to rounds (RideRenewals).
+	rider atomic.Pointer[RenewalRider]
+}
+
+// RenewalRider offers a renewal of an owner lease to send in a batch that
+// goes out anyway; node.OwnerLease implements it (see its RideRenewal).
+type RenewalRider interface {
+	// RideRenewal returns the renewal to send now, or nil, and done to
+	// call once with its result (nil when not known to be committed).
+	RideRenewal() (cmd fsm.Command, done func(*fsm.Result))
+}
+
+// RideRenewals makes each round of reservations that carries an
+// owner-fenced command also carry r's renewal when r offers one, so that
+// an owner busy writing renews its lease without an entry of its own
+// (node.OwnerLease.Run then skips its periodic renewal).
+func (s *Store) RideRenewals(r RenewalRider) { s.rider.Store(&r) }
+
+// rideRenewal appends the rider's renewal to cmds when the round writes
+// under an owner fence (so it needs the ownership feature anyway) and the
+// rider offers one; done is nil when none rides.
+func (s *Store) rideRenewal(cmds []fsm.Command) (_ []fsm.Command, done func(*fsm.Result)) {
+	r := s.rider.Load()
+	if r == nil || !slices.ContainsFunc(cmds, fsm.UsesOwnership) {
+		return cmds, nil
+	}
+	cmd, done := (*r).RideRenewal()
+	if cmd == nil {
+		return cmds, nil
+	}
+	return append(cmds, cmd), done
 }
 
 // GrantFirstNames is how many first names per member a shared SetTargets
@@ -404,7 +436,8 @@ func lingerFor(linger, crowdedLinger time.Duration, crowded bool, sincePrev time
 }
 
 // commitRound proposes one round's reservations as one entry, followed by
-// a Settle of the pending observations, and hands each caller its result.
+// a Settle of the pending observations and an owner lease renewal
+// (RideRenewals), and hands each caller its result.
 // Every caller holds flushMu shared, so no Flush runs meanwhile and the
 // observations taken here are the only ones in flight.
 //
@@ -433,9 +466,14 @@ func (s *Store) commitRound(round []*reserveCall) {
 	if len(batch) > 0 {
 		cmds = append(cmds, &fsm.Settle{Meta: s.settleMeta(), Items: batch})
 	}
+	cmds, renewed := s.rideRenewal(cmds) // last: its result is last
 	ctx, cancel := roundContext(calls)
 	defer cancel()
 	res, err := s.node.ApplyAll(ctx, cmds)
+	if renewed != nil {
+		renewed(res[len(res)-1])
+		res = res[:len(res)-1]
+	}
 	if len(batch) > 0 {
 		s.settleRideAlong(batch, res[len(calls)], err)
 		res = res[:len(calls)]

@@ -32,6 +32,10 @@ const (
 	// TypeReleaseOwnership ends a handover early (owners.go); proposed
 	// only while every server lists node.FeatureOwnerRelease.
 	TypeReleaseOwnership Type = 14
+	// TypeSetMemberUsage carries a member owner's capacity usage
+	// (usage.go); proposed only while every server lists
+	// node.FeatureMemberUsage.
+	TypeSetMemberUsage Type = 15
 )
 
 // Version1 is the only encoding version so far: the body is JSON.
@@ -524,6 +528,8 @@ func Decode(b []byte) (Command, error) {
 		cmd = &RenewOwnership{}
 	case TypeReleaseOwnership:
 		cmd = &ReleaseOwnership{}
+	case TypeSetMemberUsage:
+		cmd = &SetMemberUsage{}
 	default:
 		return nil, fmt.Errorf("%w: unknown type %d", ErrMalformed, b[0])
 	}

@@ -186,6 +186,8 @@ func (f *FSM) apply(cmd Command, logTerm, index uint64) Result {
 		return f.applyRenewOwnership(c, logTerm, index)
 	case *ReleaseOwnership:
 		return f.applyReleaseOwnership(c)
+	case *SetMemberUsage:
+		return f.applySetMemberUsage(c, index)
 	case *Reserve:
 		return f.applyReserve(c, logTerm)
 	case *Settle:
@@ -454,6 +456,11 @@ func (f *FSM) prune(c *PruneMembers) {
 	for m := range s.Health {
 		if !keep[m] {
 			delete(s.Health, m)
+		}
+	}
+	for m := range s.Usage {
+		if !keep[m] {
+			delete(s.Usage, m)
 		}
 	}
 	for _, ks := range s.sortedKeys() {

@@ -3,9 +3,9 @@ package fsm
 import "slices"
 
 // OnApply registers fn to be called after each command that changes an
-// FRS's targets or rollout, or the ownership table, has been applied with
-// CodeOK (SetTargets, DeleteTargets, SetRollout, DeleteRollout,
-// AssignOwners; also inside batch entries, once per command; not for a
+// FRS's targets or rollout, the ownership table or a member's usage, has
+// been applied with CodeOK (SetTargets, DeleteTargets, SetRollout,
+// DeleteRollout, AssignOwners, SetMemberUsage; also inside batch entries, once per command; not for a
 // repeated request ID, which changes nothing), and with a nil command
 // after a snapshot was restored (anything may have changed: read again).
 //
@@ -42,7 +42,7 @@ func (f *FSM) notify(cmd Command) {
 // notifies reports whether OnApply hooks hear of cmd.
 func notifies(cmd Command) bool {
 	switch cmd.(type) {
-	case *SetTargets, *DeleteTargets, *SetRollout, *DeleteRollout, *AssignOwners:
+	case *SetTargets, *DeleteTargets, *SetRollout, *DeleteRollout, *AssignOwners, *SetMemberUsage:
 		return true
 	}
 	return false

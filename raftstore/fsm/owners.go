@@ -259,7 +259,7 @@ func ownerFenceOf(cmd Command) (*OwnerFence, string) {
 func UsesOwnership(cmd Command) bool {
 	var items []Settlement
 	switch c := cmd.(type) {
-	case *AssignOwners, *RenewOwnership, *ReleaseOwnership:
+	case *AssignOwners, *RenewOwnership, *ReleaseOwnership, *SetMemberUsage:
 		return true
 	case *Reserve:
 		if c.Fence != nil {
@@ -281,7 +281,7 @@ func UsesOwnership(cmd Command) bool {
 // that it may (decode it and ask UsesOwnership).
 func MayUseOwnership(encoded []byte) bool {
 	switch TypeOf(encoded) {
-	case TypeAssignOwners, TypeRenewOwnership, TypeReleaseOwnership:
+	case TypeAssignOwners, TypeRenewOwnership, TypeReleaseOwnership, TypeSetMemberUsage:
 		return true
 	case TypeReserve, TypeSettle, TypeExpectDeletes, TypeReconcile:
 		return bytes.Contains(encoded, []byte(`"fence":`))
@@ -318,12 +318,14 @@ func (f *FSM) applyAssignOwners(c *AssignOwners) Result {
 		}
 		s.Owners[a.Member] = row
 		s.holdMember(a.Member)
+		delete(s.Usage, a.Member) // the new owner publishes afresh
 	}
 	for _, m := range c.Drop {
 		if _, had := s.Owners[m]; had {
 			delete(s.Owners, m)
 			s.holdMember(m)
 		}
+		delete(s.Usage, m)
 	}
 	for _, o := range c.ForgetOwners {
 		delete(s.Renewals, o)

@@ -166,6 +166,9 @@ type state struct {
 	Owners     map[string]Ownership `json:"owners,omitempty"`
 	OwnerEpoch uint64               `json:"ownerEpoch,omitempty"`
 	Renewals   map[string]Renewal   `json:"renewals,omitempty"`
+	// Usage is each member's capacity usage as its owner published it
+	// (usage.go); absent from snapshots written before it existed.
+	Usage map[string]MemberUsage `json:"usage,omitempty"`
 
 	dedupIndex map[string]int // ID -> absolute position; rebuilt on restore
 	dedupBase  int            // absolute position of Dedup[0]
@@ -194,6 +197,7 @@ func newState() *state {
 		Health:     map[string]Health{},
 		Owners:     map[string]Ownership{},
 		Renewals:   map[string]Renewal{},
+		Usage:      map[string]MemberUsage{},
 		dedupIndex: map[string]int{},
 	}
 }
@@ -220,6 +224,9 @@ func (s *state) reindex() {
 	}
 	if s.Renewals == nil {
 		s.Renewals = map[string]Renewal{}
+	}
+	if s.Usage == nil {
+		s.Usage = map[string]MemberUsage{}
 	}
 }
 

@@ -19,6 +19,7 @@ var typeNames = map[Type]string{
 	TypeAssignOwners:     "assign-owners",
 	TypeRenewOwnership:   "renew-ownership",
 	TypeReleaseOwnership: "release-ownership",
+	TypeSetMemberUsage:   "set-member-usage",
 }
 
 // String names the type ("reserve", "set-targets", ...); an unknown type

@@ -9,7 +9,8 @@ import (
 
 func TestTypeNamesAreDistinct(t *testing.T) {
 	cmds := []Command{&Reserve{}, &Settle{}, &ExpectDeletes{}, &Reconcile{}, &SetTargets{}, &DeleteTargets{},
-		&SetHealth{}, &PruneMembers{}, &SetRollout{}, &DeleteRollout{}, &AssignOwners{}, &RenewOwnership{}}
+		&SetHealth{}, &PruneMembers{}, &SetRollout{}, &DeleteRollout{}, &AssignOwners{}, &RenewOwnership{},
+		&ReleaseOwnership{}, &SetMemberUsage{}}
 	seen := map[string]Type{TypeBatch.String(): TypeBatch}
 	for _, c := range cmds {
 		name := c.Type().String()

@@ -22,6 +22,11 @@ type AssignerConfig struct {
 	Lease, Margin time.Duration
 	// Interval is how often the leader looks; lease/3 when zero.
 	Interval time.Duration
+	// Damping is how long a replica must have renewed without a lapse,
+	// on the leader's clock, before members are moved to it from a live
+	// owner for balance (ownership.Watch.Stable); twice Lease when zero.
+	// Members without a live owner are assigned at once regardless.
+	Damping time.Duration
 	// Clock is the leader's monotonic clock (clock.RealClock in production).
 	Clock clock.Clock
 	// Members lists the registered member clusters, complete: a member
@@ -32,7 +37,10 @@ type AssignerConfig struct {
 
 // RunAssigner runs the assignment loop until ctx ends or the node stops.
 // While this node leads it watches the owners' renewals and commits an
-// AssignOwners whenever ownership.Assign changes the plan. Every term
+// AssignOwners whenever ownership.Assign changes the plan. A replica
+// receives members moved from a live owner (each such move is a handover
+// that stalls the member) only once it has renewed for cfg.Damping;
+// members without a live owner go to any live replica at once. Every term
 // starts a new watch at the moment this loop sees the leadership (after
 // the Barrier, so no earlier than the election): a new leader moves
 // nothing away from anyone before a full lease plus margin.
@@ -72,7 +80,7 @@ func (n *Node) runWatching(ctx context.Context, cfg AssignerConfig, once func(co
 			w = nil
 		} else {
 			if w == nil || t != term {
-				w, term = ownership.NewWatch(cfg.Clock, cfg.Lease, cfg.Margin), t
+				w, term = ownership.NewWatch(cfg.Clock, cfg.Lease, cfg.Margin).WithDamping(cfg.Damping), t
 			}
 			if err := once(ctx, w, term); err != nil && ctx.Err() == nil {
 				n.log.Info("Changing member owners failed", "reason", err.Error())

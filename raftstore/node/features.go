@@ -37,10 +37,15 @@ const (
 	// previous owner ends a handover wait early); a node proposes it only
 	// while every server lists it, else the wait runs out as before.
 	FeatureOwnerRelease = "owner-release"
+	// FeatureMemberUsage: the FSM applies fsm.TypeSetMemberUsage (a
+	// member owner's capacity usage); a node proposes it only while every
+	// server lists it (OwnerLease.PublishUsage returns ErrFeatureMissing).
+	FeatureMemberUsage = "member-usage"
 )
 
 // ownFeatures are the features of this version.
-var ownFeatures = []string{FeatureBatch, FeatureHoldReissued, FeatureOwnership, FeatureGrantOnTargets, FeatureOwnerRelease}
+var ownFeatures = []string{FeatureBatch, FeatureHoldReissued, FeatureOwnership, FeatureGrantOnTargets, FeatureOwnerRelease,
+	FeatureMemberUsage}
 
 // ErrFeatureMissing is returned for a command that needs a feature some
 // server of the configuration does not list yet.
@@ -54,6 +59,9 @@ func (n *Node) needsFeature(cmd fsm.Command) error {
 	}
 	if _, release := cmd.(*fsm.ReleaseOwnership); release && !n.AllServersHave(FeatureOwnerRelease) {
 		return fmt.Errorf("proposing command type %s: %w %q", cmd.Type(), ErrFeatureMissing, FeatureOwnerRelease)
+	}
+	if _, usage := cmd.(*fsm.SetMemberUsage); usage && !n.AllServersHave(FeatureMemberUsage) {
+		return fmt.Errorf("proposing command type %s: %w %q", cmd.Type(), ErrFeatureMissing, FeatureMemberUsage)
 	}
 	return nil
 }

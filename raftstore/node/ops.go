@@ -113,11 +113,15 @@ func (n *Node) MemberHealth(cluster string) (healthy bool, since time.Time, ok b
 }
 
 // OnApply registers fn to be called on this replica, leader or follower,
-// after each SetTargets, DeleteTargets, SetRollout, DeleteRollout and
-// AssignOwners is applied to its FSM without refusal (also inside batch
+// after each SetTargets, DeleteTargets, SetRollout, DeleteRollout,
+// AssignOwners and SetMemberUsage is applied to its FSM without refusal (also inside batch
 // entries), and with a nil command after a snapshot was restored (read
 // everything again). A replica's member workers learn of new targets of
 // the members they own from it: a follower has no hub reconciler to poke
 // them. fn runs on raft's apply path and must not block or apply commands
 // (enqueue work and return); see fsm.FSM.OnApply.
 func (n *Node) OnApply(fn func(cmd fsm.Command)) { n.fsm.OnApply(fn) }
+
+// MemberUsage returns a copy of member's capacity usage as its current
+// owner last published it (OwnerLease.PublishUsage), from this node's FSM.
+func (n *Node) MemberUsage(member string) (fsm.MemberUsage, bool) { return n.fsm.MemberUsage(member) }

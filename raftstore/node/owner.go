@@ -3,6 +3,7 @@ package node
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -49,6 +50,9 @@ type OwnerLease struct {
 	// replica a member, which it may write only once a renewal accepted
 	// the new epoch (and whose handover wait counts from then).
 	gained chan struct{}
+	// lastSent is the send time of the latest renewal built (sent or
+	// riding), lastRenewed that of the latest one accepted.
+	lastSent, lastRenewed time.Time
 }
 
 // heldMember is what this replica knows of one member it owns.
@@ -139,21 +143,83 @@ func (o *OwnerLease) Owned() []fsm.MemberEpoch {
 // to the send time plus the lease. A follower's renewal goes to the leader
 // (Node.Apply forwards it).
 func (o *OwnerLease) Renew(ctx context.Context) error {
-	owned := o.Owned()
-	o.note(owned)
 	ctx, cancel := context.WithTimeout(ctx, o.lease)
 	defer cancel()
+	r := o.newRenewal()
+	res, err := o.n.Apply(ctx, r.cmd)
+	if !o.settle(r, res) {
+		// Not committed, or refused as a whole: no lease is extended.
+		return fmt.Errorf("renewing the ownership of %d members: %w", len(r.owned), err)
+	}
+	return nil
+}
+
+// RideRenewal offers a renewal of this replica's owner lease to send in a
+// batch of commands the caller sends at once anyway (a round of
+// reservations: node.ApplyAll), so that it takes no raft entry of its own.
+// It returns a nil cmd when a renewal was sent less than half the renewal
+// interval (lease/3) ago, or while a server does not list
+// FeatureOwnership. Otherwise the caller must send cmd right away and call
+// done once with its result (nil when it is not known to have committed).
+// As with Renew, the lease of each pair it accepted runs from its send,
+// taken when RideRenewal built it, on the monotonic clock; Run counts an
+// accepted ride as its periodic renewal.
+func (o *OwnerLease) RideRenewal() (cmd fsm.Command, done func(*fsm.Result)) {
+	if !o.n.AllServersHave(FeatureOwnership) {
+		return nil, nil
+	}
+	o.mu.Lock()
+	recent := !o.lastSent.IsZero() && o.clock.Since(o.lastSent) < o.lease/6
+	if !recent {
+		o.lastSent = o.clock.Now() // no second ride meanwhile
+	}
+	o.mu.Unlock()
+	if recent {
+		return nil, nil
+	}
+	r := o.newRenewal()
+	return r.cmd, func(res *fsm.Result) { o.settle(r, res) }
+}
+
+// renewal is one RenewOwnership this replica built: the pairs it names
+// and its send time, taken before it goes out, so the leases it grants
+// never run past a lease from its actual send.
+type renewal struct {
+	owned []fsm.MemberEpoch
+	sent  time.Time
+	cmd   *fsm.RenewOwnership
+}
+
+// newRenewal builds a renewal of what this replica owns now, to be sent
+// at once.
+func (o *OwnerLease) newRenewal() *renewal {
+	owned := o.Owned()
+	o.note(owned)
 	sent := o.clock.Now()
+	o.mu.Lock()
+	if sent.After(o.lastSent) {
+		o.lastSent = sent
+	}
+	o.mu.Unlock()
 	m := fsm.Meta{ReqID: NewRequestID(), Now: o.n.clock.Now().UnixNano()}
-	res, err := o.n.Apply(ctx, &fsm.RenewOwnership{Meta: m, Owner: o.n.ServerID(), Held: owned})
+	return &renewal{owned: owned, sent: sent, cmd: &fsm.RenewOwnership{Meta: m, Owner: o.n.ServerID(), Held: owned}}
+}
+
+// settle extends, when res is r's committed and accepted result, the lease
+// of every pair it accepted to r's send time plus the lease, and forgets
+// those it did not; it reports whether res was accepted. It signals
+// Changed either way.
+func (o *OwnerLease) settle(r *renewal, res *fsm.Result) bool {
 	defer o.signal()
 	if res == nil || res.Code != fsm.CodeOK {
-		// Not committed, or refused as a whole: no lease is extended.
-		return fmt.Errorf("renewing the ownership of %d members: %w", len(owned), err)
+		return false
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, p := range owned {
+	if r.sent.After(o.lastRenewed) {
+		o.lastRenewed = r.sent
+	}
+	for _, p := range r.owned {
 		h, ok := o.held[p.Member]
 		if !ok || h.epoch != p.Epoch {
 			continue
@@ -162,13 +228,13 @@ func (o *OwnerLease) Renew(ctx context.Context) error {
 			delete(o.held, p.Member)
 			continue
 		}
-		if until := sent.Add(o.lease); until.After(h.until) {
+		if until := r.sent.Add(o.lease); until.After(h.until) {
 			h.until = until
 			o.held[p.Member] = h
 		}
 	}
 	o.armLapseLocked()
-	return nil
+	return true
 }
 
 // Release tells the raft leader that this replica has stopped writing to
@@ -186,6 +252,32 @@ func (o *OwnerLease) Release(ctx context.Context, member string, epoch uint64) (
 		return false, fmt.Errorf("releasing member %s at epoch %d: %w", member, epoch, err)
 	}
 	return res.HandoverEnded, nil
+}
+
+// ErrNotPermitted is returned by PublishUsage for a member this replica
+// does not own, or may not write for now (lease lapsed, handover wait).
+var ErrNotPermitted = errors.New("raftstore: this replica may not write for the member now")
+
+// PublishUsage commits member's capacity usage (an opaque blob of at most
+// fsm.MaxUsageBytes, from the capacity layer) under this replica's
+// current ownership of member, from the leader or a follower (Node.Apply
+// forwards it). The FSM keeps it only while that ownership is committed
+// (fsm.SetMemberUsage). ErrNotPermitted when this replica may not write
+// for member now (see PermittedFor); ErrFeatureMissing while a server
+// does not list FeatureMemberUsage; fsm.ErrStale when the ownership
+// changed before the usage committed. The wait is bounded by the lease.
+func (o *OwnerLease) PublishUsage(ctx context.Context, member string, usage []byte) error {
+	fence, ok := o.Permitted(member)
+	if !ok {
+		return fmt.Errorf("publishing the usage of member %s: %w", member, ErrNotPermitted)
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.lease)
+	defer cancel()
+	m := fsm.Meta{ReqID: NewRequestID(), Now: o.n.clock.Now().UnixNano()}
+	if _, err := o.n.Apply(ctx, &fsm.SetMemberUsage{Meta: m, Member: member, Fence: fence, Usage: usage}); err != nil {
+		return fmt.Errorf("publishing the usage of member %s at epoch %d: %w", member, fence.Epoch, err)
+	}
+	return nil
 }
 
 // Changed returns a channel that is closed at the next change of what
@@ -259,12 +351,18 @@ func (o *OwnerLease) note(owned []fsm.MemberEpoch) {
 // Run renews every lease/3, and at once when an applied assignment gives
 // this replica a member (its writes there wait for a renewal that accepts
 // the new epoch), until ctx ends or the node stops; a failed renewal is
-// logged and the next one tried on time.
+// logged and the next one tried on time. A renewal that rode in a round
+// (RideRenewal) and was accepted counts: the next is due lease/3 after
+// its send.
 func (o *OwnerLease) Run(ctx context.Context) {
 	interval := o.lease / 3
+	var wait time.Duration
 	for {
-		if err := o.Renew(ctx); err != nil && ctx.Err() == nil {
-			o.n.log.V(1).Info("Ownership renewal failed", "reason", err.Error())
+		if wait <= 0 {
+			if err := o.Renew(ctx); err != nil && ctx.Err() == nil {
+				o.n.log.V(1).Info("Ownership renewal failed", "reason", err.Error())
+			}
+			wait = interval
 		}
 		select {
 		case <-ctx.Done():
@@ -272,7 +370,12 @@ func (o *OwnerLease) Run(ctx context.Context) {
 		case <-o.n.stopCh:
 			return
 		case <-o.gained:
-		case <-o.clock.After(interval):
+			wait = 0
+			continue
+		case <-o.clock.After(wait):
 		}
+		o.mu.Lock()
+		wait = o.lastRenewed.Add(interval).Sub(o.clock.Now())
+		o.mu.Unlock()
 	}
 }

@@ -27,6 +27,19 @@ func assignOwners(t *testing.T, l *node.Node, set ...fsm.OwnerAssignment) {
 	}
 }
 
+// newOwnerLease starts a one-node cluster, waits until it knows that
+// every server lists the ownership feature and features, and returns the
+// node and its owner lease (ownerLease, ownerMargin) on a fake clock.
+func newOwnerLease(t *testing.T, features ...string) (*node.Node, *node.OwnerLease, *clocktesting.FakeClock) {
+	t.Helper()
+	c := tu.NewCluster(t, 1, tu.StableTimers)
+	c.StartAll()
+	l := c.WaitVoters(1, 60*time.Second)
+	waitAllHave(t, []*node.Node{l}, append([]string{node.FeatureOwnership}, features...)...)
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	return l, l.NewOwnerLease(ownerLease, ownerMargin, clk), clk
+}
+
 // renewalIndex is the raft index of owner's latest committed renewal.
 func renewalIndex(n *node.Node, owner string) uint64 { return n.FSM().Renewals()[owner].Index }
 
@@ -35,12 +48,8 @@ func renewalIndex(n *node.Node, owner string) uint64 { return n.FSM().Renewals()
 // clock, from the send) accepted that epoch; after a handover from a live
 // owner it also waits lease plus margin from when it saw the assignment.
 func TestOwnerLease(t *testing.T) {
-	const lease, margin = 3 * time.Second, time.Second
-	c := tu.NewCluster(t, 1, tu.StableTimers)
-	c.StartAll()
-	l := c.WaitVoters(1, 60*time.Second)
-	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	o := l.NewOwnerLease(lease, margin, clk)
+	const lease, margin = ownerLease, ownerMargin
+	l, o, clk := newOwnerLease(t)
 	ctx := tu.Ctx(t, time.Minute)
 	self := l.ServerID()
 	permitted := func(m string) bool { _, ok := o.Permitted(m); return ok }
@@ -159,13 +168,8 @@ func TestOwnershipNeedsEveryServer(t *testing.T) {
 // result, when a lease lapses unrenewed, and when an AssignOwners is
 // applied.
 func TestOwnerLeaseDeadlineAndChanges(t *testing.T) {
-	const lease, margin = 3 * time.Second, time.Second
-	c := tu.NewCluster(t, 1, tu.StableTimers)
-	c.StartAll()
-	l := c.WaitVoters(1, 60*time.Second)
-	waitAllHave(t, []*node.Node{l}, node.FeatureOwnership)
-	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	o := l.NewOwnerLease(lease, margin, clk)
+	const lease = ownerLease
+	l, o, clk := newOwnerLease(t)
 	ctx := tu.Ctx(t, time.Minute)
 	self := l.ServerID()
 	closes := func(what string, ch <-chan struct{}) {
@@ -221,13 +225,7 @@ func TestOwnerLeaseDeadlineAndChanges(t *testing.T) {
 // the next periodic renewal (the fake clock never moves here, so the
 // periodic one never comes).
 func TestOwnerLeaseRenewsOnGain(t *testing.T) {
-	const lease, margin = 3 * time.Second, time.Second
-	c := tu.NewCluster(t, 1, tu.StableTimers)
-	c.StartAll()
-	l := c.WaitVoters(1, 60*time.Second)
-	waitAllHave(t, []*node.Node{l}, node.FeatureOwnership)
-	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	o := l.NewOwnerLease(lease, margin, clk)
+	l, o, _ := newOwnerLease(t)
 	ctx := tu.Ctx(t, time.Minute)
 	self := l.ServerID()
 	go o.Run(ctx)
@@ -256,13 +254,7 @@ func TestOwnerLeaseRenewsOnGain(t *testing.T) {
 // owner's clock; Release from this replica ends the wait of a member moved
 // away from it.
 func TestOwnerLeaseRelease(t *testing.T) {
-	const lease, margin = 3 * time.Second, time.Second
-	c := tu.NewCluster(t, 1, tu.StableTimers)
-	c.StartAll()
-	l := c.WaitVoters(1, 60*time.Second)
-	waitAllHave(t, []*node.Node{l}, node.FeatureOwnerRelease)
-	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	o := l.NewOwnerLease(lease, margin, clk)
+	l, o, _ := newOwnerLease(t, node.FeatureOwnerRelease)
 	ctx := tu.Ctx(t, time.Minute)
 	self := l.ServerID()
 

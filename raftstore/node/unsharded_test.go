@@ -22,16 +22,11 @@ import (
 // renews, and after the drop its unfenced writes apply again, with the
 // names the old owner reserved handed out first.
 func TestRunUnsharded(t *testing.T) {
-	const lease, margin, tick = 3 * time.Second, time.Second, time.Millisecond
-	c := tu.NewCluster(t, 1, tu.StableTimers)
-	c.StartAll()
-	l := c.WaitVoters(1, 60*time.Second)
-	waitAllHave(t, []*node.Node{l}, node.FeatureOwnership)
+	const lease, margin, tick = ownerLease, ownerMargin, time.Millisecond
+	l, o, clk := newOwnerLease(t)
 	ctx := tu.Ctx(t, time.Minute)
 	self := l.ServerID()
 	assignOwners(t, l, fsm.OwnerAssignment{Member: "m1", Owner: self}, fsm.OwnerAssignment{Member: "m2", Owner: "gone"})
-	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	o := l.NewOwnerLease(lease, margin, clk)
 	if err := o.Renew(ctx); err != nil {
 		t.Fatal(err)
 	}

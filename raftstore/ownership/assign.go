@@ -11,11 +11,16 @@ import (
 	"slices"
 )
 
-// Candidate is a replica that may own members: a raft server ID and whether
-// the leader counts it as live (see Watch).
+// Candidate is a replica that may own members: a raft server ID, whether
+// the leader counts it as live (see Watch), and whether it is stable: it
+// has renewed without a lapse for at least the damping period
+// (Watch.WithDamping). Only a stable candidate receives members moved from
+// a live owner for balance; members without a live owner go to any live
+// candidate at once. Stable without Live counts as neither.
 type Candidate struct {
-	ID   string
-	Live bool
+	ID     string
+	Live   bool
+	Stable bool
 }
 
 // Move is one member changing owner. From is "" for a member that had no
@@ -41,11 +46,18 @@ type Plan struct {
 func (p Plan) Changed() bool { return len(p.Moves) > 0 || len(p.Dropped) > 0 }
 
 // Assign spreads members over the live candidates: every member gets a live
-// owner, owners' counts differ by at most one, and a member stays with its
-// live owner unless balance needs it elsewhere, so as few members move as
-// possible. The replicas that keep one member more than the others are
-// those that already own most (ties: lower ID), which is what keeps moves
-// minimal. Same inputs, same plan, whatever the order of the slices and
+// owner, and a member stays with its live owner unless balance needs it
+// elsewhere, so as few members move as possible. Members without a live
+// owner (new, or their owner died or left) are assigned at once, first to
+// the live candidates that are not stable, which may receive no other.
+// Members of a live owner beyond its share move only to a stable
+// candidate with room, and stay where they are while there is none: a
+// replica that just started, restarted or resumed gets members moved to
+// it only once it has renewed for the damping period, so one that comes
+// and goes does not cost a handover each time. With every live candidate
+// stable, owners' counts differ by at most one; the replicas that keep one
+// member more than the others are those that already own most (ties:
+// lower ID). Same inputs, same plan, whatever the order of the slices and
 // maps. Without a live candidate nothing moves: members keep their owners.
 func Assign(members []string, candidates []Candidate, current map[string]string) Plan {
 	want := sortedUnique(members)
@@ -65,34 +77,69 @@ func Assign(members []string, candidates []Candidate, current map[string]string)
 		return plan
 	}
 	owned := map[string][]string{} // live replica -> its current members, sorted
-	var pool []string              // members that need an owner, sorted
+	var orphans []string           // members without a live owner, sorted
 	for _, m := range want {
 		if o := current[m]; o != "" && slices.Contains(live, o) {
 			owned[o] = append(owned[o], m)
 		} else {
-			pool = append(pool, m)
+			orphans = append(orphans, m)
 		}
 	}
 	caps := capacities(live, owned, len(want))
+	var excess []string // members of live owners beyond their share
 	for _, id := range live {
 		keep := owned[id][:min(len(owned[id]), caps[id])]
-		pool = append(pool, owned[id][len(keep):]...)
+		excess = append(excess, owned[id][len(keep):]...)
 		for _, m := range keep {
 			plan.Owners[m] = id
 		}
 		caps[id] -= len(keep)
 	}
-	slices.Sort(pool)
+	stable, unstable := splitStable(candidates, live)
+	place(&plan, orphans, append(unstable, stable...), caps, current)
+	slices.Sort(excess)
+	for _, m := range place(&plan, excess, stable, caps, current) {
+		plan.Owners[m] = current[m] // no stable replica has room: it stays
+	}
+	slices.SortFunc(plan.Moves, func(a, b Move) int { return cmp.Compare(a.Member, b.Member) })
+	return plan
+}
+
+// place gives each of members, in order, to the first of to that has room
+// left in caps, recording the move; it returns the members that found no
+// room.
+func place(plan *Plan, members, to []string, caps map[string]int, current map[string]string) (left []string) {
 	next := 0
-	for _, m := range pool {
-		for caps[live[next]] == 0 {
+	for _, m := range members {
+		for next < len(to) && caps[to[next]] == 0 {
 			next++
 		}
-		plan.Owners[m] = live[next]
-		caps[live[next]]--
-		plan.Moves = append(plan.Moves, Move{Member: m, From: current[m], To: live[next]})
+		if next == len(to) {
+			left = append(left, m)
+			continue
+		}
+		plan.Owners[m] = to[next]
+		caps[to[next]]--
+		plan.Moves = append(plan.Moves, Move{Member: m, From: current[m], To: to[next]})
 	}
-	return plan
+	return left
+}
+
+// splitStable splits the sorted live IDs into the stable candidates and
+// the others, each sorted.
+func splitStable(cs []Candidate, live []string) (stable, unstable []string) {
+	isStable := map[string]bool{}
+	for _, c := range cs {
+		isStable[c.ID] = isStable[c.ID] || (c.Live && c.Stable)
+	}
+	for _, id := range live {
+		if isStable[id] {
+			stable = append(stable, id)
+		} else {
+			unstable = append(unstable, id)
+		}
+	}
+	return stable, unstable
 }
 
 // capacities gives each live replica the number of members it ends with:

@@ -13,7 +13,7 @@ import (
 func live(ids ...string) []Candidate {
 	out := make([]Candidate, 0, len(ids))
 	for _, id := range ids {
-		out = append(out, Candidate{ID: id, Live: true})
+		out = append(out, Candidate{ID: id, Live: true, Stable: true})
 	}
 	return out
 }
@@ -21,13 +21,7 @@ func live(ids ...string) []Candidate {
 func TestAssign(t *testing.T) {
 	members := []string{"m1", "m2", "m3", "m4", "m5", "m6"}
 	spread := map[string]string{"m1": "a", "m2": "a", "m3": "b", "m4": "b", "m5": "c", "m6": "c"}
-	tests := []struct {
-		name       string
-		members    []string
-		candidates []Candidate
-		current    map[string]string
-		want       Plan
-	}{
+	tests := []assignCase{
 		{
 			name: "initial spread", members: members, candidates: live("c", "a", "b"),
 			want: Plan{Owners: spread, Moves: []Move{
@@ -49,7 +43,7 @@ func TestAssign(t *testing.T) {
 		},
 		{
 			name: "a replica dies: only its members move, spread over the others", members: members,
-			candidates: []Candidate{{"a", true}, {"b", false}, {"c", true}}, current: spread,
+			candidates: []Candidate{{"a", true, true}, {"b", false, false}, {"c", true, true}}, current: spread,
 			want: Plan{
 				Owners: map[string]string{"m1": "a", "m2": "a", "m3": "a", "m4": "c", "m5": "c", "m6": "c"},
 				Moves:  []Move{{"m3", "b", "a"}, {"m4", "b", "c"}},
@@ -57,7 +51,7 @@ func TestAssign(t *testing.T) {
 		},
 		{
 			name: "all die but one", members: members,
-			candidates: []Candidate{{"a", false}, {"b", true}, {"c", false}}, current: spread,
+			candidates: []Candidate{{"a", false, false}, {"b", true, true}, {"c", false, false}}, current: spread,
 			want: Plan{
 				Owners: map[string]string{"m1": "b", "m2": "b", "m3": "b", "m4": "b", "m5": "b", "m6": "b"},
 				Moves:  []Move{{"m1", "a", "b"}, {"m2", "a", "b"}, {"m5", "c", "b"}, {"m6", "c", "b"}},
@@ -90,7 +84,7 @@ func TestAssign(t *testing.T) {
 		},
 		{
 			name: "no live candidate: nothing moves", members: members,
-			candidates: []Candidate{{"a", false}}, current: spread,
+			candidates: []Candidate{{"a", false, false}}, current: spread,
 			want: Plan{Owners: spread},
 		},
 		{
@@ -99,22 +93,87 @@ func TestAssign(t *testing.T) {
 			want: Plan{Owners: map[string]string{"m1": "a", "m2": "b"}, Moves: []Move{{"m2", "gone", "b"}}},
 		},
 	}
+	runAssign(t, tests)
+}
+
+// assignCase is one Assign input and the plan it must give.
+type assignCase struct {
+	name       string
+	members    []string
+	candidates []Candidate
+	current    map[string]string
+	want       Plan
+}
+
+func runAssign(t *testing.T, tests []assignCase) {
+	t.Helper()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Assign(tc.members, tc.candidates, tc.current)
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("Assign (-want +got):\n%s", diff)
 			}
-			if tc.name == "stable when nothing changed" && got.Changed() {
-				t.Errorf("Changed() = true for an unchanged input")
+			if want := len(tc.want.Moves) > 0 || len(tc.want.Dropped) > 0; got.Changed() != want {
+				t.Errorf("Changed() = %v, want %v", got.Changed(), want)
 			}
 		})
 	}
 }
 
+// TestAssignDamping: members move from a live owner only to a stable
+// candidate; members without a live owner go at once to any live one,
+// first to those not yet stable.
+func TestAssignDamping(t *testing.T) {
+	members := []string{"m1", "m2", "m3", "m4", "m5", "m6"}
+	spread := map[string]string{"m1": "a", "m2": "a", "m3": "b", "m4": "b", "m5": "c", "m6": "c"}
+	// uneven: c came back after its members went to a and b.
+	uneven := map[string]string{"m1": "a", "m2": "a", "m3": "a", "m4": "b", "m5": "b", "m6": "b"}
+	runAssign(t, []assignCase{
+		{
+			name: "a returning replica not yet stable gets nothing from live owners", members: members,
+			candidates: []Candidate{{"a", true, true}, {"b", true, true}, {"c", true, false}}, current: uneven,
+			want: Plan{Owners: uneven},
+		},
+		{
+			name: "a returning replica once stable gets its share", members: members,
+			candidates: live("a", "b", "c"), current: uneven,
+			want: Plan{
+				Owners: map[string]string{"m1": "a", "m2": "a", "m3": "c", "m4": "b", "m5": "b", "m6": "c"},
+				Moves:  []Move{{"m3", "a", "c"}, {"m6", "b", "c"}},
+			},
+		},
+		{
+			name: "a dead owner's members go at once, first to the replica not yet stable", members: members,
+			candidates: []Candidate{{"a", true, true}, {"b", false, false}, {"c", true, false}}, current: spread,
+			want: Plan{
+				Owners: map[string]string{"m1": "a", "m2": "a", "m3": "c", "m4": "a", "m5": "c", "m6": "c"},
+				Moves:  []Move{{"m3", "b", "c"}, {"m4", "b", "a"}},
+			},
+		},
+		{
+			name: "a fresh start: nothing owned, nobody stable, every member assigned", members: members,
+			candidates: []Candidate{{"c", true, false}, {"a", true, false}, {"b", true, false}},
+			want: Plan{Owners: spread, Moves: []Move{
+				{"m1", "", "a"}, {"m2", "", "a"}, {"m3", "", "b"}, {"m4", "", "b"}, {"m5", "", "c"}, {"m6", "", "c"},
+			}},
+		},
+		{
+			name: "a single replica not yet stable gets every member", members: []string{"m1", "m2"},
+			candidates: []Candidate{{"a", true, false}},
+			want:       Plan{Owners: map[string]string{"m1": "a", "m2": "a"}, Moves: []Move{{"m1", "", "a"}, {"m2", "", "a"}}},
+		},
+		{
+			name: "stable without live counts for nothing", members: []string{"m1", "m2"},
+			candidates: []Candidate{{"a", true, true}, {"b", false, true}}, current: map[string]string{"m1": "a", "m2": "b"},
+			want: Plan{Owners: map[string]string{"m1": "a", "m2": "a"}, Moves: []Move{{"m2", "b", "a"}}},
+		},
+	})
+}
+
 // TestAssignProperties checks, over random inputs, that every member gets a
-// live owner, counts differ by at most one, members of live owners move
-// only as balance needs, and shuffled inputs give the same plan.
+// live owner, counts differ by at most one when every live candidate is
+// stable, members of live owners move only as balance needs and only to
+// stable candidates, and shuffled inputs give the same plan.
 func TestAssignProperties(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range 500 {
@@ -127,7 +186,7 @@ func TestAssignProperties(t *testing.T) {
 		for i := range 1 + rng.IntN(6) {
 			id := fmt.Sprintf("r%d", i)
 			ids = append(ids, id)
-			cands = append(cands, Candidate{ID: id, Live: rng.IntN(4) != 0})
+			cands = append(cands, Candidate{ID: id, Live: rng.IntN(4) != 0, Stable: rng.IntN(3) != 0})
 		}
 		current := map[string]string{}
 		for _, m := range members {
@@ -151,9 +210,12 @@ func TestAssignProperties(t *testing.T) {
 
 func checkPlan(t *testing.T, round int, members []string, cands []Candidate, current map[string]string, p Plan) {
 	t.Helper()
-	isLive := map[string]bool{}
+	isLive, isStable := map[string]bool{}, map[string]bool{}
+	allStable := true
 	for _, c := range cands {
 		isLive[c.ID] = isLive[c.ID] || c.Live
+		isStable[c.ID] = isStable[c.ID] || (c.Live && c.Stable)
+		allStable = allStable && (!c.Live || c.Stable)
 	}
 	if len(liveIDs(cands)) == 0 {
 		return
@@ -173,7 +235,7 @@ func checkPlan(t *testing.T, round int, members []string, cands []Candidate, cur
 	for _, c := range counts {
 		lo, hi = min(lo, c), max(hi, c)
 	}
-	if hi-lo > 1 {
+	if allStable && hi-lo > 1 {
 		t.Fatalf("round %d: counts %v not balanced", round, counts)
 	}
 	// Minimal moves: a live owner loses members only down to its share.
@@ -186,6 +248,9 @@ func checkPlan(t *testing.T, round int, members []string, cands []Candidate, cur
 	for _, m := range p.Moves {
 		if o := m.From; isLive[o] && kept[o] < lo {
 			t.Fatalf("round %d: %s moved away from live %s, which keeps only %d (share %d)", round, m.Member, o, kept[o], lo)
+		}
+		if isLive[m.From] && !isStable[m.To] {
+			t.Fatalf("round %d: %s moved from live %s to %s, which is not stable", round, m.Member, m.From, m.To)
 		}
 	}
 	if !slices.Equal(p.Dropped, []string{"left"}) {

@@ -19,8 +19,11 @@ import (
 type Watch struct {
 	clock clock.PassiveClock
 	grace time.Duration
-	start time.Time
-	seen  map[string]sighting
+	// damping is how long an owner must renew without a lapse before
+	// it is Stable (WithDamping).
+	damping time.Duration
+	start   time.Time
+	seen    map[string]sighting
 	// primed is set after the first Observe: what it found was committed
 	// before this leadership, so it does not show the owner alive now.
 	primed bool
@@ -32,13 +35,28 @@ type sighting struct {
 	at    time.Time
 	// fresh is set for a renewal that changed during this leadership.
 	fresh bool
+	// since is when this leader first saw the owner's current run of
+	// renewals, each seen less than lease plus margin after the one
+	// before (zero while fresh is not set).
+	since time.Time
 }
 
 // NewWatch starts a watch at clk's now: call it when this replica starts
 // leading. lease is the owners' lease, margin the allowance for clock-rate
-// drift between replicas.
+// drift between replicas. Its damping period is twice the lease.
 func NewWatch(clk clock.PassiveClock, lease, margin time.Duration) *Watch {
-	return &Watch{clock: clk, grace: lease + margin, start: clk.Now(), seen: map[string]sighting{}}
+	return &Watch{clock: clk, grace: lease + margin, damping: 2 * lease, start: clk.Now(), seen: map[string]sighting{}}
+}
+
+// WithDamping sets how long an owner must have renewed without a lapse,
+// as this leader saw it, before it is Stable: before that it receives no
+// members moved from a live owner (Assign). d <= 0 keeps the default,
+// twice the lease. It returns w.
+func (w *Watch) WithDamping(d time.Duration) *Watch {
+	if d > 0 {
+		w.damping = d
+	}
+	return w
 }
 
 // Observe records the raft index of each owner's latest committed renewal
@@ -47,9 +65,19 @@ func NewWatch(clk clock.PassiveClock, lease, margin time.Duration) *Watch {
 func (w *Watch) Observe(renewals map[string]uint64) {
 	now := w.clock.Now()
 	for owner, idx := range renewals {
-		if s, ok := w.seen[owner]; !ok || s.index != idx {
-			w.seen[owner] = sighting{index: idx, at: now, fresh: w.primed}
+		s, ok := w.seen[owner]
+		if ok && s.index == idx {
+			continue
 		}
+		next := sighting{index: idx, at: now, fresh: w.primed}
+		switch {
+		case !next.fresh:
+		case ok && s.fresh && now.Sub(s.at) < w.grace:
+			next.since = s.since // the run goes on
+		default:
+			next.since = now // the first renewal seen, or the first after a lapse
+		}
+		w.seen[owner] = next
 	}
 	w.primed = true
 }
@@ -74,10 +102,21 @@ func (w *Watch) Renewed(owner string) bool {
 	return ok && s.fresh && w.Live(owner)
 }
 
+// Stable reports whether owner is Renewed and this leader has seen it
+// renew without a lapse (every renewal less than lease plus margin after
+// the one before) for at least the damping period, on its own clock: a
+// replica that just started, restarted or resumed after a pause is not
+// stable until then. A new leader counts from the first renewal it sees.
+func (w *Watch) Stable(owner string) bool {
+	s, ok := w.seen[owner]
+	return ok && w.Renewed(owner) && w.clock.Since(s.since) >= w.damping
+}
+
 // Candidates turns replica IDs into Assign's candidates. A replica is live
 // when it renewed during this leadership and still may hold a lease; a
 // current owner that has not renewed yet but whose grace has not passed
-// stays live too, so nothing moves away from it early (owners).
+// stays live too, so nothing moves away from it early (owners). It is
+// stable as Stable says.
 func (w *Watch) Candidates(ids []string, owners map[string]string) []Candidate {
 	owning := map[string]bool{}
 	for _, o := range owners {
@@ -85,7 +124,7 @@ func (w *Watch) Candidates(ids []string, owners map[string]string) []Candidate {
 	}
 	out := make([]Candidate, 0, len(ids))
 	for _, id := range ids {
-		out = append(out, Candidate{ID: id, Live: w.Renewed(id) || (owning[id] && w.Live(id))})
+		out = append(out, Candidate{ID: id, Live: w.Renewed(id) || (owning[id] && w.Live(id)), Stable: w.Stable(id)})
 	}
 	return out
 }

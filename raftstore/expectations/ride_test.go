@@ -1,0 +1,83 @@
+package expectations_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	ctrlexp "github.com/replicafed/replicafed/controller/expectations"
+	tu "github.com/replicafed/replicafed/internal/test/rafttest"
+	"github.com/replicafed/replicafed/raftstore/expectations"
+	"github.com/replicafed/replicafed/raftstore/fsm"
+	"github.com/replicafed/replicafed/raftstore/node"
+)
+
+// TestRenewalRidesInRound: an owner's round of fenced reservations carries
+// its lease renewal in the round's one raft entry, when the renewal is due
+// (half an interval after the last); the lease runs from when the renewal
+// was built. A round soon after carries none.
+func TestRenewalRidesInRound(t *testing.T) {
+	const lease = 3 * time.Second
+	c := tu.NewCluster(t, 1, func(_ int, cfg *node.NodeConfig) { cfg.ObservationFlushInterval = time.Hour })
+	c.StartAll()
+	l := c.WaitVoters(1, 60*time.Second)
+	tu.Eventually(t, 30*time.Second, func() error {
+		if !l.AllServersHave(node.FeatureOwnership) {
+			return errors.New("the ownership feature is not known yet")
+		}
+		return nil
+	})
+	ctx := tu.Ctx(t, time.Minute)
+	self := l.ServerID()
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	o := l.NewOwnerLease(lease, time.Second, clk)
+	_, term, _ := l.Leading()
+	m := l.Meta()
+	m.Term = term
+	if _, err := l.Apply(ctx, &fsm.AssignOwners{Meta: m, Set: []fsm.OwnerAssignment{{Member: web.Cluster, Owner: self}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fence, ok := o.Permitted(web.Cluster)
+	if !ok {
+		t.Fatal("not permitted after the renewal")
+	}
+	s := expectations.New(l, logr.Discard())
+	s.RideRenewals(o)
+	fctx := ctrlexp.WithFence(ctx, ctrlexp.Fence{Owner: fence.Owner, Epoch: fence.Epoch})
+	reserve := func() (entries uint64) {
+		t.Helper()
+		before := l.Raft().LastIndex()
+		if _, err := s.ExpectCreations(fctx, web, ctrlexp.CreateIntent{Target: 10, Count: 1, Prefix: "web-"}); err != nil {
+			t.Fatal(err)
+		}
+		return l.Raft().LastIndex() - before
+	}
+
+	renewed := l.FSM().Renewals()[self].Index
+	if n := reserve(); n != 1 || l.FSM().Renewals()[self].Index != renewed {
+		t.Fatalf("a round right after a renewal: %d entries, renewal index %d -> %d; want 1 entry, no renewal",
+			n, renewed, l.FSM().Renewals()[self].Index)
+	}
+	clk.Step(lease / 6)
+	built := clk.Now()
+	if n := reserve(); n != 1 || l.FSM().Renewals()[self].Index != l.Raft().LastIndex() {
+		t.Fatalf("a round half an interval later: %d entries, renewal at %d, last index %d; want the renewal in the round's one entry",
+			n, l.FSM().Renewals()[self].Index, l.Raft().LastIndex())
+	}
+	// The lease runs to exactly built + lease (the clock has not moved).
+	_, almost := o.PermittedFor(web.Cluster, lease-time.Nanosecond)
+	_, full := o.PermittedFor(web.Cluster, lease)
+	if !clk.Now().Equal(built) || !almost || full {
+		t.Fatalf("PermittedFor(lease-1ns) %v, PermittedFor(lease) %v: want the lease to run to %v", almost, full, built.Add(lease))
+	}
+	renewed = l.FSM().Renewals()[self].Index
+	if n := reserve(); n != 1 || l.FSM().Renewals()[self].Index != renewed {
+		t.Fatalf("the next round: %d entries, renewal index %d -> %d; want no renewal", n, renewed, l.FSM().Renewals()[self].Index)
+	}
+}
