@@ -675,6 +675,7 @@ func (b *bench) replicafedFigures(r *report.Run, before, after snapshot) {
 		addByLabel(r.RaftEntryKinds, prev, s, mRaftEntryKinds, "types")
 		addByLabel(r.RaftCommands, prev, s, mRaftCommands, "type")
 		cpu, heap := delta(prev, s, mCPU, nil), delta(prev, s, mLiveHeap, nil)
+		r.MaxHeap = max(r.MaxHeap, heap)
 		if id == leader {
 			r.LeaderCPU, r.LeaderHeap = cpu, heap
 			continue
@@ -855,6 +856,7 @@ func (b *bench) measureKCM(ctx context.Context, ns, scenario string) (report.Run
 			func(l map[string]string) bool { return podWrites(l) || rsStatusWrites(l) || coreEventWrites(l) })
 		r.LeaderCPU += after.kcm[name].cpu - before.kcm[name].cpu
 		r.LeaderHeap += after.kcm[name].rss - before.kcm[name].rss
+		r.MaxHeap = max(r.MaxHeap, after.kcm[name].rss-before.kcm[name].rss)
 	}
 	r.Writes = b.writeBreakdown(before, after)
 	return r, nil

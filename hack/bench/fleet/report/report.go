@@ -54,6 +54,10 @@ type Run struct {
 	// after GC) from before the run to its end; for the baseline, the
 	// controller-manager's resident set growth.
 	LeaderHeap, FollowerHeap float64
+	// MaxHeap is the largest live heap growth of any one replica, leader
+	// or not (memory per replica when the members are sharded); for the
+	// baseline, the largest controller-manager's resident set growth.
+	MaxHeap float64
 	// StatusWrites are FederatedReplicaSet status writes on the hub.
 	StatusWrites float64
 	// StatusComplete is the time from the first write until every
@@ -98,6 +102,7 @@ type Figures struct {
 	HubWritesPerPod               float64
 	LeaderCPUPer1k, FollowerCPU1k float64 // CPU seconds per 1,000 pods
 	LeaderHeapPer1k, FollowerHeap float64 // MiB per 1,000 pods
+	MaxHeapPer1k                  float64 // MiB per 1,000 pods, largest replica
 	StatusPerFRSMin               float64 // status writes per FRS per minute (until Ready)
 	StatusComplete                float64 // seconds until every FRS status showed its pods Ready
 }
@@ -120,6 +125,7 @@ func Derive(r Run) Figures {
 		FollowerCPU1k:     per(r.FollowerCPU, 1000),
 		LeaderHeapPer1k:   per(r.LeaderHeap/(1<<20), 1000),
 		FollowerHeap:      per(r.FollowerHeap/(1<<20), 1000),
+		MaxHeapPer1k:      per(r.MaxHeap/(1<<20), 1000),
 		CreatedRatio:      NA, ReadyRatio: NA, StatusPerFRSMin: NA, StatusComplete: NA,
 	}
 	if r.StatusComplete > 0 {
@@ -186,6 +192,7 @@ var columns = []column{
 	{"follower CPU s /1k pods", func(f Figures) float64 { return f.FollowerCPU1k }, 2},
 	{"leader heap MiB /1k pods", func(f Figures) float64 { return f.LeaderHeapPer1k }, 2},
 	{"follower heap MiB /1k pods", func(f Figures) float64 { return f.FollowerHeap }, 2},
+	{"largest replica heap MiB /1k pods", func(f Figures) float64 { return f.MaxHeapPer1k }, 2},
 	{"status writes /FRS/min", func(f Figures) float64 { return f.StatusPerFRSMin }, 2},
 	{"hub status complete s", func(f Figures) float64 { return f.StatusComplete }, 1},
 }

@@ -32,13 +32,13 @@ func TestDerive(t *testing.T) {
 	f := Derive(Run{
 		Pods: 10000, FRS: 1, Created: 130 * time.Second, Ready: 132 * time.Second, Ideal: 125 * time.Second,
 		RaftEntries: 150, PodWrites: 10050, MemberWrites: 10200, HubWrites: 100,
-		LeaderCPU: 40, FollowerCPU: 10, LeaderHeap: 30 << 20, FollowerHeap: 20 << 20, StatusWrites: 66,
+		LeaderCPU: 40, FollowerCPU: 10, LeaderHeap: 30 << 20, FollowerHeap: 20 << 20, MaxHeap: 30 << 20, StatusWrites: 66,
 		StatusComplete: 140 * time.Second, EventSeries: 40,
 	})
 	want := Figures{
 		Created: 130, Ready: 132, Ideal: 125, CreatedRatio: 1.04, ReadyRatio: 1.056,
 		RaftPer1k: 15, PodWritesPerPod: 1.005, WritesPerPod: 1.03, HubWritesPerPod: 0.01, LaterWritesPerPod: 0.004,
-		LeaderCPUPer1k: 4, FollowerCPU1k: 1, LeaderHeapPer1k: 3, FollowerHeap: 2, StatusPerFRSMin: 30,
+		LeaderCPUPer1k: 4, FollowerCPU1k: 1, LeaderHeapPer1k: 3, FollowerHeap: 2, MaxHeapPer1k: 3, StatusPerFRSMin: 30,
 		StatusComplete: 140,
 	}
 	if !nearly(f, want) {
@@ -64,7 +64,7 @@ func nearly(a, b Figures) bool {
 		eq(a.PodWritesPerPod, b.PodWritesPerPod) && eq(a.WritesPerPod, b.WritesPerPod) && eq(a.HubWritesPerPod, b.HubWritesPerPod) &&
 		eq(a.LaterWritesPerPod, b.LaterWritesPerPod) &&
 		eq(a.LeaderCPUPer1k, b.LeaderCPUPer1k) && eq(a.FollowerCPU1k, b.FollowerCPU1k) &&
-		eq(a.LeaderHeapPer1k, b.LeaderHeapPer1k) && eq(a.FollowerHeap, b.FollowerHeap) && eq(a.StatusPerFRSMin, b.StatusPerFRSMin) &&
+		eq(a.LeaderHeapPer1k, b.LeaderHeapPer1k) && eq(a.FollowerHeap, b.FollowerHeap) && eq(a.MaxHeapPer1k, b.MaxHeapPer1k) && eq(a.StatusPerFRSMin, b.StatusPerFRSMin) &&
 		eq(a.StatusComplete, b.StatusComplete)
 }
 
