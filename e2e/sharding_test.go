@@ -55,11 +55,57 @@ func TestShardedOwnerDisruptionMidScale(t *testing.T) {
 		e.disruptOwnerMidScale(name, int32(replicas), d, adds)
 	}
 	stopWatch()
+	e.freeFromUsage()
 	adds.mu.Lock()
 	defer adds.mu.Unlock()
 	if len(adds.uids) != replicas {
 		t.Errorf("%d distinct pods were created for %d replicas: a create was made twice across a handover", len(adds.uids), replicas)
 	}
+}
+
+// freeFromUsage checks the capacity of every member as the raft leader
+// writes it in the MemberCluster status: free pods must be the nodes'
+// allocatable pods less the member's bound pods. With
+// sharding.ownedPodsOnly (the default) the leader caches the pods of its
+// own members only, so for the others this figure comes from the usage
+// their owners publish through raft.
+func (e *env) freeFromUsage() {
+	t := e.t
+	ctx := context.Background()
+	leader, err := e.f.WaitLeader(ctx, time.Minute)
+	if err != nil {
+		t.Fatalf("no raft leader: %v", err)
+	}
+	owners := waitOwned(t, e.f, everyMemberOwned)
+	var got string
+	matched := tryPoll(waitTimeout, func(ctx context.Context) (bool, error) {
+		got = ""
+		ok := true
+		for _, m := range allMembers {
+			pods := &corev1.PodList{}
+			if err := e.f.MemberClients[m].List(ctx, pods); err != nil {
+				return false, nil
+			}
+			bound := int64(0)
+			for i := range pods.Items {
+				if p := &pods.Items[i]; p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+					bound++
+				}
+			}
+			mc := &v1alpha1.MemberCluster{}
+			if err := e.f.HubClient.Get(ctx, client.ObjectKey{Name: m}, mc); err != nil {
+				return false, nil
+			}
+			alloc, free := mc.Status.Allocatable[corev1.ResourcePods], mc.Status.Free[corev1.ResourcePods]
+			got += fmt.Sprintf(" %s (owner %s): allocatable %s free %s bound %d;", m, owners[m].Owner, alloc.String(), free.String(), bound)
+			ok = ok && mc.Status.Nodes > 0 && !alloc.IsZero() && alloc.Value()-bound == free.Value()
+		}
+		return ok, nil
+	})
+	if !matched {
+		t.Fatalf("leader %s: the free pods of a MemberCluster do not match its bound pods:%s", leader.ID, got)
+	}
+	logf(t, "leader %s; MemberCluster capacity:%s", leader.ID, got)
 }
 
 // ownerDisruption is what happens to a member's owner mid scale-up: hit

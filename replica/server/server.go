@@ -32,6 +32,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/api/v1alpha1"
@@ -92,6 +93,10 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	if shard != nil {
+		// A busy owner renews its lease in its reservation rounds.
+		store.RideRenewals(shard.lease)
+	}
 	regOpts, provider, err := newMemberAccess(cfg, scheme, n, shard, log)
 	if err != nil {
 		return err
@@ -103,7 +108,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	local := mgr.GetLocalManager()
 	link := newHubLink(ctx, cfg, local, n, store)
 	workers := newWorkers(cfg, store, n, link, shard)
-	mem, err := setupMembers(ctx, mgr, regOpts, provider, workers, link, n)
+	mem, err := setupMembers(ctx, mgr, regOpts, provider, workers, link, n, shard.ownedHere(cfg, n))
 	if err != nil {
 		return err
 	}
@@ -130,7 +135,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	if err := addLeadership(cfg, local, store, workers, link, n, shard != nil, log); err != nil {
 		return err
 	}
-	if err := addSharding(shard, cfg, local, n, mem.reg, workers, link, log); err != nil {
+	if err := addSharding(shard, cfg, local, n, mem, workers, link, log); err != nil {
 		return err
 	}
 	if err := addAdminServer(cfg, local, n); err != nil {
@@ -168,7 +173,12 @@ type members struct {
 	reg     *registry.Registry
 	monitor *health.Monitor
 	tracker *capacity.Tracker
-	pruner  *prune.Pruner
+	// podsCached says whether this replica caches a member's pods (nil:
+	// every member's; sharding.ownedPodsOnly: the owned ones), and counted
+	// engages the tracker accordingly (nil without ownedPodsOnly).
+	podsCached func(member string) bool
+	counted    *ownedCapacity
+	pruner     *prune.Pruner
 	// problems holds, per cluster, why it is not prepared.
 	problems *sync.Map
 	// forgetHealth forgets a member's last health; set by
@@ -301,6 +311,7 @@ func newWorkers(cfg *config.Config, store *raftexp.Store, n *node.Node, link hub
 		Sink:             link.reports,
 		Gate:             n,
 		GateFor:          shard.gateFor(),
+		Owned:            shard.ownedHere(cfg, n),
 		// Well inside the expectations TTL, so a key whose informer events
 		// were lost is settled from a quorum list long before it expires.
 		UnsatisfiedRequeue: min(cfg.Controller.ExpectationsTTL/10, engine.DefaultUnsatisfiedRequeue),
@@ -329,12 +340,12 @@ func newWorkers(cfg *config.Config, store *raftexp.Store, n *node.Node, link hub
 // setupMembers sets up the member registry, the preparation of each member
 // (CRDs) ahead of its workers, the capacity counters and the pruner of the
 // state of members that left.
-func setupMembers(ctx context.Context, mgr mcmanager.Manager, opts registry.Options, provider *registry.SecretProvider, workers *worker.Manager, link hubLink, n *node.Node) (*members, error) {
+func setupMembers(ctx context.Context, mgr mcmanager.Manager, opts registry.Options, provider *registry.SecretProvider, workers *worker.Manager, link hubLink, n *node.Node, podsCached func(string) bool) (*members, error) {
 	memberCRDs, err := crds.Member()
 	if err != nil {
 		return nil, fmt.Errorf("loading the member CRDs: %w", err)
 	}
-	m := &members{reg: registry.New(opts, provider), monitor: opts.Health, problems: &sync.Map{}}
+	m := &members{reg: registry.New(opts, provider), monitor: opts.Health, problems: &sync.Map{}, podsCached: podsCached}
 	if err := m.reg.Setup(ctx, mgr); err != nil {
 		return nil, fmt.Errorf("setting up the member registry: %w", err)
 	}
@@ -353,7 +364,12 @@ func setupMembers(ctx context.Context, mgr mcmanager.Manager, opts registry.Opti
 	// Capacity counters ride on the member informers the workers start;
 	// they need no prepared member, so they are engaged directly.
 	m.tracker = capacity.NewTracker()
-	if err := mgr.Add(&awareRunnable{Aware: m.tracker}); err != nil {
+	var counting multicluster.Aware = m.tracker
+	if podsCached != nil {
+		m.counted = newOwnedCapacity(m.tracker, podsCached)
+		counting = m.counted
+	}
+	if err := mgr.Add(&awareRunnable{Aware: counting}); err != nil {
 		return nil, fmt.Errorf("adding member capacity counters: %w", err)
 	}
 	prep.Next = append(prep.Next, workers)
@@ -397,6 +413,7 @@ func followMembership(m *members, link hubLink, prop *propagation.Propagator) {
 	m.reg.OnChange(func(cluster string, joined bool) {
 		if !joined {
 			link.reports.ForgetCluster(cluster)
+			m.tracker.ForgetUsage(cluster)
 			m.pruner.Trigger()
 			forgetMember(cluster, m.problems, m.forgetHealth)
 		}
@@ -417,10 +434,11 @@ func newHubReconciler(cfg *config.Config, local manager.Manager, m *members, lin
 		Targets:        link.targets,
 		Rollouts:       link.rollouts,
 		// The manager's client reads ControllerRevisions uncached (newManager).
-		History:  local.GetClient(),
-		Reports:  link.reports,
-		Capacity: m.tracker,
-		Gate:     n,
+		History:    local.GetClient(),
+		Reports:    link.reports,
+		Capacity:   m.tracker,
+		PodsCached: m.podsCached,
+		Gate:       n,
 		// New targets may add or remove members that need copies.
 		Poker:          poker,
 		Expectations:   store,
@@ -456,7 +474,7 @@ const hubWorkers = 8
 // setupHubControllers adds the MemberCluster status writer and the
 // FederatedReplicaSet controller around rec.
 func setupHubControllers(local manager.Manager, rec *hub.Reconciler, m *members, workers *worker.Manager, link hubLink, intents *hub.DeletionIntents, n *node.Node) error {
-	if err := local.Add(&memberstatus.Writer{Hub: local.GetClient(), Registered: m.reg.Registered, Members: m.reg, Health: rec.Health, Gate: n, Capacity: m.tracker,
+	if err := local.Add(&memberstatus.Writer{Hub: local.GetClient(), Registered: m.reg.Registered, Members: m.reg, Health: rec.Health, Gate: n, Capacity: m.tracker, PodsCached: m.podsCached,
 		OnPlacementInputsChanged: link.replan,
 		Conditions:               memberConditions(m.reg.Conditions, workers.Failing),
 		Problem: func(ctx context.Context, c string) string {
@@ -507,7 +525,7 @@ func setupAutoscaler(cfg *config.Config, local manager.Manager, m *members, n *n
 		return nil
 	}
 	r := &autoscaler.Reconciler{
-		Hub: local.GetClient(), Members: &autoscaler.ClusterMembers{Engaged: engagedClusters{m.reg}}, Gate: n,
+		Hub: local.GetClient(), Members: &autoscaler.ClusterMembers{Engaged: engagedClusters{m.reg}, PodsCached: m.podsCached}, Gate: n,
 		Recorder: local.GetEventRecorder("replicafed-autoscaler"),
 		Settings: autoscale.Settings{
 			Tolerance: float64(a.Tolerance), CPUInitializationPeriod: a.CPUInitializationPeriod,

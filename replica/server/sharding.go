@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -75,6 +76,19 @@ func (s *sharding) gateFor() func(cluster string) engine.Gate {
 	return func(cluster string) engine.Gate { return s.gates.For(cluster) }
 }
 
+// ownedHere returns the worker option Owned: with sharding.ownedPodsOnly a
+// replica runs workers (and caches pods) only for the members the
+// committed table gives it; nil (every member) otherwise.
+func (s *sharding) ownedHere(cfg *config.Config, n *node.Node) func(cluster string) bool {
+	if s == nil || !cfg.Sharding.OwnedPodsOnly {
+		return nil
+	}
+	return func(cluster string) bool {
+		row, ok := n.FSM().Owner(cluster)
+		return ok && row.Owner == n.ServerID()
+	}
+}
+
 // writeFences returns, per member, the check every pod write to it passes
 // right before it leaves. A sync's write carries the sync's owner fence in
 // its context and leaves only while this replica still holds that member
@@ -94,8 +108,8 @@ func (s *sharding) writeFences(timeout time.Duration, writeLease func(time.Durat
 // upkeep of the owned members (ownedSync). With sharding off it adds the
 // leader's loop that empties an ownership table a sharded configuration
 // left behind (node.RunUnsharded).
-func addSharding(s *sharding, cfg *config.Config, local manager.Manager, n *node.Node, reg *registry.Registry, workers *worker.Manager, link hubLink, log logr.Logger) error {
-	acfg := node.AssignerConfig{Clock: clock.RealClock{}, Members: registeredNames(reg, n, log), Lease: cfg.Sharding.Lease, Margin: cfg.Sharding.Margin}
+func addSharding(s *sharding, cfg *config.Config, local manager.Manager, n *node.Node, mem *members, workers *worker.Manager, link hubLink, log logr.Logger) error {
+	acfg := node.AssignerConfig{Clock: clock.RealClock{}, Members: registeredNames(mem.reg, n, log), Lease: cfg.Sharding.Lease, Margin: cfg.Sharding.Margin}
 	if s == nil {
 		if err := local.Add(manager.RunnableFunc(func(ctx context.Context) error { n.RunUnsharded(ctx, acfg); return nil })); err != nil {
 			return fmt.Errorf("adding the owner table cleanup: %w", err)
@@ -103,15 +117,21 @@ func addSharding(s *sharding, cfg *config.Config, local manager.Manager, n *node
 		return nil
 	}
 	log.Info("Sharding on: each member is written by the replica that owns it", "lease", cfg.Sharding.Lease, "margin", cfg.Sharding.Margin)
-	owned := &ownedSync{s: s, n: n, writeDeadline: cfg.Controller.MemberWriteTimeout, workers: workers, source: link.source, reports: link.reports,
+	owned := &ownedSync{s: s, n: n, writeDeadline: cfg.Controller.MemberWriteTimeout, workers: workers, counted: mem.counted, source: link.source, reports: link.reports,
 		kick: make(chan struct{}, 1), log: log.WithName("owned-members")}
 	n.OnApply(owned.applied)
-	for what, r := range map[string]manager.Runnable{
+	runs := map[string]manager.Runnable{
 		"owner lease renewals": manager.RunnableFunc(func(ctx context.Context) error { s.lease.Run(ctx); return nil }),
 		"member assignment":    manager.RunnableFunc(func(ctx context.Context) error { n.RunAssigner(ctx, acfg); return nil }),
 		"member gate watcher":  manager.RunnableFunc(func(ctx context.Context) error { s.gates.Run(ctx); return nil }),
 		"owned member upkeep":  owned,
-	} {
+	}
+	if mem.counted != nil {
+		ulog := log.WithName("member-usage")
+		runs["member usage publisher"] = &usagePublisher{lease: s.lease, tracker: mem.tracker, interval: cfg.Sharding.UsageInterval, log: ulog}
+		runs["member usage follower"] = newUsageFollower(n, mem.tracker, ulog)
+	}
+	for what, r := range runs {
 		if err := local.Add(r); err != nil {
 			return fmt.Errorf("adding %s: %w", what, err)
 		}
@@ -160,10 +180,13 @@ type ownedSync struct {
 	// (controller.memberWriteTimeout).
 	writeDeadline time.Duration
 	workers       *worker.Manager
-	source        *hub.Workloads
-	reports       *hub.Reports
-	kick          chan struct{}
-	log           logr.Logger
+	// counted follows the owned members in the capacity tracker
+	// (sharding.ownedPodsOnly); nil otherwise.
+	counted *ownedCapacity
+	source  *hub.Workloads
+	reports *hub.Reports
+	kick    chan struct{}
+	log     logr.Logger
 
 	mu      sync.Mutex
 	pending map[fedref.FRS]bool
@@ -237,27 +260,40 @@ func (o *ownedSync) follow(ctx context.Context, held map[string]uint64) {
 	for _, me := range o.s.lease.Owned() {
 		now[me.Member] = me.Epoch
 	}
+	var gained, lost []string
 	for m, e := range now {
 		if held[m] != e {
-			o.log.V(1).Info("Member owned", "cluster", m, "epoch", e)
-			metrics.MemberOwnedEpoch.WithLabelValues(m).Set(float64(e))
-			o.enqueueMember(ctx, m)
+			gained = append(gained, m)
 		}
 	}
 	for m := range held {
 		if _, ok := now[m]; !ok {
-			o.log.V(1).Info("Member no longer owned", "cluster", m)
-			metrics.MemberOwnedEpoch.DeleteLabelValues(m)
-			o.reports.ForgetCluster(m)
-			if row, moved := o.n.FSM().Owner(m); moved && row.Handover && row.From == o.n.ServerID() {
-				go o.release(ctx, m, row.Epoch)
-			}
+			lost = append(lost, m)
+		}
+	}
+	if len(gained)+len(lost) > 0 {
+		// Workers (and pod caches, sharding.ownedPodsOnly) follow the
+		// owned members before the gained ones are synced.
+		o.workers.Refresh(ctx)
+		if o.counted != nil {
+			o.counted.Refresh(o.log)
+		}
+	}
+	for _, m := range gained {
+		o.log.V(1).Info("Member owned", "cluster", m, "epoch", now[m])
+		metrics.MemberOwnedEpoch.WithLabelValues(m).Set(float64(now[m]))
+		o.enqueueMember(ctx, m)
+	}
+	for _, m := range lost {
+		o.log.V(1).Info("Member no longer owned", "cluster", m)
+		metrics.MemberOwnedEpoch.DeleteLabelValues(m)
+		o.reports.ForgetCluster(m)
+		if row, moved := o.n.FSM().Owner(m); moved && row.Handover && row.From == o.n.ServerID() {
+			go o.release(ctx, m, row.Epoch)
 		}
 	}
 	clear(held)
-	for m, e := range now {
-		held[m] = e
-	}
+	maps.Copy(held, now)
 	o.enqueueApplied(ctx, now)
 }
 

@@ -46,3 +46,39 @@ func TestOwnedSyncApplied(t *testing.T) {
 		})
 	}
 }
+
+// The usage follower's apply hook notes the members whose usage raft
+// applied, and everything after a restored snapshot; nothing else wakes it.
+func TestUsageFollowerApplied(t *testing.T) {
+	tests := []struct {
+		name        string
+		cmds        []fsm.Command
+		wantPending map[string]bool
+		wantAll     bool
+		wantWake    bool
+	}{
+		{"one usage", []fsm.Command{&fsm.SetMemberUsage{Member: "a"}}, map[string]bool{"a": true}, false, true},
+		{"two members, one twice", []fsm.Command{&fsm.SetMemberUsage{Member: "a"}, &fsm.SetMemberUsage{Member: "b"}, &fsm.SetMemberUsage{Member: "a"}},
+			map[string]bool{"a": true, "b": true}, false, true},
+		{"a snapshot restored", []fsm.Command{nil}, map[string]bool{}, true, true},
+		{"a renewal", []fsm.Command{&fsm.RenewOwnership{}}, map[string]bool{}, false, false},
+		{"targets", []fsm.Command{&fsm.SetTargets{}}, map[string]bool{}, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &usageFollower{kick: make(chan struct{}, 1), pending: map[string]bool{}}
+			for _, c := range tc.cmds {
+				f.applied(c)
+			}
+			if diff := cmp.Diff(tc.wantPending, f.pending); diff != "" {
+				t.Errorf("pending (-want +got):\n%s", diff)
+			}
+			if f.all != tc.wantAll {
+				t.Errorf("all = %v, want %v", f.all, tc.wantAll)
+			}
+			if woken := len(f.kick) == 1; woken != tc.wantWake {
+				t.Errorf("woken = %v, want %v", woken, tc.wantWake)
+			}
+		})
+	}
+}
