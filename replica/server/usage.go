@@ -106,12 +106,24 @@ func (c *ownedCapacity) Refresh(log logr.Logger) {
 	}
 }
 
+// usageLease is what usagePublisher needs of the owner lease
+// (*node.OwnerLease).
+type usageLease interface {
+	Owned() []fsm.MemberEpoch
+	PublishUsage(ctx context.Context, member string, usage []byte) error
+}
+
+// usageSource gives an owned member's usage (*capacity.Tracker).
+type usageSource interface {
+	Usage(member string) (capacity.Usage, bool)
+}
+
 // usagePublisher publishes, every interval, the capacity usage of each
 // member this replica owns whose usage changed since its last publication
 // (sharding.ownedPodsOnly): the other replicas plan the member from it.
 type usagePublisher struct {
-	lease    *node.OwnerLease
-	tracker  *capacity.Tracker
+	lease    usageLease
+	tracker  usageSource
 	interval time.Duration
 	log      logr.Logger
 
@@ -142,9 +154,12 @@ func (p *usagePublisher) Start(ctx context.Context) error {
 
 // publishChanged publishes the owned members' changed usages and forgets
 // what was published for members no longer owned (a member owned again
-// publishes afresh: raft dropped its usage when it moved).
+// publishes afresh: raft dropped its usage when it moved). The changed
+// usages go out together, so the leader's group commit puts them in one
+// raft entry rather than one each.
 func (p *usagePublisher) publishChanged(ctx context.Context) {
 	owned := map[string]bool{}
+	changed := map[string][]byte{}
 	for _, me := range p.lease.Owned() {
 		owned[me.Member] = true
 		u, ok := p.tracker.Usage(me.Member)
@@ -156,20 +171,30 @@ func (p *usagePublisher) publishChanged(ctx context.Context) {
 			p.log.Error(err, "Encoding a member's capacity usage", "cluster", me.Member)
 			continue
 		}
-		if bytes.Equal(p.last[me.Member], enc) {
-			continue
+		if !bytes.Equal(p.last[me.Member], enc) {
+			changed[me.Member] = enc
 		}
-		if err := p.lease.PublishUsage(ctx, me.Member, enc); err != nil {
-			p.failed(me.Member, err)
-			continue
-		}
-		p.last[me.Member] = enc
 	}
 	for m := range p.last {
 		if !owned[m] {
 			delete(p.last, m)
 		}
 	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for m, enc := range changed {
+		wg.Go(func() {
+			err := p.lease.PublishUsage(ctx, m, enc)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				p.failed(m, err)
+				return
+			}
+			p.last[m] = enc
+		})
+	}
+	wg.Wait()
 }
 
 // failed logs a publication that did not commit; the next tick retries.
