@@ -81,3 +81,64 @@ func TestRenewalRidesInRound(t *testing.T) {
 		t.Fatalf("the next round: %d entries, renewal index %d -> %d; want no renewal", n, renewed, l.FSM().Renewals()[self].Index)
 	}
 }
+
+// An owner's flush of observations carries its renewal when one is due,
+// in the flush's one entry, and none when a renewal went out lately.
+func TestRenewalRidesInFlush(t *testing.T) {
+	const lease = 3 * time.Second
+	c := tu.NewCluster(t, 1, func(_ int, cfg *node.NodeConfig) { cfg.ObservationFlushInterval = time.Hour })
+	c.StartAll()
+	l := c.WaitVoters(1, 60*time.Second)
+	tu.Eventually(t, 30*time.Second, func() error {
+		if !l.AllServersHave(node.FeatureOwnership) {
+			return errors.New("the ownership feature is not known yet")
+		}
+		return nil
+	})
+	ctx := tu.Ctx(t, time.Minute)
+	self := l.ServerID()
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	o := l.NewOwnerLease(lease, time.Second, clk)
+	_, term, _ := l.Leading()
+	m := l.Meta()
+	m.Term = term
+	if _, err := l.Apply(ctx, &fsm.AssignOwners{Meta: m, Set: []fsm.OwnerAssignment{{Member: web.Cluster, Owner: self}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fence, ok := o.Permitted(web.Cluster)
+	if !ok {
+		t.Fatal("not permitted after the renewal")
+	}
+	s := expectations.New(l, logr.Discard())
+	s.RideRenewals(o)
+	fctx := ctrlexp.WithFence(ctx, ctrlexp.Fence{Owner: fence.Owner, Epoch: fence.Epoch})
+	names, err := s.ExpectCreations(fctx, web, ctrlexp.CreateIntent{Target: 100, Count: 2, Prefix: "web-"})
+	if err != nil || len(names) != 2 {
+		t.Fatalf("reserving: %v %v", names, err)
+	}
+	// flush observes one created pod and flushes.
+	flush := func(name string) (entries uint64) {
+		t.Helper()
+		s.CreationObserved(web, name)
+		before := l.Raft().LastIndex()
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return l.Raft().LastIndex() - before
+	}
+	renewed := l.FSM().Renewals()[self].Index
+	if n := flush(names[0]); n != 1 || l.FSM().Renewals()[self].Index != renewed {
+		t.Fatalf("a flush right after a renewal: %d entries, renewal index %d -> %d; want 1 entry, no renewal", n, renewed, l.FSM().Renewals()[self].Index)
+	}
+	clk.Step(lease / 6)
+	if n := flush(names[1]); n != 1 || l.FSM().Renewals()[self].Index != l.Raft().LastIndex() {
+		t.Fatalf("a flush with a renewal due: %d entries, renewal at %d, last index %d; want the renewal in the flush's one entry",
+			n, l.FSM().Renewals()[self].Index, l.Raft().LastIndex())
+	}
+	if _, ok := o.PermittedFor(web.Cluster, lease-time.Nanosecond); !ok {
+		t.Fatal("the renewal that rode in the flush did not extend the lease to a full lease from its send")
+	}
+}

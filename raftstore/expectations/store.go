@@ -102,8 +102,18 @@ func (s *Store) RideRenewals(r RenewalRider) { s.rider.Store(&r) }
 // under an owner fence (so it needs the ownership feature anyway) and the
 // rider offers one; done is nil when none rides.
 func (s *Store) rideRenewal(cmds []fsm.Command) (_ []fsm.Command, done func(*fsm.Result)) {
+	if !slices.ContainsFunc(cmds, fsm.UsesOwnership) {
+		return cmds, nil
+	}
+	return s.offerRenewal(cmds)
+}
+
+// offerRenewal appends the rider's renewal to cmds when it offers one (it
+// offers none while a server lacks the ownership feature); done is nil
+// when none rides.
+func (s *Store) offerRenewal(cmds []fsm.Command) (_ []fsm.Command, done func(*fsm.Result)) {
 	r := s.rider.Load()
-	if r == nil || !slices.ContainsFunc(cmds, fsm.UsesOwnership) {
+	if r == nil {
 		return cmds, nil
 	}
 	cmd, done := (*r).RideRenewal()
@@ -871,6 +881,28 @@ func (s *Store) FlushAll(ctx context.Context) error {
 	}
 }
 
+// commitSettle commits a flush's Settle, with the rider's renewal when
+// one is due (RideRenewals): an owner that flushes but sends no round
+// renews in its flush's entry instead of one of its own. Observations of
+// created pods carry no fence, so unlike a round's, a flush takes the
+// renewal whatever it carries.
+func (s *Store) commitSettle(ctx context.Context, settle *fsm.Settle) error {
+	cmds, renewed := s.offerRenewal([]fsm.Command{settle})
+	if renewed == nil {
+		_, err := s.node.Apply(ctx, settle)
+		return err
+	}
+	res, err := s.node.ApplyAll(ctx, cmds)
+	renewed(res[1])
+	if err != nil {
+		return err
+	}
+	if res[0] == nil {
+		return errors.New("committing observations: no result")
+	}
+	return res[0].Error()
+}
+
 // Flush commits one batch of pending observations now. Only a leader, or
 // the owner of a member (sharding), commits (releases and forgets are
 // fenced by their term or owner fence in the FSM too); on a follower that
@@ -893,7 +925,7 @@ func (s *Store) Flush(ctx context.Context) error {
 	s.mu.Unlock()
 	actx, cancel := context.WithTimeout(ctx, 2*s.node.Config().ApplyTimeout)
 	defer cancel()
-	_, err := s.node.Apply(actx, &fsm.Settle{Meta: s.settleMeta(), Items: batch})
+	err := s.commitSettle(actx, &fsm.Settle{Meta: s.settleMeta(), Items: batch})
 	s.mu.Lock()
 	s.inflight = nil
 	if err != nil && !errors.Is(err, fsm.ErrMalformed) {

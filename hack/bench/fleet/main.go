@@ -36,12 +36,12 @@ import (
 type settings struct {
 	Replicas, FRS, FRSReplicas, Runs, Members int
 	// Servers is how many replicafed replicas run.
-	Servers int
-	MemberQPS                                 float64
-	MemberBurst                               int
-	Scenarios, Systems                        []string
-	Config                                    map[string]any
-	Out, Raw                                  string
+	Servers            int
+	MemberQPS          float64
+	MemberBurst        int
+	Scenarios, Systems []string
+	Config             map[string]any
+	Out, Raw           string
 	// Idle is the steady-state window measured after each replicafed run.
 	Idle time.Duration
 	// Binary is a prebuilt replicafed (to compare builds); empty builds
