@@ -244,7 +244,10 @@
 //     the member's latest fence for a key's forget; a stale fence comes
 //     back as fsm.ErrStale, as a stale term does. An owner that is a
 //     follower records and commits its own observations (forwarded to the
-//     leader). Replicas that disagree on sharding fail safe: an UNFENCED
+//     leader), and reads its own writes: a forwarded Apply or ApplyAll
+//     returns only once this replica's FSM has applied the leader's applied
+//     index of its answer (fsm.WaitApplied), or its next sync would miss
+//     the deletes it just recorded as pending and delete again. Replicas that disagree on sharding fail safe: an UNFENCED
 //     member write (Reserve, ExpectDeletes, Reconcile, SettleFailed, the
 //     forgets) for a member that has a committed owner is refused, so a
 //     replica running without sharding never writes where an owner holds

@@ -94,12 +94,15 @@ type FSM struct {
 	// hooks are called after commands that change targets, rollouts or
 	// owners are applied (hooks.go).
 	hooks atomic.Pointer[[]func(Command)]
+
+	// applied is the index of the last entry applied (WaitApplied).
+	applied *appliedIndex
 }
 
 // New returns an empty FSM. salt (the raft cluster ID) is mixed into reserved
 // pod names, so a rebuilt raft cluster never reuses an old cluster's names.
 func New(salt string) *FSM {
-	return &FSM{salt: salt, window: DefaultDedupWindow, dedupBytes: DefaultDedupBytes, st: newState()}
+	return &FSM{salt: salt, window: DefaultDedupWindow, dedupBytes: DefaultDedupBytes, st: newState(), applied: newAppliedIndex()}
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -109,6 +112,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
+	defer f.applied.set(l.Index)
 	if isBatch(l.Data) {
 		return f.applyBatch(l.Data, l.Term, l.Index)
 	}

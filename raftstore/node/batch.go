@@ -117,6 +117,11 @@ func (n *Node) forwardTogether(ctx context.Context, data [][]byte, out []*fsm.Re
 		return
 	}
 	copy(out, resp.Results)
+	// Read your own writes; on a timeout the results stand (committed) and
+	// the caller's next reads may miss them for a moment, as before.
+	if err := n.fsm.WaitApplied(ctx, resp.Applied); err != nil {
+		n.log.V(1).Info("A forwarded batch committed but this replica has not applied it yet", "reason", err.Error())
+	}
 }
 
 // commitTogether queues data, in order, for this leader's committer and

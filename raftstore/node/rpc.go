@@ -47,6 +47,11 @@ type rpcResponse struct {
 	// Results answer an applyall, one per command; nil for a command not
 	// known to be committed.
 	Results []*fsm.Result `json:"results,omitempty"`
+	// Applied answers an apply or applyall: the leader FSM's applied index
+	// when it answered, at or after the command's entry. The follower
+	// waits to apply it too before it returns (read your own writes); 0
+	// from a leader that predates it.
+	Applied uint64 `json:"applied,omitempty"`
 	// status
 	HasState   bool   `json:"hasState,omitempty"`
 	LeaderAddr string `json:"leaderAddr,omitempty"`
@@ -142,7 +147,7 @@ func (n *Node) handleRPC(req *rpcRequest) *rpcResponse {
 		if err != nil {
 			return &rpcResponse{Err: err.Error(), NotLeader: isLeadershipErr(err)}
 		}
-		return &rpcResponse{Result: res}
+		return &rpcResponse{Result: res, Applied: n.fsm.AppliedIndex()}
 	case "applyall":
 		return n.handleApplyAll(req.Batch)
 	case "join", "addvoter", "remove":
@@ -196,7 +201,7 @@ func (n *Node) handleApplyAll(batch [][]byte) *rpcResponse {
 	}
 	out := make([]*fsm.Result, len(batch))
 	n.commitTogether(batch, out)
-	return &rpcResponse{Results: out}
+	return &rpcResponse{Results: out, Applied: n.fsm.AppliedIndex()}
 }
 
 func isLeadershipErr(err error) bool {
@@ -266,7 +271,13 @@ func (n *Node) Apply(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) 
 				err = ErrNotLeader
 			case resp.Err != "":
 				return nil, fmt.Errorf("applying command type %d on leader %s: %s", cmd.Type(), addr, resp.Err)
+			case resp.Result == nil:
+				err = errors.New("applying command: empty result")
 			default:
+				// Committed: never sent again, whatever the wait says.
+				if werr := n.fsm.WaitApplied(ctx, resp.Applied); werr != nil {
+					return resp.Result, fmt.Errorf("applying command type %d: committed, but %w", cmd.Type(), werr)
+				}
 				res = resp.Result
 			}
 		} else {
