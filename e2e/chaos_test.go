@@ -36,14 +36,21 @@ const (
 	leaderKill   disruption = "leader SIGKILL"
 	rotation     disruption = "member kubeconfig Secret rotation"
 	faultyMember disruption = "member API behind fault proxy"
+	// The sharded set's (TestChaosSharded): the owner of a member that
+	// does not lead raft.
+	ownerKill disruption = "member owner SIGKILL"
+	ownerStop disruption = "member owner SIGSTOP until the member moved, SIGCONT"
 )
 
 // allDisruptions orders the table rows.
-var allDisruptions = []disruption{leaderTerm, transfer, leaderStop, leaderKill, followerTerm, rotation, faultyMember}
+var allDisruptions = []disruption{leaderTerm, transfer, leaderStop, leaderKill, ownerKill, ownerStop, followerTerm, rotation, faultyMember}
 
 func (d disruption) leader() bool {
 	return d == leaderTerm || d == transfer || d == leaderStop || d == leaderKill
 }
+
+// owner reports whether d hits a member's owner that does not lead raft.
+func (d disruption) owner() bool { return d == ownerKill || d == ownerStop }
 
 // Chaos parameters. Bounds are generous on purpose: the suite runs on two
 // loaded cores with -race and must fail only on a real violation.
@@ -82,6 +89,8 @@ type chaosPlan struct {
 	mode      string
 	high, low int
 	rounds    []roundSpec
+	// sharded runs the fleet with sharding on (TestChaosSharded).
+	sharded bool
 }
 
 // chaosPlanFromEnv returns the short form (one round per disruption kind,
@@ -90,29 +99,8 @@ type chaosPlan struct {
 // plus one other disruption each way, at least 50 leader disruptions.
 // REPLICAFED_CHAOS_REPLICAS and REPLICAFED_CHAOS_CYCLES override the size.
 func chaosPlanFromEnv(t *testing.T) chaosPlan {
-	p := chaosPlan{mode: "short", high: 90}
-	long := os.Getenv("REPLICAFED_CHAOS") == "long"
-	cycles := 7
-	if long {
-		p.mode, p.high = "long", 300
-	}
-	if v := os.Getenv("REPLICAFED_CHAOS_REPLICAS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 6 || n%6 != 0 {
-			t.Fatalf("REPLICAFED_CHAOS_REPLICAS=%q: want a multiple of 6", v)
-		}
-		p.high = n
-	}
-	if v := os.Getenv("REPLICAFED_CHAOS_CYCLES"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("REPLICAFED_CHAOS_CYCLES=%q: want a positive number", v)
-		}
-		cycles = n
-	}
-	// Halving keeps both counts multiples of 3: equal weights give an
-	// exact, known spread.
-	p.low = p.high / 2
+	p, cycles := chaosSizeFromEnv(t, 7)
+	long := p.mode == "long"
 	others := []disruption{followerTerm, rotation, faultyMember}
 	leaders := []disruption{leaderTerm, transfer, leaderStop, leaderKill}
 	if !long {
@@ -132,6 +120,34 @@ func chaosPlanFromEnv(t *testing.T) chaosPlan {
 	return p
 }
 
+// chaosSizeFromEnv reads the form (REPLICAFED_CHAOS=long or short), the
+// replica counts (REPLICAFED_CHAOS_REPLICAS) and the long form's cycles
+// (REPLICAFED_CHAOS_CYCLES, else cycles); the rounds are the caller's.
+func chaosSizeFromEnv(t *testing.T, cycles int) (chaosPlan, int) {
+	p := chaosPlan{mode: "short", high: 90}
+	if os.Getenv("REPLICAFED_CHAOS") == "long" {
+		p.mode, p.high = "long", 300
+	}
+	if v := os.Getenv("REPLICAFED_CHAOS_REPLICAS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 6 || n%6 != 0 {
+			t.Fatalf("REPLICAFED_CHAOS_REPLICAS=%q: want a multiple of 6", v)
+		}
+		p.high = n
+	}
+	if v := os.Getenv("REPLICAFED_CHAOS_CYCLES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("REPLICAFED_CHAOS_CYCLES=%q: want a positive number", v)
+		}
+		cycles = n
+	}
+	// Halving keeps both counts multiples of 3: equal weights give an
+	// exact, known spread.
+	p.low = p.high / 2
+	return p, cycles
+}
+
 // roundResult is what one round measured.
 type roundResult struct {
 	n          int
@@ -142,6 +158,7 @@ type roundResult struct {
 	convergeIn time.Duration // from the scale request
 	afterDisr  time.Duration // from the disruption
 	handover   *handover     // leader disruptions: what the next leader took
+	moves      *moveTracker  // sharded rounds: the hit replica's members moving away
 	statusLag  time.Duration // from the members' pods at target to the hub status saying so
 	final      string
 	timeline   []string
@@ -159,6 +176,9 @@ type chaos struct {
 	name string
 	gen  int
 	art  string // artifacts directory
+	// prefix names the artifacts ("chaos" or "chaos-sharded"), so the two
+	// sets do not overwrite each other's tables.
+	prefix string
 }
 
 // TestChaos scales a FederatedReplicaSet up and down across the three
@@ -183,24 +203,30 @@ type chaos struct {
 func TestChaos(t *testing.T) {
 	plan := chaosPlanFromEnv(t)
 	e := newEnv(t, "e2e-chaos")
-	c := &chaos{t: t, e: e, plan: plan, art: "_artifacts"}
-	if err := os.MkdirAll(c.art, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	if e.f.Proxy(proxiedMember) == nil {
 		t.Fatalf("%s is not behind a fault proxy in the shared fleet", proxiedMember)
 	}
-	if err := os.WriteFile(filepath.Join(c.art, "chaos-rounds.log"), nil, 0o644); err != nil {
+	t.Cleanup(func() { _ = e.f.Proxy(proxiedMember).SetFaults(faultproxy.Faults{}) })
+	runChaos(&chaos{t: t, e: e, plan: plan, art: "_artifacts", prefix: "chaos"})
+}
+
+// runChaos runs c's plan round after round on a fresh FederatedReplicaSet
+// and writes the table to the test log and <art>/<prefix>.md.
+func runChaos(c *chaos) {
+	t, plan := c.t, c.plan
+	if err := os.MkdirAll(c.art, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	old, _ := filepath.Glob(filepath.Join(c.art, "chaos-round-*.log"))
+	if err := os.WriteFile(filepath.Join(c.art, c.prefix+"-rounds.log"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := filepath.Glob(filepath.Join(c.art, c.prefix+"-round-*.log"))
 	for _, f := range old {
 		_ = os.Remove(f)
 	}
 	started := time.Now()
 	logf(t, "chaos %s form: %d rounds, %d <-> %d replicas, converge bound %s", plan.mode, len(plan.rounds), plan.low, plan.high, convergeBound)
 	c.newFRS(plan.low)
-	t.Cleanup(func() { _ = e.f.Proxy(proxiedMember).SetFaults(faultproxy.Faults{}) })
 
 	var results []*roundResult
 	for i, spec := range plan.rounds {
@@ -222,7 +248,7 @@ func TestChaos(t *testing.T) {
 	}
 	table := chaosTable(plan, results, time.Since(started))
 	logf(t, "chaos results:\n%s", table)
-	if err := os.WriteFile(filepath.Join(c.art, "chaos.md"), []byte(table), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(c.art, c.prefix+".md"), []byte(table), 0o644); err != nil {
 		t.Errorf("writing chaos table: %v", err)
 	}
 }
@@ -251,7 +277,9 @@ func (c *chaos) newFRS(n int) {
 // replaceFRS deletes the current object (and its pods) and starts afresh
 // with n replicas.
 func (c *chaos) replaceFRS(n int) {
-	_ = c.e.f.Proxy(proxiedMember).SetFaults(faultproxy.Faults{})
+	if p := c.e.f.Proxy(proxiedMember); p != nil {
+		_ = p.SetFaults(faultproxy.Faults{})
+	}
 	if err := c.ensureFleet(); err != nil {
 		c.t.Fatalf("fleet not healthy after a failed round: %v", err)
 	}
@@ -315,7 +343,14 @@ func (c *chaos) ensureFleet() error {
 			}
 		}
 	}
-	return c.e.f.WaitAllReady(context.Background(), 2*time.Minute)
+	if err := c.e.f.WaitAllReady(context.Background(), 2*time.Minute); err != nil || !c.plan.sharded {
+		return err
+	}
+	// An owner round needs a member owned by a replica other than the
+	// leader; the assignment spreads the members over the live replicas
+	// again once a restarted one is back.
+	waitOwned(c.t, c.e.f, atLeastTwoOwners)
+	return nil
 }
 
 // scale sets the FederatedReplicaSet's replicas through the scale subresource.
@@ -443,6 +478,7 @@ func (c *chaos) round(n int, spec roundSpec) *roundResult {
 		event("not converged: %s", last)
 	}
 	r.final = last
+	c.finishMoves(r, event)
 	if spec.kind.leader() {
 		r.handover = c.handoverOf(ctx, term, check.disrupted, event)
 	}
@@ -468,7 +504,7 @@ func (c *chaos) disrupt(ctx context.Context, kind disruption, r *roundResult, ev
 		event("%s", msg)
 	}
 	old, oldTerm := c.leader(ctx)
-	if kind.leader() && old == nil {
+	if (kind.leader() || kind.owner()) && old == nil {
 		// A status request answers within a second on an idle machine but
 		// not always under load; look again before calling it missing.
 		tryPoll(30*time.Second, func(ctx context.Context) (bool, error) {
@@ -476,11 +512,19 @@ func (c *chaos) disrupt(ctx context.Context, kind disruption, r *roundResult, ev
 			return old != nil, nil
 		})
 	}
-	if kind.leader() && old == nil {
+	if (kind.leader() || kind.owner()) && old == nil {
 		fail("no leader to disrupt within 30s (replicas: %s)", c.describeStatuses(ctx))
 		return
 	}
+	if c.plan.sharded && kind.leader() {
+		// The leader owns members too: follow them to their next owner.
+		if owners, ok := c.owners(ctx, ""); ok {
+			r.moves = c.trackMoves(old.ID, owners, time.Now())
+		}
+	}
 	switch kind {
+	case ownerKill, ownerStop:
+		c.disruptOwner(ctx, kind, old, r, event)
 	case followerTerm:
 		var f *fleet.Replica
 		for _, x := range c.e.f.Replicas {
@@ -798,9 +842,9 @@ func (r *roundResult) detail() string {
 // appendRoundsLog adds every round's summary, findings and timeline to
 // chaos-rounds.log.
 func (c *chaos) appendRoundsLog(r *roundResult) {
-	f, err := os.OpenFile(filepath.Join(c.art, "chaos-rounds.log"), os.O_APPEND|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(filepath.Join(c.art, c.prefix+"-rounds.log"), os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		c.t.Errorf("opening chaos-rounds.log: %v", err)
+		c.t.Errorf("opening %s-rounds.log: %v", c.prefix, err)
 		return
 	}
 	defer func() { _ = f.Close() }()
@@ -809,7 +853,7 @@ func (c *chaos) appendRoundsLog(r *roundResult) {
 
 // writeRoundLog saves a failed round's details and the replicas' log tails.
 func (c *chaos) writeRoundLog(r *roundResult) string {
-	name := fmt.Sprintf("chaos-round-%02d.log", r.n)
+	name := fmt.Sprintf("%s-round-%02d.log", c.prefix, r.n)
 	var b strings.Builder
 	fmt.Fprintf(&b, "round %d: %s, scale %d -> %d of %s/%s\n%s\n", r.n, r.spec.kind, r.from, r.to, c.e.ns, c.name, r.detail())
 	for _, x := range c.e.f.Replicas {
