@@ -76,7 +76,7 @@ func (c *chaos) disruptOwner(ctx context.Context, kind disruption, leader *fleet
 		r.failures = append(r.failures, msg)
 		event("%s", msg)
 	}
-	owners, ok := c.owners(ctx, "")
+	owners, ok := c.owners(ctx, nil)
 	if !ok {
 		fail("no ownership table naming every member (replicas: %s)", c.describeStatuses(ctx))
 		return
@@ -86,7 +86,7 @@ func (c *chaos) disruptOwner(ctx context.Context, kind disruption, leader *fleet
 		fail("no member is owned by a replica other than the leader %s: %v", leader.ID, owners)
 		return
 	}
-	r.moves = c.trackMoves(victimID, owners, time.Now())
+	r.moves = c.trackMoves(victim, victimID, owners, time.Now())
 	if kind == ownerKill {
 		victim.Kill()
 		event("SIGKILL to %s, owner of %s (epoch %d), %s leads", victimID, member, owners[member].Epoch, leader.ID)
@@ -117,9 +117,9 @@ func (c *chaos) disruptOwner(ctx context.Context, kind disruption, leader *fleet
 // than skip reports it, once it names an owner for every member; it asks
 // the replicas one by one, each for at most a second, so a frozen one only
 // delays the answer.
-func (c *chaos) owners(ctx context.Context, skip string) (map[string]fleet.Owner, bool) {
+func (c *chaos) owners(ctx context.Context, skip *fleet.Replica) (map[string]fleet.Owner, bool) {
 	for _, x := range c.e.f.Replicas {
-		if x.ID == skip || !x.Running() {
+		if x == skip || !x.Running() {
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -149,13 +149,27 @@ type moveTracker struct {
 	at    map[string]time.Time
 }
 
-// trackMoves starts following victim's members in table before, from hit.
-func (c *chaos) trackMoves(victim string, before map[string]fleet.Owner, hit time.Time) *moveTracker {
+// trackLeaderMoves starts following the members leader owns, if the
+// ownership table and its raft server ID (the table names owners by it)
+// can be read; nil otherwise.
+func (c *chaos) trackLeaderMoves(ctx context.Context, leader *fleet.Replica) *moveTracker {
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	st, err := leader.Status(sctx)
+	cancel()
+	if err != nil || !everyMemberOwned(st.Owners) {
+		return nil
+	}
+	return c.trackMoves(leader, st.ID, st.Owners, time.Now())
+}
+
+// trackMoves starts following the members that victim (raft server ID
+// victimID) owns in table before, from hit, asking the other replicas.
+func (c *chaos) trackMoves(victim *fleet.Replica, victimID string, before map[string]fleet.Owner, hit time.Time) *moveTracker {
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &moveTracker{victim: victim, before: before, hit: hit, cancel: cancel, done: make(chan struct{}),
+	m := &moveTracker{victim: victimID, before: before, hit: hit, cancel: cancel, done: make(chan struct{}),
 		moved: map[string]fleet.Owner{}, at: map[string]time.Time{}}
 	for _, name := range allMembers {
-		if before[name].Owner == victim {
+		if before[name].Owner == victimID {
 			m.members = append(m.members, name)
 		}
 	}

@@ -518,9 +518,7 @@ func (c *chaos) disrupt(ctx context.Context, kind disruption, r *roundResult, ev
 	}
 	if c.plan.sharded && kind.leader() {
 		// The leader owns members too: follow them to their next owner.
-		if owners, ok := c.owners(ctx, ""); ok {
-			r.moves = c.trackMoves(old.ID, owners, time.Now())
-		}
+		r.moves = c.trackLeaderMoves(ctx, old)
 	}
 	switch kind {
 	case ownerKill, ownerStop:
