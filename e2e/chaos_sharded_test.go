@@ -149,17 +149,16 @@ type moveTracker struct {
 	at    map[string]time.Time
 }
 
-// trackLeaderMoves starts following the members leader owns, if the
-// ownership table and its raft server ID (the table names owners by it)
-// can be read; nil otherwise.
-func (c *chaos) trackLeaderMoves(ctx context.Context, leader *fleet.Replica) *moveTracker {
-	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	st, err := leader.Status(sctx)
-	cancel()
-	if err != nil || !everyMemberOwned(st.Owners) {
-		return nil
+// trackLeaderMoves starts following the members the raft leader owns, if
+// a leader reports the ownership table and its raft server ID (the table
+// names owners by it); nil otherwise. The caller sets hit.
+func (c *chaos) trackLeaderMoves(ctx context.Context) *moveTracker {
+	for id, st := range c.e.f.Statuses(ctx) {
+		if st.Leading && everyMemberOwned(st.Owners) {
+			return c.trackMoves(c.replica(id), st.ID, st.Owners, time.Now())
+		}
 	}
-	return c.trackMoves(leader, st.ID, st.Owners, time.Now())
+	return nil
 }
 
 // trackMoves starts following the members that victim (raft server ID

@@ -443,8 +443,17 @@ func (c *chaos) round(n int, spec roundSpec) *roundResult {
 	if !progressed {
 		r.failures = append(r.failures, fmt.Sprintf("no progress within 1m of the scale: %d created, %d deleted", created, deleted))
 	}
+	if c.plan.sharded && spec.kind.leader() {
+		// The leader owns members too: follow them to their next owner.
+		// Read before the disruption's clock starts: a loaded replica's
+		// status can take seconds.
+		r.moves = c.trackLeaderMoves(ctx)
+	}
 	event("%d pods created, %d deleted so far: disrupting (%s)", created, deleted, spec.kind)
 	check.disrupted = time.Now()
+	if r.moves != nil {
+		r.moves.hit = check.disrupted
+	}
 	c.disrupt(ctx, spec.kind, r, event)
 
 	// Converged means the target state holds for settle after the
@@ -515,10 +524,6 @@ func (c *chaos) disrupt(ctx context.Context, kind disruption, r *roundResult, ev
 	if (kind.leader() || kind.owner()) && old == nil {
 		fail("no leader to disrupt within 30s (replicas: %s)", c.describeStatuses(ctx))
 		return
-	}
-	if c.plan.sharded && kind.leader() {
-		// The leader owns members too: follow them to their next owner.
-		r.moves = c.trackLeaderMoves(ctx, old)
 	}
 	switch kind {
 	case ownerKill, ownerStop:
