@@ -374,16 +374,7 @@ func (c *chaos) round(n int, spec roundSpec) *roundResult {
 		r.from, r.to = c.plan.low, c.plan.high
 	}
 	check := roundCheck{from: r.from, to: r.to, oldT: c.spread(r.from), newT: c.spread(r.to), surge: chaosSurge}
-	event := func(format string, args ...any) {
-		now := time.Now()
-		line := fmt.Sprintf(format, args...)
-		if !check.start.IsZero() {
-			line = relTime(now, check.start, check.disrupted) + " " + line
-		} else {
-			line = now.Format("15:04:05.000") + " " + line
-		}
-		r.timeline = append(r.timeline, line)
-	}
+	event := r.eventf(&check)
 	old, term := c.leader(ctx)
 	if old == nil {
 		r.failures = append(r.failures, "no leader before the round")
@@ -409,15 +400,12 @@ func (c *chaos) round(n int, spec roundSpec) *roundResult {
 	}
 	defer stopObs()
 
-	proxy := c.e.f.Proxy(proxiedMember)
 	var before faultproxy.Stats
 	if spec.kind == faultyMember {
-		before = proxy.Stats()
-		if err := proxy.SetFaults(faults); err != nil {
-			r.failures = append(r.failures, "setting faults: "+err.Error())
+		var ok bool
+		if before, ok = c.faultsOn(r, event); !ok {
 			return r
 		}
-		event("fault proxy of %s on: %.0f%% of requests fail (500/429/timeout %s), +%s latency", proxiedMember, faults.Rate*100, faults.TimeoutHold, faults.Latency)
 	}
 
 	check.start = time.Now()
@@ -430,19 +418,7 @@ func (c *chaos) round(n int, spec roundSpec) *roundResult {
 	track := c.trackConvergence(want)
 	defer track.stop()
 
-	// Disrupt once a tenth of the change has happened, mid-scale.
-	need := max(abs(r.to-r.from)/10, 1)
-	progressed := tryPollFast(time.Minute, func() bool {
-		created, deleted := obs.progress()
-		if spec.up {
-			return created >= need
-		}
-		return deleted >= need
-	})
-	created, deleted := obs.progress()
-	if !progressed {
-		r.failures = append(r.failures, fmt.Sprintf("no progress within 1m of the scale: %d created, %d deleted", created, deleted))
-	}
+	created, deleted := r.waitProgress(obs)
 	if c.plan.sharded && spec.kind.leader() {
 		// The leader owns members too: follow them to their next owner.
 		// Read before the disruption's clock starts: a loaded replica's
@@ -456,53 +432,108 @@ func (c *chaos) round(n int, spec roundSpec) *roundResult {
 	}
 	c.disrupt(ctx, spec.kind, r, event)
 
-	// Converged means the target state holds for settle after the
-	// disruption is over: a resumed or restarted process acts late.
-	over := time.Now()
-	deadline := check.start.Add(convergeBound)
-	var conv bool
-	var since time.Time
-	var last string
-	for {
-		if conv, since, last = track.wait(deadline); !conv {
-			break
-		}
-		if track.holds(since, maxTime(since, over).Add(settle)) {
-			break
-		}
-		event("target state broke after holding since %s", relTime(since, check.start, check.disrupted))
-	}
-	track.stop()
-	if conv {
-		r.converged = true
-		r.convergeIn = since.Sub(check.start)
-		r.statusLag = since.Sub(track.podsAtSince())
-		r.afterDisr = since.Sub(check.disrupted)
-		event("converged to %s since %s", split(want), relTime(since, check.start, check.disrupted))
-		if since.Before(check.disrupted) {
-			r.notes = append(r.notes, "the scale had converged before the disruption landed")
-		}
-	} else {
-		r.failures = append(r.failures, fmt.Sprintf("not converged to %s within %s of the scale: %s", split(want), convergeBound, last))
-		event("not converged: %s", last)
-	}
-	r.final = last
+	c.awaitConverged(r, track, check, split(want), event)
 	c.finishMoves(r, event)
 	if spec.kind.leader() {
 		r.handover = c.handoverOf(ctx, term, check.disrupted, event)
 	}
 	if spec.kind == faultyMember {
-		_ = proxy.SetFaults(faultproxy.Faults{})
-		st := proxy.Stats()
-		r.notes = append(r.notes, fmt.Sprintf("proxy: %d requests, %d forwarded, %d x 500, %d x 429, %d timeouts (%d of them mutations that took effect)",
-			st.Requests-before.Requests, st.Forwarded-before.Forwarded, st.InternalErrors-before.InternalErrors,
-			st.TooManyRequests-before.TooManyRequests, st.Timeouts-before.Timeouts, st.TimeoutsForwarded-before.TimeoutsForwarded))
-		event("fault proxy off")
+		c.faultsOff(r, before, event)
 	}
 	stopObs()
 	r.findings = obs.analyze(check)
 	r.failures = append(r.failures, r.findings.violations...)
 	return r
+}
+
+// faultsOn turns the fault proxy's faults on for a faultyMember round and
+// returns its counters before.
+func (c *chaos) faultsOn(r *roundResult, event func(string, ...any)) (faultproxy.Stats, bool) {
+	proxy := c.e.f.Proxy(proxiedMember)
+	before := proxy.Stats()
+	if err := proxy.SetFaults(faults); err != nil {
+		r.failures = append(r.failures, "setting faults: "+err.Error())
+		return before, false
+	}
+	event("fault proxy of %s on: %.0f%% of requests fail (500/429/timeout %s), +%s latency", proxiedMember, faults.Rate*100, faults.TimeoutHold, faults.Latency)
+	return before, true
+}
+
+// faultsOff turns the faults off and notes what the proxy did meanwhile.
+func (c *chaos) faultsOff(r *roundResult, before faultproxy.Stats, event func(string, ...any)) {
+	proxy := c.e.f.Proxy(proxiedMember)
+	_ = proxy.SetFaults(faultproxy.Faults{})
+	st := proxy.Stats()
+	r.notes = append(r.notes, fmt.Sprintf("proxy: %d requests, %d forwarded, %d x 500, %d x 429, %d timeouts (%d of them mutations that took effect)",
+		st.Requests-before.Requests, st.Forwarded-before.Forwarded, st.InternalErrors-before.InternalErrors,
+		st.TooManyRequests-before.TooManyRequests, st.Timeouts-before.Timeouts, st.TimeoutsForwarded-before.TimeoutsForwarded))
+	event("fault proxy off")
+}
+
+// eventf returns the round's timeline writer: wall clock before the scale,
+// times relative to the scale and the disruption after it.
+func (r *roundResult) eventf(check *roundCheck) func(string, ...any) {
+	return func(format string, args ...any) {
+		now := time.Now()
+		line := fmt.Sprintf(format, args...)
+		if !check.start.IsZero() {
+			line = relTime(now, check.start, check.disrupted) + " " + line
+		} else {
+			line = now.Format("15:04:05.000") + " " + line
+		}
+		r.timeline = append(r.timeline, line)
+	}
+}
+
+// waitProgress waits until a tenth of the round's change has happened
+// (mid-scale, when the disruption lands) and returns the pods created and
+// deleted so far.
+func (r *roundResult) waitProgress(obs *observer) (int, int) {
+	need := max(abs(r.to-r.from)/10, 1)
+	progressed := tryPollFast(time.Minute, func() bool {
+		created, deleted := obs.progress()
+		if r.spec.up {
+			return created >= need
+		}
+		return deleted >= need
+	})
+	created, deleted := obs.progress()
+	if !progressed {
+		r.failures = append(r.failures, fmt.Sprintf("no progress within 1m of the scale: %d created, %d deleted", created, deleted))
+	}
+	return created, deleted
+}
+
+// awaitConverged waits until the target state want holds for settle after
+// the disruption is over (a resumed or restarted process acts late), or
+// until convergeBound after the scale, stops track and records the outcome
+// in r.
+func (c *chaos) awaitConverged(r *roundResult, track *convergence, check roundCheck, want split, event func(string, ...any)) {
+	over := time.Now()
+	deadline := check.start.Add(convergeBound)
+	var conv bool
+	var since time.Time
+	for {
+		conv, since, r.final = track.wait(deadline)
+		if !conv || track.holds(since, maxTime(since, over).Add(settle)) {
+			break
+		}
+		event("target state broke after holding since %s", relTime(since, check.start, check.disrupted))
+	}
+	track.stop()
+	if !conv {
+		r.failures = append(r.failures, fmt.Sprintf("not converged to %s within %s of the scale: %s", want, convergeBound, r.final))
+		event("not converged: %s", r.final)
+		return
+	}
+	r.converged = true
+	r.convergeIn = since.Sub(check.start)
+	r.statusLag = since.Sub(track.podsAtSince())
+	r.afterDisr = since.Sub(check.disrupted)
+	event("converged to %s since %s", want, relTime(since, check.start, check.disrupted))
+	if since.Before(check.disrupted) {
+		r.notes = append(r.notes, "the scale had converged before the disruption landed")
+	}
 }
 
 // disrupt applies one disruption and brings stopped replicas back.
@@ -565,27 +596,7 @@ func (c *chaos) disrupt(ctx context.Context, kind disruption, r *roundResult, ev
 			}
 		}
 	case leaderStop:
-		if err := old.Pause(); err != nil {
-			fail("SIGSTOP: %v", err)
-			return
-		}
-		event("SIGSTOP to leader %s (term %d)", old.ID, oldTerm)
-		// The pause itself is the disruption, not a wait for a condition.
-		time.Sleep(stopFor)
-		if err := old.Resume(); err != nil {
-			fail("SIGCONT: %v", err)
-			return
-		}
-		event("SIGCONT to %s", old.ID)
-		// Followers normally elect a leader while it is frozen; if it kept
-		// its term that is worth knowing, but breaks no promise.
-		if !c.waitNewLeader(ctx, nil, oldTerm, nil, event) {
-			if l, t := c.leader(ctx); l != nil {
-				r.notes = append(r.notes, fmt.Sprintf("no election during the %s pause: %s still leads in term %d", stopFor, l.ID, t))
-			} else {
-				fail("no leader within 1m of SIGCONT")
-			}
-		}
+		c.stopLeader(ctx, old, oldTerm, r, event, fail)
 	case leaderKill:
 		old.Kill()
 		event("SIGKILL to leader %s (term %d)", old.ID, oldTerm)
@@ -601,6 +612,31 @@ func (c *chaos) disrupt(ctx context.Context, kind disruption, r *roundResult, ev
 		}
 	case faultyMember:
 		// Faults run for the whole round.
+	}
+}
+
+// stopLeader freezes the leader for stopFor and resumes it.
+func (c *chaos) stopLeader(ctx context.Context, old *fleet.Replica, oldTerm uint64, r *roundResult, event, fail func(string, ...any)) {
+	if err := old.Pause(); err != nil {
+		fail("SIGSTOP: %v", err)
+		return
+	}
+	event("SIGSTOP to leader %s (term %d)", old.ID, oldTerm)
+	// The pause itself is the disruption, not a wait for a condition.
+	time.Sleep(stopFor)
+	if err := old.Resume(); err != nil {
+		fail("SIGCONT: %v", err)
+		return
+	}
+	event("SIGCONT to %s", old.ID)
+	// Followers normally elect a leader while it is frozen; if it kept
+	// its term that is worth knowing, but breaks no promise.
+	if !c.waitNewLeader(ctx, nil, oldTerm, nil, event) {
+		if l, t := c.leader(ctx); l != nil {
+			r.notes = append(r.notes, fmt.Sprintf("no election during the %s pause: %s still leads in term %d", stopFor, l.ID, t))
+		} else {
+			fail("no leader within 1m of SIGCONT")
+		}
 	}
 }
 
