@@ -197,6 +197,11 @@ e2e: tools ## End-to-end tests on local control planes.
 chaos: tools ## Long chaos suite on the e2e fleet (>= 50 leader disruptions); table in e2e/_artifacts/chaos.md.
 	REPLICAFED_CHAOS=long $(GO) test $(GOTESTFLAGS) -count=1 -v -timeout 180m -run '^TestChaos$$' ./e2e/
 
+.PHONY: chaos-sharded
+# Not part of make test: a sharded fleet of its own and about 24 rounds.
+chaos-sharded: tools ## Chaos rounds with sharding on (leader and member-owner SIGKILL/SIGSTOP, 3 cycles; REPLICAFED_CHAOS_CYCLES, REPLICAFED_CHAOS_REPLICAS); table in e2e/_artifacts/chaos-sharded.md.
+	REPLICAFED_CHAOS=long REPLICAFED_CHAOS_SHARDED=1 $(GO) test $(GOTESTFLAGS) -count=1 -v -timeout 120m -run '^TestChaosSharded$$' ./e2e/
+
 .PHONY: e2e-kind
 # One platform: the image only has to run on this machine's kind nodes.
 e2e-kind: IMAGE_PLATFORMS = linux/$(shell $(GO) env GOARCH)

@@ -22,8 +22,12 @@ func chaosTable(plan chaosPlan, results []*roundResult, took time.Duration) stri
 			failed++
 		}
 	}
+	mode := plan.mode
+	if plan.sharded {
+		mode = "sharded " + mode
+	}
 	fmt.Fprintf(&b, "Chaos %s form, %s: %d rounds (%d leader disruptions), scaling %d <-> %d replicas at weights 1:1:1, maxSurge %d; %d rounds failed; %s in all.\n",
-		plan.mode, time.Now().UTC().Format("2006-01-02 15:04 MST"), len(results), leaderRounds, plan.low, plan.high, chaosSurge, failed, took.Round(time.Second))
+		mode, time.Now().UTC().Format("2006-01-02 15:04 MST"), len(results), leaderRounds, plan.low, plan.high, chaosSurge, failed, took.Round(time.Second))
 	fmt.Fprintf(&b, "Machine: %d CPUs, load average %s, test binary race=%v. Converge bound %s from the scale request.\n\n",
 		runtime.NumCPU(), loadavg.Read(), raceEnabled, convergeBound)
 	b.WriteString("| disruption | rounds (up/down) | failed rounds | over-target samples | duplicate creates | deletes below target | below-target samples | not converged | time to converge (median, max) |\n")
@@ -64,6 +68,9 @@ func chaosTable(plan chaosPlan, results []*roundResult, took time.Duration) stri
 	b.WriteString("Below-target samples: samples in which a member ran fewer active pods than its new target, or the fleet fewer than the new replicas, on a scale-down. ")
 	b.WriteString("Time to converge: from the scale request until every member runs its target, all Ready, and the hub status says so (converged rounds only).\n")
 	handoverTable(&b, plan, results)
+	if plan.sharded {
+		moveTable(&b, plan, results)
+	}
 	return b.String()
 }
 
@@ -71,12 +78,17 @@ func chaosTable(plan chaosPlan, results []*roundResult, took time.Duration) stri
 // the pace of the QPS ideal below.
 const memberQPS = 20
 
+// qpsIdeal is how long each member's change of a round takes at memberQPS.
+func qpsIdeal(plan chaosPlan) time.Duration {
+	return time.Duration(float64(plan.high-plan.low) / 3 / memberQPS * float64(time.Second))
+}
+
 // handoverTable adds one row per leader disruption: how long the election
 // and the new leader's first member write took, and the convergence time
 // against the QPS ideal (each member's change at memberQPS, as if nothing
 // had been disrupted).
 func handoverTable(b *strings.Builder, plan chaosPlan, results []*roundResult) {
-	ideal := time.Duration(float64(plan.high-plan.low) / 3 / memberQPS * float64(time.Second))
+	ideal := qpsIdeal(plan)
 	fmt.Fprintf(b, "\nHandover, leader disruptions only. QPS ideal %.2f s: each member's %d pods at memberQPS %d.\n\n", ideal.Seconds(), (plan.high-plan.low)/3, memberQPS)
 	b.WriteString("| disruption | rounds measured | elected after the disruption (median, max) | first member write after the election (median, max) | converged after the scale (median, max) | over the QPS ideal (median, max) | hub status after the pods (median, max) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|\n")
@@ -85,7 +97,11 @@ func handoverTable(b *strings.Builder, plan chaosPlan, results []*roundResult) {
 			continue
 		}
 		var elected, first, conv, over, lag []time.Duration
+		rounds := 0
 		for _, r := range results {
+			if r.spec.kind == k {
+				rounds++
+			}
 			if r.spec.kind != k || r.handover == nil {
 				continue
 			}
@@ -98,6 +114,10 @@ func handoverTable(b *strings.Builder, plan chaosPlan, results []*roundResult) {
 				over = append(over, r.convergeIn-ideal)
 				lag = append(lag, r.statusLag)
 			}
+		}
+		if rounds == 0 {
+			// Not in this plan (the sharded set has two leader disruptions).
+			continue
 		}
 		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s |\n", k, len(elected), medianMax(elected), medianMax(first), medianMax(conv), medianMax(over), medianMax(lag))
 	}

@@ -36,14 +36,21 @@ const (
 	leaderKill   disruption = "leader SIGKILL"
 	rotation     disruption = "member kubeconfig Secret rotation"
 	faultyMember disruption = "member API behind fault proxy"
+	// The sharded set's (TestChaosSharded): the owner of a member that
+	// does not lead raft.
+	ownerKill disruption = "member owner SIGKILL"
+	ownerStop disruption = "member owner SIGSTOP until the member moved, SIGCONT"
 )
 
 // allDisruptions orders the table rows.
-var allDisruptions = []disruption{leaderTerm, transfer, leaderStop, leaderKill, followerTerm, rotation, faultyMember}
+var allDisruptions = []disruption{leaderTerm, transfer, leaderStop, leaderKill, ownerKill, ownerStop, followerTerm, rotation, faultyMember}
 
 func (d disruption) leader() bool {
 	return d == leaderTerm || d == transfer || d == leaderStop || d == leaderKill
 }
+
+// owner reports whether d hits a member's owner that does not lead raft.
+func (d disruption) owner() bool { return d == ownerKill || d == ownerStop }
 
 // Chaos parameters. Bounds are generous on purpose: the suite runs on two
 // loaded cores with -race and must fail only on a real violation.
@@ -82,6 +89,8 @@ type chaosPlan struct {
 	mode      string
 	high, low int
 	rounds    []roundSpec
+	// sharded runs the fleet with sharding on (TestChaosSharded).
+	sharded bool
 }
 
 // chaosPlanFromEnv returns the short form (one round per disruption kind,
@@ -90,29 +99,8 @@ type chaosPlan struct {
 // plus one other disruption each way, at least 50 leader disruptions.
 // REPLICAFED_CHAOS_REPLICAS and REPLICAFED_CHAOS_CYCLES override the size.
 func chaosPlanFromEnv(t *testing.T) chaosPlan {
-	p := chaosPlan{mode: "short", high: 90}
-	long := os.Getenv("REPLICAFED_CHAOS") == "long"
-	cycles := 7
-	if long {
-		p.mode, p.high = "long", 300
-	}
-	if v := os.Getenv("REPLICAFED_CHAOS_REPLICAS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 6 || n%6 != 0 {
-			t.Fatalf("REPLICAFED_CHAOS_REPLICAS=%q: want a multiple of 6", v)
-		}
-		p.high = n
-	}
-	if v := os.Getenv("REPLICAFED_CHAOS_CYCLES"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("REPLICAFED_CHAOS_CYCLES=%q: want a positive number", v)
-		}
-		cycles = n
-	}
-	// Halving keeps both counts multiples of 3: equal weights give an
-	// exact, known spread.
-	p.low = p.high / 2
+	p, cycles := chaosSizeFromEnv(t, 7)
+	long := p.mode == "long"
 	others := []disruption{followerTerm, rotation, faultyMember}
 	leaders := []disruption{leaderTerm, transfer, leaderStop, leaderKill}
 	if !long {
@@ -132,6 +120,34 @@ func chaosPlanFromEnv(t *testing.T) chaosPlan {
 	return p
 }
 
+// chaosSizeFromEnv reads the form (REPLICAFED_CHAOS=long or short), the
+// replica counts (REPLICAFED_CHAOS_REPLICAS) and the long form's cycles
+// (REPLICAFED_CHAOS_CYCLES, else cycles); the rounds are the caller's.
+func chaosSizeFromEnv(t *testing.T, cycles int) (chaosPlan, int) {
+	p := chaosPlan{mode: "short", high: 90}
+	if os.Getenv("REPLICAFED_CHAOS") == "long" {
+		p.mode, p.high = "long", 300
+	}
+	if v := os.Getenv("REPLICAFED_CHAOS_REPLICAS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 6 || n%6 != 0 {
+			t.Fatalf("REPLICAFED_CHAOS_REPLICAS=%q: want a multiple of 6", v)
+		}
+		p.high = n
+	}
+	if v := os.Getenv("REPLICAFED_CHAOS_CYCLES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("REPLICAFED_CHAOS_CYCLES=%q: want a positive number", v)
+		}
+		cycles = n
+	}
+	// Halving keeps both counts multiples of 3: equal weights give an
+	// exact, known spread.
+	p.low = p.high / 2
+	return p, cycles
+}
+
 // roundResult is what one round measured.
 type roundResult struct {
 	n          int
@@ -142,6 +158,7 @@ type roundResult struct {
 	convergeIn time.Duration // from the scale request
 	afterDisr  time.Duration // from the disruption
 	handover   *handover     // leader disruptions: what the next leader took
+	moves      *moveTracker  // sharded rounds: the hit replica's members moving away
 	statusLag  time.Duration // from the members' pods at target to the hub status saying so
 	final      string
 	timeline   []string
@@ -159,6 +176,9 @@ type chaos struct {
 	name string
 	gen  int
 	art  string // artifacts directory
+	// prefix names the artifacts ("chaos" or "chaos-sharded"), so the two
+	// sets do not overwrite each other's tables.
+	prefix string
 }
 
 // TestChaos scales a FederatedReplicaSet up and down across the three
@@ -183,24 +203,30 @@ type chaos struct {
 func TestChaos(t *testing.T) {
 	plan := chaosPlanFromEnv(t)
 	e := newEnv(t, "e2e-chaos")
-	c := &chaos{t: t, e: e, plan: plan, art: "_artifacts"}
-	if err := os.MkdirAll(c.art, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	if e.f.Proxy(proxiedMember) == nil {
 		t.Fatalf("%s is not behind a fault proxy in the shared fleet", proxiedMember)
 	}
-	if err := os.WriteFile(filepath.Join(c.art, "chaos-rounds.log"), nil, 0o644); err != nil {
+	t.Cleanup(func() { _ = e.f.Proxy(proxiedMember).SetFaults(faultproxy.Faults{}) })
+	runChaos(&chaos{t: t, e: e, plan: plan, art: "_artifacts", prefix: "chaos"})
+}
+
+// runChaos runs c's plan round after round on a fresh FederatedReplicaSet
+// and writes the table to the test log and <art>/<prefix>.md.
+func runChaos(c *chaos) {
+	t, plan := c.t, c.plan
+	if err := os.MkdirAll(c.art, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	old, _ := filepath.Glob(filepath.Join(c.art, "chaos-round-*.log"))
+	if err := os.WriteFile(filepath.Join(c.art, c.prefix+"-rounds.log"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := filepath.Glob(filepath.Join(c.art, c.prefix+"-round-*.log"))
 	for _, f := range old {
 		_ = os.Remove(f)
 	}
 	started := time.Now()
 	logf(t, "chaos %s form: %d rounds, %d <-> %d replicas, converge bound %s", plan.mode, len(plan.rounds), plan.low, plan.high, convergeBound)
 	c.newFRS(plan.low)
-	t.Cleanup(func() { _ = e.f.Proxy(proxiedMember).SetFaults(faultproxy.Faults{}) })
 
 	var results []*roundResult
 	for i, spec := range plan.rounds {
@@ -222,7 +248,7 @@ func TestChaos(t *testing.T) {
 	}
 	table := chaosTable(plan, results, time.Since(started))
 	logf(t, "chaos results:\n%s", table)
-	if err := os.WriteFile(filepath.Join(c.art, "chaos.md"), []byte(table), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(c.art, c.prefix+".md"), []byte(table), 0o644); err != nil {
 		t.Errorf("writing chaos table: %v", err)
 	}
 }
@@ -251,7 +277,9 @@ func (c *chaos) newFRS(n int) {
 // replaceFRS deletes the current object (and its pods) and starts afresh
 // with n replicas.
 func (c *chaos) replaceFRS(n int) {
-	_ = c.e.f.Proxy(proxiedMember).SetFaults(faultproxy.Faults{})
+	if p := c.e.f.Proxy(proxiedMember); p != nil {
+		_ = p.SetFaults(faultproxy.Faults{})
+	}
 	if err := c.ensureFleet(); err != nil {
 		c.t.Fatalf("fleet not healthy after a failed round: %v", err)
 	}
@@ -315,7 +343,14 @@ func (c *chaos) ensureFleet() error {
 			}
 		}
 	}
-	return c.e.f.WaitAllReady(context.Background(), 2*time.Minute)
+	if err := c.e.f.WaitAllReady(context.Background(), 2*time.Minute); err != nil || !c.plan.sharded {
+		return err
+	}
+	// An owner round needs a member owned by a replica other than the
+	// leader; the assignment spreads the members over the live replicas
+	// again once a restarted one is back.
+	waitOwned(c.t, c.e.f, atLeastTwoOwners)
+	return nil
 }
 
 // scale sets the FederatedReplicaSet's replicas through the scale subresource.
@@ -339,16 +374,7 @@ func (c *chaos) round(n int, spec roundSpec) *roundResult {
 		r.from, r.to = c.plan.low, c.plan.high
 	}
 	check := roundCheck{from: r.from, to: r.to, oldT: c.spread(r.from), newT: c.spread(r.to), surge: chaosSurge}
-	event := func(format string, args ...any) {
-		now := time.Now()
-		line := fmt.Sprintf(format, args...)
-		if !check.start.IsZero() {
-			line = relTime(now, check.start, check.disrupted) + " " + line
-		} else {
-			line = now.Format("15:04:05.000") + " " + line
-		}
-		r.timeline = append(r.timeline, line)
-	}
+	event := r.eventf(&check)
 	old, term := c.leader(ctx)
 	if old == nil {
 		r.failures = append(r.failures, "no leader before the round")
@@ -374,15 +400,12 @@ func (c *chaos) round(n int, spec roundSpec) *roundResult {
 	}
 	defer stopObs()
 
-	proxy := c.e.f.Proxy(proxiedMember)
 	var before faultproxy.Stats
 	if spec.kind == faultyMember {
-		before = proxy.Stats()
-		if err := proxy.SetFaults(faults); err != nil {
-			r.failures = append(r.failures, "setting faults: "+err.Error())
+		var ok bool
+		if before, ok = c.faultsOn(r, event); !ok {
 			return r
 		}
-		event("fault proxy of %s on: %.0f%% of requests fail (500/429/timeout %s), +%s latency", proxiedMember, faults.Rate*100, faults.TimeoutHold, faults.Latency)
 	}
 
 	check.start = time.Now()
@@ -395,11 +418,81 @@ func (c *chaos) round(n int, spec roundSpec) *roundResult {
 	track := c.trackConvergence(want)
 	defer track.stop()
 
-	// Disrupt once a tenth of the change has happened, mid-scale.
+	created, deleted := r.waitProgress(obs)
+	if c.plan.sharded && spec.kind.leader() {
+		// The leader owns members too: follow them to their next owner.
+		// Read before the disruption's clock starts: a loaded replica's
+		// status can take seconds.
+		r.moves = c.trackLeaderMoves(ctx)
+	}
+	event("%d pods created, %d deleted so far: disrupting (%s)", created, deleted, spec.kind)
+	check.disrupted = time.Now()
+	if r.moves != nil {
+		r.moves.hit = check.disrupted
+	}
+	c.disrupt(ctx, spec.kind, r, event)
+
+	c.awaitConverged(r, track, check, split(want), event)
+	c.finishMoves(r, event)
+	if spec.kind.leader() {
+		r.handover = c.handoverOf(ctx, term, check.disrupted, event)
+	}
+	if spec.kind == faultyMember {
+		c.faultsOff(r, before, event)
+	}
+	stopObs()
+	r.findings = obs.analyze(check)
+	r.failures = append(r.failures, r.findings.violations...)
+	return r
+}
+
+// faultsOn turns the fault proxy's faults on for a faultyMember round and
+// returns its counters before.
+func (c *chaos) faultsOn(r *roundResult, event func(string, ...any)) (faultproxy.Stats, bool) {
+	proxy := c.e.f.Proxy(proxiedMember)
+	before := proxy.Stats()
+	if err := proxy.SetFaults(faults); err != nil {
+		r.failures = append(r.failures, "setting faults: "+err.Error())
+		return before, false
+	}
+	event("fault proxy of %s on: %.0f%% of requests fail (500/429/timeout %s), +%s latency", proxiedMember, faults.Rate*100, faults.TimeoutHold, faults.Latency)
+	return before, true
+}
+
+// faultsOff turns the faults off and notes what the proxy did meanwhile.
+func (c *chaos) faultsOff(r *roundResult, before faultproxy.Stats, event func(string, ...any)) {
+	proxy := c.e.f.Proxy(proxiedMember)
+	_ = proxy.SetFaults(faultproxy.Faults{})
+	st := proxy.Stats()
+	r.notes = append(r.notes, fmt.Sprintf("proxy: %d requests, %d forwarded, %d x 500, %d x 429, %d timeouts (%d of them mutations that took effect)",
+		st.Requests-before.Requests, st.Forwarded-before.Forwarded, st.InternalErrors-before.InternalErrors,
+		st.TooManyRequests-before.TooManyRequests, st.Timeouts-before.Timeouts, st.TimeoutsForwarded-before.TimeoutsForwarded))
+	event("fault proxy off")
+}
+
+// eventf returns the round's timeline writer: wall clock before the scale,
+// times relative to the scale and the disruption after it.
+func (r *roundResult) eventf(check *roundCheck) func(string, ...any) {
+	return func(format string, args ...any) {
+		now := time.Now()
+		line := fmt.Sprintf(format, args...)
+		if !check.start.IsZero() {
+			line = relTime(now, check.start, check.disrupted) + " " + line
+		} else {
+			line = now.Format("15:04:05.000") + " " + line
+		}
+		r.timeline = append(r.timeline, line)
+	}
+}
+
+// waitProgress waits until a tenth of the round's change has happened
+// (mid-scale, when the disruption lands) and returns the pods created and
+// deleted so far.
+func (r *roundResult) waitProgress(obs *observer) (int, int) {
 	need := max(abs(r.to-r.from)/10, 1)
 	progressed := tryPollFast(time.Minute, func() bool {
 		created, deleted := obs.progress()
-		if spec.up {
+		if r.spec.up {
 			return created >= need
 		}
 		return deleted >= need
@@ -408,56 +501,39 @@ func (c *chaos) round(n int, spec roundSpec) *roundResult {
 	if !progressed {
 		r.failures = append(r.failures, fmt.Sprintf("no progress within 1m of the scale: %d created, %d deleted", created, deleted))
 	}
-	event("%d pods created, %d deleted so far: disrupting (%s)", created, deleted, spec.kind)
-	check.disrupted = time.Now()
-	c.disrupt(ctx, spec.kind, r, event)
+	return created, deleted
+}
 
-	// Converged means the target state holds for settle after the
-	// disruption is over: a resumed or restarted process acts late.
+// awaitConverged waits until the target state want holds for settle after
+// the disruption is over (a resumed or restarted process acts late), or
+// until convergeBound after the scale, stops track and records the outcome
+// in r.
+func (c *chaos) awaitConverged(r *roundResult, track *convergence, check roundCheck, want split, event func(string, ...any)) {
 	over := time.Now()
 	deadline := check.start.Add(convergeBound)
 	var conv bool
 	var since time.Time
-	var last string
 	for {
-		if conv, since, last = track.wait(deadline); !conv {
-			break
-		}
-		if track.holds(since, maxTime(since, over).Add(settle)) {
+		conv, since, r.final = track.wait(deadline)
+		if !conv || track.holds(since, maxTime(since, over).Add(settle)) {
 			break
 		}
 		event("target state broke after holding since %s", relTime(since, check.start, check.disrupted))
 	}
 	track.stop()
-	if conv {
-		r.converged = true
-		r.convergeIn = since.Sub(check.start)
-		r.statusLag = since.Sub(track.podsAtSince())
-		r.afterDisr = since.Sub(check.disrupted)
-		event("converged to %s since %s", split(want), relTime(since, check.start, check.disrupted))
-		if since.Before(check.disrupted) {
-			r.notes = append(r.notes, "the scale had converged before the disruption landed")
-		}
-	} else {
-		r.failures = append(r.failures, fmt.Sprintf("not converged to %s within %s of the scale: %s", split(want), convergeBound, last))
-		event("not converged: %s", last)
+	if !conv {
+		r.failures = append(r.failures, fmt.Sprintf("not converged to %s within %s of the scale: %s", want, convergeBound, r.final))
+		event("not converged: %s", r.final)
+		return
 	}
-	r.final = last
-	if spec.kind.leader() {
-		r.handover = c.handoverOf(ctx, term, check.disrupted, event)
+	r.converged = true
+	r.convergeIn = since.Sub(check.start)
+	r.statusLag = since.Sub(track.podsAtSince())
+	r.afterDisr = since.Sub(check.disrupted)
+	event("converged to %s since %s", want, relTime(since, check.start, check.disrupted))
+	if since.Before(check.disrupted) {
+		r.notes = append(r.notes, "the scale had converged before the disruption landed")
 	}
-	if spec.kind == faultyMember {
-		_ = proxy.SetFaults(faultproxy.Faults{})
-		st := proxy.Stats()
-		r.notes = append(r.notes, fmt.Sprintf("proxy: %d requests, %d forwarded, %d x 500, %d x 429, %d timeouts (%d of them mutations that took effect)",
-			st.Requests-before.Requests, st.Forwarded-before.Forwarded, st.InternalErrors-before.InternalErrors,
-			st.TooManyRequests-before.TooManyRequests, st.Timeouts-before.Timeouts, st.TimeoutsForwarded-before.TimeoutsForwarded))
-		event("fault proxy off")
-	}
-	stopObs()
-	r.findings = obs.analyze(check)
-	r.failures = append(r.failures, r.findings.violations...)
-	return r
 }
 
 // disrupt applies one disruption and brings stopped replicas back.
@@ -468,7 +544,7 @@ func (c *chaos) disrupt(ctx context.Context, kind disruption, r *roundResult, ev
 		event("%s", msg)
 	}
 	old, oldTerm := c.leader(ctx)
-	if kind.leader() && old == nil {
+	if (kind.leader() || kind.owner()) && old == nil {
 		// A status request answers within a second on an idle machine but
 		// not always under load; look again before calling it missing.
 		tryPoll(30*time.Second, func(ctx context.Context) (bool, error) {
@@ -476,11 +552,13 @@ func (c *chaos) disrupt(ctx context.Context, kind disruption, r *roundResult, ev
 			return old != nil, nil
 		})
 	}
-	if kind.leader() && old == nil {
+	if (kind.leader() || kind.owner()) && old == nil {
 		fail("no leader to disrupt within 30s (replicas: %s)", c.describeStatuses(ctx))
 		return
 	}
 	switch kind {
+	case ownerKill, ownerStop:
+		c.disruptOwner(ctx, kind, old, r, event)
 	case followerTerm:
 		var f *fleet.Replica
 		for _, x := range c.e.f.Replicas {
@@ -518,27 +596,7 @@ func (c *chaos) disrupt(ctx context.Context, kind disruption, r *roundResult, ev
 			}
 		}
 	case leaderStop:
-		if err := old.Pause(); err != nil {
-			fail("SIGSTOP: %v", err)
-			return
-		}
-		event("SIGSTOP to leader %s (term %d)", old.ID, oldTerm)
-		// The pause itself is the disruption, not a wait for a condition.
-		time.Sleep(stopFor)
-		if err := old.Resume(); err != nil {
-			fail("SIGCONT: %v", err)
-			return
-		}
-		event("SIGCONT to %s", old.ID)
-		// Followers normally elect a leader while it is frozen; if it kept
-		// its term that is worth knowing, but breaks no promise.
-		if !c.waitNewLeader(ctx, nil, oldTerm, nil, event) {
-			if l, t := c.leader(ctx); l != nil {
-				r.notes = append(r.notes, fmt.Sprintf("no election during the %s pause: %s still leads in term %d", stopFor, l.ID, t))
-			} else {
-				fail("no leader within 1m of SIGCONT")
-			}
-		}
+		c.stopLeader(ctx, old, oldTerm, r, event, fail)
 	case leaderKill:
 		old.Kill()
 		event("SIGKILL to leader %s (term %d)", old.ID, oldTerm)
@@ -554,6 +612,31 @@ func (c *chaos) disrupt(ctx context.Context, kind disruption, r *roundResult, ev
 		}
 	case faultyMember:
 		// Faults run for the whole round.
+	}
+}
+
+// stopLeader freezes the leader for stopFor and resumes it.
+func (c *chaos) stopLeader(ctx context.Context, old *fleet.Replica, oldTerm uint64, r *roundResult, event, fail func(string, ...any)) {
+	if err := old.Pause(); err != nil {
+		fail("SIGSTOP: %v", err)
+		return
+	}
+	event("SIGSTOP to leader %s (term %d)", old.ID, oldTerm)
+	// The pause itself is the disruption, not a wait for a condition.
+	time.Sleep(stopFor)
+	if err := old.Resume(); err != nil {
+		fail("SIGCONT: %v", err)
+		return
+	}
+	event("SIGCONT to %s", old.ID)
+	// Followers normally elect a leader while it is frozen; if it kept
+	// its term that is worth knowing, but breaks no promise.
+	if !c.waitNewLeader(ctx, nil, oldTerm, nil, event) {
+		if l, t := c.leader(ctx); l != nil {
+			r.notes = append(r.notes, fmt.Sprintf("no election during the %s pause: %s still leads in term %d", stopFor, l.ID, t))
+		} else {
+			fail("no leader within 1m of SIGCONT")
+		}
 	}
 }
 
@@ -798,9 +881,9 @@ func (r *roundResult) detail() string {
 // appendRoundsLog adds every round's summary, findings and timeline to
 // chaos-rounds.log.
 func (c *chaos) appendRoundsLog(r *roundResult) {
-	f, err := os.OpenFile(filepath.Join(c.art, "chaos-rounds.log"), os.O_APPEND|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(filepath.Join(c.art, c.prefix+"-rounds.log"), os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		c.t.Errorf("opening chaos-rounds.log: %v", err)
+		c.t.Errorf("opening %s-rounds.log: %v", c.prefix, err)
 		return
 	}
 	defer func() { _ = f.Close() }()
@@ -809,7 +892,7 @@ func (c *chaos) appendRoundsLog(r *roundResult) {
 
 // writeRoundLog saves a failed round's details and the replicas' log tails.
 func (c *chaos) writeRoundLog(r *roundResult) string {
-	name := fmt.Sprintf("chaos-round-%02d.log", r.n)
+	name := fmt.Sprintf("%s-round-%02d.log", c.prefix, r.n)
 	var b strings.Builder
 	fmt.Fprintf(&b, "round %d: %s, scale %d -> %d of %s/%s\n%s\n", r.n, r.spec.kind, r.from, r.to, c.e.ns, c.name, r.detail())
 	for _, x := range c.e.f.Replicas {
