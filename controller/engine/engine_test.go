@@ -74,6 +74,8 @@ func ownedPod(mrs *v1alpha1.MemberReplicaSet, name string) *corev1.Pod {
 // counters records API calls the engine makes.
 type counters struct {
 	creates, deletes, patches, statusUpdates, liveGets atomic.Int32
+	// liveLists counts the quorum lists (the live reader's List).
+	liveLists atomic.Int32
 }
 
 type harness struct {
@@ -158,7 +160,7 @@ func newHarness(t *testing.T, w *Workload, o hopts) *harness {
 		WithStatusSubresource(&v1alpha1.MemberReplicaSet{}).WithInterceptorFuncs(f).Build()
 	live := o.live
 	if live == nil {
-		live = countingReader{h.cl, &h.n.liveGets}
+		live = countingReader{h.cl, &h.n.liveGets, &h.n.liveLists}
 	}
 	h.store = expectations.NewMemory(0, clocktesting.NewFakeClock(now))
 	var st expectations.Store = h.store
@@ -180,7 +182,14 @@ func newHarness(t *testing.T, w *Workload, o hopts) *harness {
 
 type countingReader struct {
 	client.Reader
-	n *atomic.Int32
+	n, lists *atomic.Int32
+}
+
+func (r countingReader) List(ctx context.Context, l client.ObjectList, opts ...client.ListOption) error {
+	if r.lists != nil {
+		r.lists.Add(1)
+	}
+	return r.Reader.List(ctx, l, opts...)
 }
 
 func (r countingReader) Get(ctx context.Context, k client.ObjectKey, o client.Object, opts ...client.GetOption) error {

@@ -271,8 +271,10 @@ func (e *Engine) deleteExact(ctx context.Context, key fedref.MemberObject, mrs *
 				// It may still land (a timeout, a call cancelled by a
 				// handover): the expectation stays, so neither this leader
 				// nor the next chooses another victim while this one may
-				// still go; the next reconcile sends it again (upstream
-				// settles every failed delete at once).
+				// still go; the next sync settles it from a quorum list
+				// and sends what is still due again (upstream settles
+				// every failed delete at once).
+				e.verified.uncertain(key)
 			}
 			e.event(mrs, corev1.EventTypeWarning, ReasonFailedDelete, "Delete", "Error deleting: %v", err)
 			errs <- fmt.Errorf("unable to delete pods: %w", err)

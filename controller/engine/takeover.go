@@ -55,6 +55,20 @@ func (v *verified) unsatisfiedFor(k fedref.MemberObject, now time.Time) time.Dur
 	return now.Sub(t)
 }
 
+// uncertain marks key's expectations as due for a quorum list at its next
+// sync, as if they had been unsatisfied for longer than any requeue: a
+// write of it ended without an answer (a delete that timed out or was
+// cancelled may still land), so no informer event may ever settle it, and
+// waiting for the unsatisfied requeue only delays the next pass.
+func (v *verified) uncertain(k fedref.MemberObject) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.since == nil {
+		v.since = map[fedref.MemberObject]time.Time{}
+	}
+	v.since[k] = time.Time{} // the zero time: unsatisfied "forever"
+}
+
 // satisfied ends the unsatisfied period of key.
 func (v *verified) satisfied(k fedref.MemberObject) {
 	v.mu.Lock()

@@ -265,3 +265,48 @@ func mustSelector(t *testing.T, w *Workload) labels.Selector {
 	}
 	return s
 }
+
+// TestUncertainDeleteSettlesAtNextSync: a delete that ended without an
+// answer (a timeout) may still land, so its expectation stays; the next
+// sync settles the key from a quorum list at once instead of waiting for
+// the unsatisfied requeue (a member owner whose lease lapsed mid-delete
+// otherwise waited that long after it could write again). A sync after a
+// delete that failed for sure lists nothing.
+func TestUncertainDeleteSettlesAtNextSync(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		deleteErr error
+		wantList  bool
+	}{
+		{"timed out", fmt.Errorf("deleting: %w", context.DeadlineExceeded), true},
+		{"refused", apierrors.NewForbidden(corev1.Resource("pods"), "p", errors.New("no")), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := workload(1)
+			m := mrsFor(w)
+			fail := true
+			h := newHarness(t, w, hopts{
+				objs: []client.Object{ownedPod(m, "a"), ownedPod(m, "b"), ownedPod(m, "c")},
+				funcs: interceptor.Funcs{Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+					if fail {
+						return tc.deleteErr
+					}
+					return c.Delete(ctx, obj, opts...)
+				}},
+			})
+			h.observeAll()
+			if _, err := h.sync(); err == nil {
+				t.Fatal("the first sync's deletes failed, want its error")
+			}
+			if h.n.deletes.Load() != 2 {
+				t.Fatalf("%d deletes, want 2", h.n.deletes.Load())
+			}
+			fail = false
+			before := h.n.liveLists.Load()
+			_, _ = h.sync()
+			if listed := h.n.liveLists.Load() > before; listed != tc.wantList {
+				t.Fatalf("quorum list at the next sync: %v, want %v", listed, tc.wantList)
+			}
+		})
+	}
+}
