@@ -154,18 +154,16 @@ func (m *Manager) Refresh(ctx context.Context) {
 	m.switching.Lock()
 	defer m.switching.Unlock()
 	m.mu.Lock()
-	var switches []*member
-	names := map[*member]string{}
+	switches := map[string]*member{}
 	for n, mem := range m.members {
 		if m.owned(n) != (mem.w != nil) {
-			switches = append(switches, mem)
-			names[mem] = n
+			switches[n] = mem
 		}
 	}
 	m.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, mem := range switches {
-		wg.Go(func() { m.switchRun(ctx, names[mem], mem) })
+	for n, mem := range switches {
+		wg.Go(func() { m.switchRun(ctx, n, mem) })
 	}
 	wg.Wait()
 }

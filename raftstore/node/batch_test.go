@@ -217,16 +217,7 @@ func TestApplyAllSharesOneEntry(t *testing.T) {
 // one request and its commands share one entry there, each with its own
 // result (a member owner's round of reservations, with sharding).
 func TestApplyAllFromAFollower(t *testing.T) {
-	c := tu.NewCluster(t, 3, tu.StableTimers)
-	c.StartAll()
-	l := c.WaitVoters(3, 60*time.Second)
-	waitAllHave(t, c.Live(), node.FeatureBatch)
-	var f *node.Node
-	for _, n := range c.Live() {
-		if n != l {
-			f = n
-		}
-	}
+	l, f := leaderAndFollower(t)
 	term := l.LastLeaderTerm()
 	key := func(i int) fsm.Key { return fsm.Key{Cluster: "m1", Namespace: "ns", Name: fmt.Sprintf("fwd%d", i)} }
 	var cmds []fsm.Command
@@ -308,4 +299,20 @@ func TestApplyAllRetriesAFailedEntry(t *testing.T) {
 			}
 		})
 	}
+}
+
+// leaderAndFollower starts three nodes that all batch and returns the
+// leader and one follower.
+func leaderAndFollower(t *testing.T) (l, f *node.Node) {
+	t.Helper()
+	c := tu.NewCluster(t, 3, tu.StableTimers)
+	c.StartAll()
+	l = c.WaitVoters(3, 60*time.Second)
+	waitAllHave(t, c.Live(), node.FeatureBatch)
+	for _, n := range c.Live() {
+		if n != l {
+			f = n
+		}
+	}
+	return l, f
 }

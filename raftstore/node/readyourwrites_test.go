@@ -7,7 +7,6 @@ import (
 
 	tu "github.com/replicafed/replicafed/internal/test/rafttest"
 	"github.com/replicafed/replicafed/raftstore/fsm"
-	"github.com/replicafed/replicafed/raftstore/node"
 )
 
 // TestFollowerReadsItsOwnWrites: a follower's Apply and ApplyAll return
@@ -16,16 +15,7 @@ import (
 // it: its next sync must see the deletes it just recorded as pending, or
 // it deletes again.
 func TestFollowerReadsItsOwnWrites(t *testing.T) {
-	c := tu.NewCluster(t, 3, tu.StableTimers)
-	c.StartAll()
-	l := c.WaitVoters(3, 60*time.Second)
-	waitAllHave(t, c.Live(), node.FeatureBatch)
-	var f *node.Node
-	for _, n := range c.Live() {
-		if n != l {
-			f = n
-		}
-	}
+	l, f := leaderAndFollower(t)
 	ctx := tu.Ctx(t, 30*time.Second)
 	term := l.LastLeaderTerm()
 	for i := range 20 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"time"
 
@@ -274,16 +275,18 @@ func (f *usageFollower) handOver() {
 	pending, all := f.pending, f.all
 	f.pending, f.all = map[string]bool{}, false
 	f.mu.Unlock()
+	usages := map[string]fsm.MemberUsage{}
 	if all {
-		for m := range f.n.FSM().Owners() {
-			pending[m] = true
-		}
+		maps.Copy(usages, f.n.FSM().AllMemberUsage())
 	}
 	for m := range pending {
-		mu, ok := f.n.MemberUsage(m)
-		if !ok {
-			continue // moved or dropped: the tracker keeps the last one until the new owner publishes
+		// A member moved or dropped has none: the tracker keeps the last
+		// one until the new owner publishes.
+		if mu, ok := f.n.MemberUsage(m); ok {
+			usages[m] = mu
 		}
+	}
+	for m, mu := range usages {
 		u, err := capacity.DecodeUsage(mu.Usage)
 		if err == nil {
 			err = f.tracker.SetUsage(m, u)
