@@ -349,6 +349,10 @@ type Metrics struct {
 	// PerFRSSummary (totals per FederatedReplicaSet) or PerFRSMembers (plus
 	// one row per member cluster).
 	PerFRS string `mapstructure:"perFRS"`
+	// Profiling serves the Go runtime's profiles (net/http/pprof) under
+	// /debug/pprof/ on the metrics endpoint, behind the same authentication
+	// and authorization as /metrics when Secure.
+	Profiling bool `mapstructure:"profiling"`
 }
 
 // Values of metrics.perFRS.

@@ -97,6 +97,7 @@ func TestDefaultsAreValid(t *testing.T) {
 		{"failover.healthProbe.timeout", cfg.Failover.HealthProbe.Timeout, 3 * time.Second},
 		{"metrics.bindAddress", cfg.Metrics.BindAddress, ":8080"},
 		{"metrics.perFRS", cfg.Metrics.PerFRS, "summary"},
+		{"metrics.profiling", cfg.Metrics.Profiling, false},
 		{"hub.leaderLease.name", cfg.Hub.LeaderLease.Name, "replicafed-leader"},
 		{"hub.leaderLease.renewInterval", cfg.Hub.LeaderLease.RenewInterval, 5 * time.Second},
 		{"health.probeAddress", cfg.Health.ProbeAddress, ":8081"},

@@ -100,6 +100,7 @@ var settings = []setting{
 
 	{key: "metrics.bindAddress", def: ":8080", usage: `metrics listen host:port; "0" disables`},
 	{key: "metrics.secure", def: true, usage: "serve metrics over HTTPS, each request authenticated (TokenReview) and authorized (SubjectAccessReview, get on /metrics) by the hub API server"},
+	{key: "metrics.profiling", def: false, usage: "serve Go runtime profiles at /debug/pprof/ on the metrics endpoint (with metrics.secure each request is authorized for get on its /debug/pprof/... non-resource URL; without it, warned at every start)"},
 	{key: "metrics.perFRS", def: PerFRSSummary, usage: "per-FederatedReplicaSet gauges on the raft leader: off, summary (totals per FRS) or members (plus a row per member)"},
 	{key: "health.probeAddress", def: ":8081", usage: `health probe listen host:port; "0" disables`},
 }

@@ -155,6 +155,9 @@ func (c *Config) Validate() error {
 	if m := c.Metrics.PerFRS; m != PerFRSOff && m != PerFRSSummary && m != PerFRSMembers {
 		p.add("metrics.perFRS", "must be %s, %s or %s, got %q", PerFRSOff, PerFRSSummary, PerFRSMembers, m)
 	}
+	if c.Metrics.Profiling && c.Metrics.BindAddress == disabledAddress {
+		p.add("metrics.profiling", "profiles are served on the metrics endpoint, which metrics.bindAddress %q disables", disabledAddress)
+	}
 	return errors.Join(p...)
 }
 

@@ -42,6 +42,7 @@ func TestValidBaseAccepted(t *testing.T) {
 		{"leader lease off", func(c *Config) { c.Hub.LeaderLease = LeaderLease{} }},
 		{"per-FRS metrics off", func(c *Config) { c.Metrics.PerFRS = PerFRSOff }},
 		{"per-FRS metrics per member", func(c *Config) { c.Metrics.PerFRS = PerFRSMembers }},
+		{"profiling on the metrics endpoint", func(c *Config) { c.Metrics.Profiling = true }},
 		{"pod cache unbounded", func(c *Config) { c.Controller.MaxCachedPodsPerMember = 0 }},
 		{"sharding on, shortest lease, margin = lease", func(c *Config) {
 			c.Sharding = Sharding{Enabled: true, Lease: 3 * time.Second, Margin: 3 * time.Second, OwnedPodsOnly: true, UsageInterval: 500 * time.Millisecond}
@@ -190,6 +191,7 @@ func TestValidateRefuses(t *testing.T) {
 
 		{"metrics malformed", func(c *Config) { c.Metrics.BindAddress = "metrics" }, []string{"metrics.bindAddress"}, "host:port"},
 		{"per-FRS metrics unknown", func(c *Config) { c.Metrics.PerFRS = "all" }, []string{"metrics.perFRS"}, `must be off, summary or members, got "all"`},
+		{"profiling without metrics", func(c *Config) { c.Metrics.Profiling = true; c.Metrics.BindAddress = "0" }, []string{"metrics.profiling"}, `which metrics.bindAddress "0" disables`},
 		{"health port out of range", func(c *Config) { c.Health.ProbeAddress = ":65536" }, []string{"health.probeAddress"}, "1-65535"},
 		{"health shares metrics port", func(c *Config) { c.Health.ProbeAddress = ":8080" }, []string{"health.probeAddress"}, "port 8080 is also used by metrics.bindAddress"},
 		{"admin shares raft port", func(c *Config) { c.Raft.AdminAddress = "10.0.0.1:7000" }, []string{"raft.adminAddress"}, "also used by raft.bindAddress"},

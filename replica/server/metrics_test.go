@@ -24,7 +24,8 @@ import (
 // TestSecureMetrics: with metrics.secure the metrics endpoint serves the
 // raft certificate and answers only tokens the real hub API server
 // authenticates and authorizes for get on /metrics (the chart's
-// metrics-reader role).
+// metrics-reader role); with metrics.profiling its /debug/pprof/ profiles
+// need their own non-resource URLs, which the metrics reader lacks.
 func TestSecureMetrics(t *testing.T) {
 	hub := testcluster.Start(t, testcluster.Options{Name: "hub"})
 	kube := kubernetes.NewForConfigOrDie(hub.Config)
@@ -42,20 +43,25 @@ func TestSecureMetrics(t *testing.T) {
 		}
 		return tr.Status.Token
 	}
-	scraper, nobody := token("scraper"), token("nobody")
-	if _, err := kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "metrics-reader"},
-		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	scraper, profiler, nobody := token("scraper"), token("profiler"), token("nobody")
+	bind := func(sa string, urls ...string) {
+		t.Helper()
+		if _, err := kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: sa},
+			Rules:      []rbacv1.PolicyRule{{NonResourceURLs: urls, Verbs: []string{"get"}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: sa},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: sa},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: "default"}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "metrics-reader"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "metrics-reader"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "scraper", Namespace: "default"}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	bind("scraper", "/metrics")
+	bind("profiler", "/debug/pprof/*")
 
 	ca, err := testpki.NewCA("raft")
 	if err != nil {
@@ -67,7 +73,7 @@ func TestSecureMetrics(t *testing.T) {
 	}
 	addr := freeAddr(t)
 	cfg := &config.Config{
-		Metrics: config.Metrics{BindAddress: addr, Secure: true},
+		Metrics: config.Metrics{BindAddress: addr, Secure: true, Profiling: true},
 		Raft:    config.Raft{TLS: config.TLS{CertFile: files.CertFile, KeyFile: files.KeyFile, CAFile: files.CAFile}},
 	}
 	mgr, err := manager.New(hub.Config, manager.Options{Metrics: metricsOptions(cfg), Logger: logr.Discard()})
@@ -90,8 +96,12 @@ func TestSecureMetrics(t *testing.T) {
 	}
 	tlsCfg.ServerName = "127.0.0.1"
 	hc := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
-	get := func(tok string) (int, error) {
-		req, _ := http.NewRequest(http.MethodGet, "https://"+addr+"/metrics", nil)
+	get := func(tok string, path ...string) (int, error) {
+		url := "https://" + addr + "/metrics"
+		if len(path) > 0 {
+			url = "https://" + addr + path[0]
+		}
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
 		if tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}
@@ -122,9 +132,24 @@ func TestSecureMetrics(t *testing.T) {
 		// authenticator fails on a token it cannot parse.
 		{"invalid token", "not-a-token", []int{http.StatusUnauthorized, http.StatusInternalServerError}},
 		{"authenticated, not authorized", nobody, []int{http.StatusForbidden}},
+		{"profiler on /metrics", profiler, []int{http.StatusForbidden}},
 	} {
 		if code, err := get(tc.token); err != nil || !slices.Contains(tc.want, code) {
 			t.Errorf("%s: got %d %v, want one of %v", tc.name, code, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		name, token, path string
+		want              int
+	}{
+		{"heap profile, no token", "", "/debug/pprof/heap", http.StatusUnauthorized},
+		{"heap profile, metrics reader", scraper, "/debug/pprof/heap", http.StatusForbidden},
+		{"heap profile, profiler", profiler, "/debug/pprof/heap", http.StatusOK},
+		{"profile index, profiler", profiler, "/debug/pprof/", http.StatusOK},
+		{"goroutines, nobody", nobody, "/debug/pprof/goroutine", http.StatusForbidden},
+	} {
+		if code, err := get(tc.token, tc.path); err != nil || code != tc.want {
+			t.Errorf("%s: got %d %v, want %d", tc.name, code, err, tc.want)
 		}
 	}
 	if code, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + addr + "/metrics"); err == nil && code.StatusCode == http.StatusOK {

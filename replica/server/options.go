@@ -2,6 +2,8 @@ package server
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/pprof"
 	"path/filepath"
 	"time"
 
@@ -47,6 +49,9 @@ func hubConfig(cfg *config.Config) (*rest.Config, error) {
 // else a self-signed one.
 func metricsOptions(cfg *config.Config) metricsserver.Options {
 	o := metricsserver.Options{BindAddress: cfg.Metrics.BindAddress}
+	if cfg.Metrics.Profiling {
+		o.ExtraHandlers = profilingHandlers()
+	}
 	if !cfg.Metrics.Secure {
 		return o
 	}
@@ -56,6 +61,34 @@ func metricsOptions(cfg *config.Config) metricsserver.Options {
 		o.CertDir, o.CertName, o.KeyName = filepath.Dir(t.CertFile), filepath.Base(t.CertFile), filepath.Base(t.KeyFile)
 	}
 	return o
+}
+
+// profilingHandlers are net/http/pprof's handlers by path, for the
+// metrics server: it wraps each in the same filter as /metrics, so with
+// metrics.secure a caller needs get on the profile's own non-resource URL
+// (say /debug/pprof/heap). pprof.Index serves every named profile under
+// its prefix.
+func profilingHandlers() map[string]http.Handler {
+	return map[string]http.Handler{
+		"/debug/pprof/":        http.HandlerFunc(pprof.Index),
+		"/debug/pprof/cmdline": http.HandlerFunc(pprof.Cmdline),
+		"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
+		"/debug/pprof/symbol":  http.HandlerFunc(pprof.Symbol),
+		"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
+	}
+}
+
+// metricsWarnings are the start-up warnings of the metrics endpoint's
+// insecure settings.
+func metricsWarnings(m config.Metrics) []string {
+	if m.BindAddress == "0" || m.Secure {
+		return nil
+	}
+	w := []string{"metrics.secure is false: " + m.BindAddress + " serves metrics over plain HTTP to anyone who can reach it"}
+	if m.Profiling {
+		w = append(w, "metrics.profiling is on without metrics.secure: anyone who can reach "+m.BindAddress+" can read this process's profiles (its heap holds pod specs) and keep its CPU busy")
+	}
+	return w
 }
 
 // registryOptions maps the configuration to the member registry's options.

@@ -34,6 +34,33 @@ func TestHealthOptions(t *testing.T) {
 	}
 }
 
+// TestMetricsWarnings: the plain-HTTP endpoint is warned about at start,
+// and profiles on it once more; a secure or disabled endpoint is not.
+func TestMetricsWarnings(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		in       config.Metrics
+		warnings int
+		handlers bool
+	}{
+		{"secure", config.Metrics{BindAddress: ":8080", Secure: true}, 0, false},
+		{"secure with profiles", config.Metrics{BindAddress: ":8080", Secure: true, Profiling: true}, 0, true},
+		{"plain", config.Metrics{BindAddress: ":8080"}, 1, false},
+		{"plain with profiles", config.Metrics{BindAddress: ":8080", Profiling: true}, 2, true},
+		{"disabled", config.Metrics{BindAddress: "0"}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := metricsWarnings(tc.in); len(got) != tc.warnings {
+				t.Errorf("metricsWarnings(%+v) = %q, want %d warnings", tc.in, got, tc.warnings)
+			}
+			o := metricsOptions(&config.Config{Metrics: tc.in})
+			if _, ok := o.ExtraHandlers["/debug/pprof/"]; ok != tc.handlers {
+				t.Errorf("profile handlers served: %t, want %t", ok, tc.handlers)
+			}
+		})
+	}
+}
+
 // roundTripFunc answers every request that reaches the transport.
 type roundTripFunc func(*http.Request) (*http.Response, error)
 

@@ -148,6 +148,9 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	defer unregisterFRS()
 
 	log.Info("Starting replicafed", "raftID", n.ServerID(), "raftAddress", n.Address())
+	for _, w := range metricsWarnings(cfg.Metrics) {
+		log.Info("WARNING: " + w)
+	}
 	return runManager(ctx, mgr, n, log)
 }
 
