@@ -15,7 +15,9 @@
 // ("single,many"), BENCH_SYSTEMS ("replicafed,kcm"), BENCH_CONFIG (JSON merged
 // into every replica's configuration), BENCH_OUT (also write the table there),
 // BENCH_RAW (write every run's raw figures there, JSON lines), BENCH_SERVERS
-// (replicafed replicas, 3; at most 7).
+// (replicafed replicas, 3; at most 7), BENCH_PROFILE (a directory: turn on
+// metrics.profiling and save every replica's heap profile there at the end
+// of each replicafed run).
 package main
 
 import (
@@ -42,6 +44,8 @@ type settings struct {
 	Scenarios, Systems []string
 	Config             map[string]any
 	Out, Raw           string
+	// Profile is where heap profiles go; empty takes none.
+	Profile string
 	// Idle is the steady-state window measured after each replicafed run.
 	Idle time.Duration
 	// Binary is a prebuilt replicafed (to compare builds); empty builds
@@ -97,6 +101,7 @@ func loadSettings() (settings, error) {
 		}
 	}
 	s.Out, s.Raw, s.Binary = os.Getenv("BENCH_OUT"), os.Getenv("BENCH_RAW"), os.Getenv("BENCH_BINARY")
+	s.Profile = os.Getenv("BENCH_PROFILE")
 	s.Idle = 20 * time.Second
 	if v := os.Getenv("BENCH_IDLE"); v != "" {
 		d, err := time.ParseDuration(v)

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,6 +145,50 @@ func scrapeAPIServer(ctx context.Context, cfg *rest.Config) (promtext.Samples, e
 
 func (p *prober) scrapeReplica(ctx context.Context, addr string) (promtext.Samples, error) {
 	return promtext.Get(ctx, p.http, "http://"+addr+"/metrics")
+}
+
+// heapProfiles saves every replica's heap profile, taken after a
+// collection so that it holds live objects only, in dir as
+// <prefix>-<replica>.heap.pb.gz, the raft leader's as
+// <prefix>-<replica>-leader.heap.pb.gz.
+func (p *prober) heapProfiles(ctx context.Context, dir, prefix string, s snapshot) error {
+	for id, addr := range p.replicas {
+		name := prefix + "-" + id
+		if s.replicas[id].Sum(mRaftLeader, nil) == 1 {
+			name += "-leader"
+		}
+		if err := p.save(ctx, "http://"+addr+"/debug/pprof/heap?gc=1", filepath.Join(dir, name+".heap.pb.gz")); err != nil {
+			return fmt.Errorf("saving the heap profile of replica %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// save writes what url answers to path.
+func (p *prober) save(ctx context.Context, url, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := p.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // readProc reads a process's CPU time and resident set from /proc.

@@ -87,6 +87,12 @@ func run(ctx context.Context, s settings) error {
 		"metrics":    map[string]any{"secure": false, "perFRS": "summary"},
 		"controller": map[string]any{"memberQPS": s.MemberQPS, "memberBurst": s.MemberBurst},
 	}
+	if s.Profile != "" {
+		if err := os.MkdirAll(s.Profile, 0o755); err != nil {
+			return fmt.Errorf("BENCH_PROFILE: %w", err)
+		}
+		cfg["metrics"].(map[string]any)["profiling"] = true
+	}
 	fleet.MergeConfig(cfg, s.Config)
 	say("machine: %d CPUs, load %s", runtime.NumCPU(), loadavg.Read())
 	say("settings: %d replicafed replicas, %d members, memberQPS %g burst %d, single 0->%d, many %d x %d, %d runs, scenarios %v, systems %v",
@@ -492,6 +498,11 @@ func (b *bench) measureReplicafed(ctx context.Context, ns, scenario string) (rep
 	after, err := b.probe.snapshot(ctx, nil)
 	if err != nil {
 		return report.Run{}, err
+	}
+	if b.s.Profile != "" {
+		if err := b.probe.heapProfiles(ctx, b.s.Profile, ns, after); err != nil {
+			return report.Run{}, err
+		}
 	}
 	created, ready, perMember := w.result()
 	r := report.Run{Scenario: b.label(scenario), System: systemReplicafed, Pods: pods, FRS: objects,
