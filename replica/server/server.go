@@ -107,8 +107,9 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	}
 	local := mgr.GetLocalManager()
 	link := newHubLink(ctx, cfg, local, n, store)
-	workers := newWorkers(cfg, store, n, link, shard)
-	mem, err := setupMembers(ctx, mgr, regOpts, provider, workers, link, n, shard.ownedHere(cfg, n))
+	owned := shard.ownedHere(cfg, n)
+	workers := newWorkers(cfg, store, n, link, shard, owned)
+	mem, err := setupMembers(ctx, mgr, regOpts, provider, workers, link, n, owned)
 	if err != nil {
 		return err
 	}
@@ -301,7 +302,7 @@ func newHubLink(ctx context.Context, cfg *config.Config, local manager.Manager, 
 }
 
 // newWorkers returns the manager of the per-member ReplicaSet workers.
-func newWorkers(cfg *config.Config, store *raftexp.Store, n *node.Node, link hubLink, shard *sharding) *worker.Manager {
+func newWorkers(cfg *config.Config, store *raftexp.Store, n *node.Node, link hubLink, shard *sharding, owned func(string) bool) *worker.Manager {
 	o := worker.Options{
 		Workers: cfg.Controller.Workers,
 		// The same bound as the member caches (registry.Options.MaxCachedPods);
@@ -314,7 +315,7 @@ func newWorkers(cfg *config.Config, store *raftexp.Store, n *node.Node, link hub
 		Sink:             link.reports,
 		Gate:             n,
 		GateFor:          shard.gateFor(),
-		Owned:            shard.ownedHere(cfg, n),
+		Owned:            owned,
 		// Well inside the expectations TTL, so a key whose informer events
 		// were lost is settled from a quorum list long before it expires.
 		UnsatisfiedRequeue: min(cfg.Controller.ExpectationsTTL/10, engine.DefaultUnsatisfiedRequeue),
