@@ -345,8 +345,11 @@ func (o *OwnerLease) note(owned []fsm.MemberEpoch) {
 // this replica a member (its writes there wait for a renewal that accepts
 // the new epoch), until ctx ends or the node stops; a failed renewal is
 // logged and the next one tried on time. A renewal that rode in a round
-// (RideRenewal) and was accepted counts: the next is due lease/3 after
-// its send.
+// (RideRenewal) and was accepted counts. The next renewal is due at the
+// multiple of lease/3 since the Unix epoch nearest lease/3 after the
+// latest accepted one's send (alignedDue: between a half and one and a
+// half intervals), so the replicas renew together and the leader commits
+// their renewals in one entry; the lease still runs from each send.
 func (o *OwnerLease) Run(ctx context.Context) {
 	o.running.Store(true)
 	defer o.running.Store(false)
@@ -370,7 +373,7 @@ func (o *OwnerLease) Run(ctx context.Context) {
 		case <-o.clock.After(wait):
 		}
 		o.mu.Lock()
-		wait = o.lastRenewed.Add(interval).Sub(o.clock.Now())
+		wait = alignedDue(o.lastRenewed, interval).Sub(o.clock.Now())
 		o.mu.Unlock()
 	}
 }

@@ -54,8 +54,10 @@ func TestOwnerLeaseRideRenewal(t *testing.T) {
 
 // TestOwnerLeaseRunCountsRiddenRenewal: Run skips its periodic renewal
 // while an accepted ridden renewal is less than the interval old, and
-// renews an interval after that renewal's send. (No member is owned, so
-// Run's timer is the only one on the clock.)
+// renews at the tick of the shared basis (multiples of the interval since
+// the Unix epoch; the fake clock starts on one) nearest an interval after
+// that renewal's send. (No member is owned, so Run's timer is the only
+// one on the clock.)
 func TestOwnerLeaseRunCountsRiddenRenewal(t *testing.T) {
 	const interval = ownerLease / 3
 	l, o, clk := newOwnerLease(t)
@@ -92,10 +94,15 @@ func TestOwnerLeaseRunCountsRiddenRenewal(t *testing.T) {
 	if got := renewalIndex(l, self); got != ridden {
 		t.Fatalf("Run renewed (index %d) although a renewal rode half an interval ago (index %d)", got, ridden)
 	}
-	clk.Step(interval / 2)
+	clk.Step(interval / 2) // an interval after the ride: between two ticks, not due
+	idle()
+	if got := renewalIndex(l, self); got != ridden {
+		t.Fatalf("Run renewed (index %d) off the shared ticks", got)
+	}
+	clk.Step(interval / 2) // the tick nearest an interval after the ride
 	tu.Eventually(t, 30*time.Second, func() error {
 		if renewalIndex(l, self) == ridden {
-			return errors.New("no renewal an interval after the ridden one")
+			return errors.New("no renewal at the tick after the ridden one")
 		}
 		return nil
 	})
