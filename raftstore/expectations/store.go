@@ -835,9 +835,11 @@ func (s *Store) Start(ctx context.Context) error {
 // finds a round of reservations lingering or committing, or expected
 // soon after a crowded one (roundExpected), leaves the observations to it
 // (they ride along, see commitRound): while pods are being created the
-// observations then take no entries of their own.
+// observations then take no entries of their own. The ticks fall on
+// multiples of the interval since the Unix epoch (node.UntilAligned), so
+// the owners' flushes reach the leader together and share an entry.
 func (s *Store) Run(ctx context.Context) {
-	t := time.NewTicker(s.interval)
+	t := time.NewTimer(node.UntilAligned(s.clock.Now(), s.interval))
 	defer t.Stop()
 	for {
 		select {
@@ -847,6 +849,9 @@ func (s *Store) Run(ctx context.Context) {
 			cancel()
 			return
 		case <-t.C:
+			// Re-armed from the basis each time: a late tick does not
+			// shift the later ones.
+			t.Reset(node.UntilAligned(s.clock.Now(), s.interval))
 			if s.roundExpected() {
 				continue
 			}

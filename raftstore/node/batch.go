@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -152,16 +153,36 @@ func (n *Node) enqueue(ps ...*pendingApply) {
 	a.mu.Unlock()
 }
 
+// backgroundLinger is how long the committer holds an entry that would
+// carry only background commands (renewals, usages, observation
+// flushes: nobody waits on them to write to a member) for company. The
+// replicas send those at shared ticks (align.go), a moment apart, so
+// they go in one entry instead of one per replica.
+const backgroundLinger = 20 * time.Millisecond
+
+// background reports whether a command of type t is background work.
+func background(t fsm.Type) bool {
+	return t == fsm.TypeRenewOwnership || t == fsm.TypeSetMemberUsage || t == fsm.TypeSettle
+}
+
 // commitQueued commits what is queued, one entry at a time, until the queue
 // is empty.
 func (n *Node) commitQueued() {
 	a := &n.applier
+	lingered := false
 	for {
 		limit := 1
 		if n.AllServersHave(FeatureBatch) {
 			limit = fsm.MaxBatchCommands
 		}
 		a.mu.Lock()
+		if !lingered && limit > 1 && onlyBackground(a.queue) {
+			a.mu.Unlock()
+			lingered = true
+			n.sleep(context.Background(), backgroundLinger)
+			continue
+		}
+		lingered = false
 		batch := takeBatch(&a.queue, limit)
 		if len(batch) == 0 {
 			a.running = false
@@ -171,6 +192,17 @@ func (n *Node) commitQueued() {
 		a.mu.Unlock()
 		n.commit(batch)
 	}
+}
+
+// onlyBackground reports whether q holds commands, all of them
+// background work.
+func onlyBackground(q []*pendingApply) bool {
+	for _, p := range q {
+		if !background(fsm.TypeOf(p.data)) {
+			return false
+		}
+	}
+	return len(q) > 0
 }
 
 // takeBatch removes the longest prefix of q that fits one entry of at most
