@@ -37,6 +37,11 @@ type applier struct {
 	mu      sync.Mutex
 	queue   []*pendingApply
 	running bool
+	// lingering is set while the committer holds background commands for
+	// company (backgroundLinger); wake ends that at once when a command
+	// others wait on arrives.
+	lingering bool
+	wake      chan struct{}
 }
 
 // applyLocal commits one encoded command through this node's raft (it must
@@ -146,6 +151,12 @@ func (n *Node) enqueue(ps ...*pendingApply) {
 	a := &n.applier
 	a.mu.Lock()
 	a.queue = append(a.queue, ps...)
+	if a.lingering && !onlyBackground(ps) {
+		select {
+		case a.wake <- struct{}{}:
+		default:
+		}
+	}
 	if !a.running {
 		a.running = true
 		go n.commitQueued()
@@ -158,7 +169,7 @@ func (n *Node) enqueue(ps ...*pendingApply) {
 // flushes: nobody waits on them to write to a member) for company. The
 // replicas send those at shared ticks (align.go), a moment apart, so
 // they go in one entry instead of one per replica.
-const backgroundLinger = 20 * time.Millisecond
+var backgroundLinger = 20 * time.Millisecond // a var for the wake-up test
 
 // background reports whether a command of type t is background work.
 func background(t fsm.Type) bool {
@@ -177,9 +188,8 @@ func (n *Node) commitQueued() {
 		}
 		a.mu.Lock()
 		if !lingered && limit > 1 && onlyBackground(a.queue) {
-			a.mu.Unlock()
 			lingered = true
-			n.sleep(context.Background(), backgroundLinger)
+			n.linger(a)
 			continue
 		}
 		lingered = false
@@ -192,6 +202,31 @@ func (n *Node) commitQueued() {
 		a.mu.Unlock()
 		n.commit(batch)
 	}
+}
+
+// linger holds the committer for backgroundLinger, or until a command
+// that is not background work is queued, or the node stops. It is called
+// with a.mu held and returns with it released.
+func (n *Node) linger(a *applier) {
+	if a.wake == nil {
+		a.wake = make(chan struct{}, 1)
+	}
+	select {
+	case <-a.wake: // a stale wake-up from an earlier linger
+	default:
+	}
+	a.lingering = true
+	a.mu.Unlock()
+	t := time.NewTimer(backgroundLinger)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-a.wake:
+	case <-n.stopCh:
+	}
+	a.mu.Lock()
+	a.lingering = false
+	a.mu.Unlock()
 }
 
 // onlyBackground reports whether q holds commands, all of them
