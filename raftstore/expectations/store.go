@@ -837,9 +837,11 @@ func (s *Store) Start(ctx context.Context) error {
 // (they ride along, see commitRound): while pods are being created the
 // observations then take no entries of their own. The ticks fall on
 // multiples of the interval since the Unix epoch (node.UntilAligned), so
-// the owners' flushes reach the leader together and share an entry.
+// the owners' flushes reach the leader together and share an entry; the
+// first comes one to two intervals after the start (a long interval
+// still means no flush for that long).
 func (s *Store) Run(ctx context.Context) {
-	t := time.NewTimer(node.UntilAligned(s.clock.Now(), s.interval))
+	t := time.NewTimer(s.interval + node.UntilAligned(s.clock.Now().Add(s.interval), s.interval))
 	defer t.Stop()
 	for {
 		select {
