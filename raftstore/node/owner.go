@@ -184,16 +184,13 @@ func (o *OwnerLease) RideRenewal() (cmds []fsm.Command, done func([]*fsm.Result)
 	}
 	r := o.newRenewal()
 	return r.commands(), func(res []*fsm.Result) {
-		var first *fsm.Result
-		if len(res) > 0 {
-			first = res[0]
-		}
-		if len(res) > 1 {
-			r.finishUsages(res[1:], nil)
-		} else {
+		if len(res) == 0 {
 			r.finishUsages(nil, nil)
+			o.settle(r, nil)
+			return
 		}
-		o.settle(r, first)
+		r.finishUsages(res[1:], nil)
+		o.settle(r, res[0])
 	}
 }
 

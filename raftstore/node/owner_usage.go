@@ -82,7 +82,10 @@ func (o *OwnerLease) PublishUsage(ctx context.Context, member string, usage []by
 		if o.unqueueUsage(q) {
 			return fmt.Errorf("publishing the usage of member %s: not sent: %w", member, context.Cause(ctx))
 		}
-		<-q.done // taken by a renewal in flight, whose Apply ends with the lease
+		// A renewal in flight carries it (a ride's round may outlast the
+		// lease): its outcome is unknown, as an Apply's that timed out.
+		return fmt.Errorf("publishing the usage of member %s at epoch %d: sent, outcome unknown: %w",
+			member, fence.Epoch, context.Cause(ctx))
 	}
 	if q.err == nil {
 		q.err = q.res.Error()
