@@ -188,7 +188,16 @@
 //     (expectations.Store.Share), so while pods are being created targets
 //     and observations take no entries of their own. After a crowded round
 //     the periodic flush leaves the observations to the next round, and
-//     for ten crowded lingers it goes at most every two.
+//     for ten crowded lingers it goes at most every two. With sharding
+//     every owner sends periodic work of its own, so it is aligned across
+//     replicas (node/align.go): observation flushes tick, and periodic
+//     owner renewals fall due, at multiples of their interval since the
+//     Unix epoch (the wall clock only picks the tick; every wait and
+//     every lease is measured on the monotonic clock from the send), and
+//     the leader holds an entry that would carry only background commands
+//     (renewals, usages, observations) 20 ms for company. A member's
+//     capacity usage (OwnerLease.PublishUsage) takes no entry of its own:
+//     it rides the owner's next renewal, periodic or riding a round.
 //     replicafed_raft_commands_per_entry and
 //     replicafed_raft_entries_proposed_total show the effect.
 //  14. Features. Every replica applies every entry alike, whatever its

@@ -87,9 +87,11 @@ type Store struct {
 // RenewalRider offers a renewal of an owner lease to send in a batch that
 // goes out anyway; node.OwnerLease implements it (see its RideRenewal).
 type RenewalRider interface {
-	// RideRenewal returns the renewal to send now, or nil, and done to
-	// call once with its result (nil when not known to be committed).
-	RideRenewal() (cmd fsm.Command, done func(*fsm.Result))
+	// RideRenewal returns the commands to send now (a renewal and what
+	// rides with it), or none, and done to call once with their results
+	// in order (a nil slice, or nil entries, when not known to be
+	// committed).
+	RideRenewal() (cmds []fsm.Command, done func([]*fsm.Result))
 }
 
 // RideRenewals makes each round of reservations that carries an
@@ -101,26 +103,27 @@ func (s *Store) RideRenewals(r RenewalRider) { s.rider.Store(&r) }
 // rideRenewal appends the rider's renewal to cmds when the round writes
 // under an owner fence (so it needs the ownership feature anyway) and the
 // rider offers one; done is nil when none rides.
-func (s *Store) rideRenewal(cmds []fsm.Command) (_ []fsm.Command, done func(*fsm.Result)) {
+func (s *Store) rideRenewal(cmds []fsm.Command) (_ []fsm.Command, done func([]*fsm.Result)) {
 	if !slices.ContainsFunc(cmds, fsm.UsesOwnership) {
 		return cmds, nil
 	}
 	return s.offerRenewal(cmds)
 }
 
-// offerRenewal appends the rider's renewal to cmds when it offers one (it
-// offers none while a server lacks the ownership feature); done is nil
-// when none rides.
-func (s *Store) offerRenewal(cmds []fsm.Command) (_ []fsm.Command, done func(*fsm.Result)) {
+// offerRenewal appends the rider's renewal (and what rides with it) to
+// cmds when it offers one (it offers none while a server lacks the
+// ownership feature); done is nil when none rides, else it takes the
+// results from len(cmds) on.
+func (s *Store) offerRenewal(cmds []fsm.Command) (_ []fsm.Command, done func([]*fsm.Result)) {
 	r := s.rider.Load()
 	if r == nil {
 		return cmds, nil
 	}
-	cmd, done := (*r).RideRenewal()
-	if cmd == nil {
+	extra, done := (*r).RideRenewal()
+	if len(extra) == 0 {
 		return cmds, nil
 	}
-	return append(cmds, cmd), done
+	return append(cmds, extra...), done
 }
 
 // GrantFirstNames is how many first names per member a shared SetTargets
@@ -476,13 +479,14 @@ func (s *Store) commitRound(round []*reserveCall) {
 	if len(batch) > 0 {
 		cmds = append(cmds, &fsm.Settle{Meta: s.settleMeta(), Items: batch})
 	}
-	cmds, renewed := s.rideRenewal(cmds) // last: its result is last
+	own := len(cmds)
+	cmds, renewed := s.rideRenewal(cmds) // last: its results are last
 	ctx, cancel := roundContext(calls)
 	defer cancel()
 	res, err := s.node.ApplyAll(ctx, cmds)
 	if renewed != nil {
-		renewed(res[len(res)-1])
-		res = res[:len(res)-1]
+		renewed(res[own:])
+		res = res[:own]
 	}
 	if len(batch) > 0 {
 		s.settleRideAlong(batch, res[len(calls)], err)
@@ -831,9 +835,13 @@ func (s *Store) Start(ctx context.Context) error {
 // finds a round of reservations lingering or committing, or expected
 // soon after a crowded one (roundExpected), leaves the observations to it
 // (they ride along, see commitRound): while pods are being created the
-// observations then take no entries of their own.
+// observations then take no entries of their own. The ticks fall on
+// multiples of the interval since the Unix epoch (node.UntilAligned), so
+// the owners' flushes reach the leader together and share an entry; the
+// first comes one to two intervals after the start (a long interval
+// still means no flush for that long).
 func (s *Store) Run(ctx context.Context) {
-	t := time.NewTicker(s.interval)
+	t := time.NewTimer(s.interval + node.UntilAligned(s.clock.Now().Add(s.interval), s.interval))
 	defer t.Stop()
 	for {
 		select {
@@ -843,6 +851,9 @@ func (s *Store) Run(ctx context.Context) {
 			cancel()
 			return
 		case <-t.C:
+			// Re-armed from the basis each time: a late tick does not
+			// shift the later ones.
+			t.Reset(node.UntilAligned(s.clock.Now(), s.interval))
 			if s.roundExpected() {
 				continue
 			}
@@ -893,7 +904,7 @@ func (s *Store) commitSettle(ctx context.Context, settle *fsm.Settle) error {
 		return err
 	}
 	res, err := s.node.ApplyAll(ctx, cmds)
-	renewed(res[1])
+	renewed(res[1:])
 	if err != nil {
 		return err
 	}

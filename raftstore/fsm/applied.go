@@ -37,7 +37,8 @@ func (a *appliedIndex) get() (uint64, <-chan struct{}) {
 }
 
 // AppliedIndex returns the index of the last raft entry this FSM applied
-// (0 before any, and until an entry is applied after a snapshot restore).
+// or restored from a snapshot (0 before any, and after restoring a
+// snapshot written before snapshots carried it, until the next entry).
 func (f *FSM) AppliedIndex() uint64 {
 	i, _ := f.applied.get()
 	return i

@@ -584,8 +584,13 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // Snapshot implements raft.FSM. The state is small, so it is encoded here
 // under the read lock and Persist only writes bytes.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	// raft calls Snapshot between Applies, so the applied index is that of
+	// the state encoded; a shallow copy carries it without writing f.st
+	// under the read lock.
 	f.mu.RLock()
-	body, err := json.Marshal(f.st)
+	st := *f.st
+	st.Applied = f.AppliedIndex()
+	body, err := json.Marshal(&st)
 	f.mu.RUnlock()
 	if err != nil {
 		return nil, fmt.Errorf("encoding snapshot: %w", err)
@@ -594,7 +599,9 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 }
 
 // Restore implements raft.FSM. It replaces all state; on error the previous
-// state is kept.
+// state is kept. It records the snapshot's applied index, so a follower
+// that installed a snapshot holding its own forwarded write reads it at
+// once (WaitApplied) instead of after the next applied command.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	st, err := readSnapshot(rc)
@@ -604,6 +611,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.st = st
 	f.mu.Unlock()
+	f.applied.set(st.Applied)
 	f.notify(nil)
 	return nil
 }

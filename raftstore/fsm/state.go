@@ -169,6 +169,10 @@ type state struct {
 	// Usage is each member's capacity usage as its owner published it
 	// (usage.go); absent from snapshots written before it existed.
 	Usage map[string]MemberUsage `json:"usage,omitempty"`
+	// Applied is the index of the last entry the state holds, written by
+	// Snapshot and read by Restore (WaitApplied); absent from snapshots
+	// written before it existed. Never changed by Apply.
+	Applied uint64 `json:"applied,omitempty"`
 
 	dedupIndex map[string]int // ID -> absolute position; rebuilt on restore
 	dedupBase  int            // absolute position of Dedup[0]

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -36,6 +37,11 @@ type applier struct {
 	mu      sync.Mutex
 	queue   []*pendingApply
 	running bool
+	// lingering is set while the committer holds background commands for
+	// company (backgroundLinger); wake ends that at once when a command
+	// others wait on arrives.
+	lingering bool
+	wake      chan struct{}
 }
 
 // applyLocal commits one encoded command through this node's raft (it must
@@ -145,6 +151,12 @@ func (n *Node) enqueue(ps ...*pendingApply) {
 	a := &n.applier
 	a.mu.Lock()
 	a.queue = append(a.queue, ps...)
+	if a.lingering && !onlyBackground(ps) {
+		select {
+		case a.wake <- struct{}{}:
+		default:
+		}
+	}
 	if !a.running {
 		a.running = true
 		go n.commitQueued()
@@ -152,16 +164,35 @@ func (n *Node) enqueue(ps ...*pendingApply) {
 	a.mu.Unlock()
 }
 
+// backgroundLinger is how long the committer holds an entry that would
+// carry only background commands (renewals, usages, observation
+// flushes: nobody waits on them to write to a member) for company. The
+// replicas send those at shared ticks (align.go), a moment apart, so
+// they go in one entry instead of one per replica.
+var backgroundLinger = 20 * time.Millisecond // a var for the wake-up test
+
+// background reports whether a command of type t is background work.
+func background(t fsm.Type) bool {
+	return t == fsm.TypeRenewOwnership || t == fsm.TypeSetMemberUsage || t == fsm.TypeSettle
+}
+
 // commitQueued commits what is queued, one entry at a time, until the queue
 // is empty.
 func (n *Node) commitQueued() {
 	a := &n.applier
+	lingered := false
 	for {
 		limit := 1
 		if n.AllServersHave(FeatureBatch) {
 			limit = fsm.MaxBatchCommands
 		}
 		a.mu.Lock()
+		if !lingered && limit > 1 && onlyBackground(a.queue) {
+			lingered = true
+			n.linger(a)
+			continue
+		}
+		lingered = false
 		batch := takeBatch(&a.queue, limit)
 		if len(batch) == 0 {
 			a.running = false
@@ -171,6 +202,42 @@ func (n *Node) commitQueued() {
 		a.mu.Unlock()
 		n.commit(batch)
 	}
+}
+
+// linger holds the committer for backgroundLinger, or until a command
+// that is not background work is queued, or the node stops. It is called
+// with a.mu held and returns with it released.
+func (n *Node) linger(a *applier) {
+	if a.wake == nil {
+		a.wake = make(chan struct{}, 1)
+	}
+	select {
+	case <-a.wake: // a stale wake-up from an earlier linger
+	default:
+	}
+	a.lingering = true
+	a.mu.Unlock()
+	t := time.NewTimer(backgroundLinger)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-a.wake:
+	case <-n.stopCh:
+	}
+	a.mu.Lock()
+	a.lingering = false
+	a.mu.Unlock()
+}
+
+// onlyBackground reports whether q holds commands, all of them
+// background work.
+func onlyBackground(q []*pendingApply) bool {
+	for _, p := range q {
+		if !background(fsm.TypeOf(p.data)) {
+			return false
+		}
+	}
+	return len(q) > 0
 }
 
 // takeBatch removes the longest prefix of q that fits one entry of at most

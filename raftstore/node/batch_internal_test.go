@@ -1,7 +1,9 @@
 package node
 
 import (
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -32,5 +34,81 @@ func TestEntryContent(t *testing.T) {
 				t.Errorf("entryContent (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// Only a queue of background work (renewals, usages, observations) is held
+// for company; anything a member write waits on goes at once.
+func TestOnlyBackground(t *testing.T) {
+	enc := func(ts ...fsm.Type) []*pendingApply {
+		out := make([]*pendingApply, 0, len(ts))
+		for _, ty := range ts {
+			out = append(out, &pendingApply{data: []byte{byte(ty), fsm.Version1}})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		queue []*pendingApply
+		want  bool
+	}{
+		{"empty", nil, false},
+		{"a renewal", enc(fsm.TypeRenewOwnership), true},
+		{"a renewal and its usages", enc(fsm.TypeRenewOwnership, fsm.TypeSetMemberUsage, fsm.TypeSetMemberUsage), true},
+		{"a flush", enc(fsm.TypeSettle), true},
+		{"a reservation", enc(fsm.TypeReserve), false},
+		{"a flush behind a reservation", enc(fsm.TypeReserve, fsm.TypeSettle), false},
+		{"targets after a renewal", enc(fsm.TypeRenewOwnership, fsm.TypeSetTargets), false},
+		{"a release", enc(fsm.TypeReleaseOwnership), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := onlyBackground(tc.queue); got != tc.want {
+				t.Errorf("onlyBackground = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A command others wait on ends the committer's linger over background
+// work at once; more background work does not.
+func TestLingerWakesForForegroundWork(t *testing.T) {
+	defer func(d time.Duration) { backgroundLinger = d }(backgroundLinger)
+	backgroundLinger = time.Hour
+	n := &Node{stopCh: make(chan struct{})}
+	a := &n.applier
+	a.running = true // enqueue must not start a committer here
+	enc := func(ty fsm.Type) *pendingApply { return &pendingApply{data: []byte{byte(ty), fsm.Version1}} }
+	a.mu.Lock()
+	a.queue = []*pendingApply{enc(fsm.TypeRenewOwnership)}
+	done := make(chan struct{})
+	go func() {
+		n.linger(a) // releases a.mu
+		close(done)
+	}()
+	lingering := func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.lingering
+	}
+	for deadline := time.Now().Add(time.Minute); !lingering(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the committer never lingered")
+		}
+		runtime.Gosched()
+	}
+	n.enqueue(enc(fsm.TypeSettle), enc(fsm.TypeSetMemberUsage))
+	select {
+	case <-done:
+		t.Fatal("background work ended the linger")
+	default:
+	}
+	n.enqueue(enc(fsm.TypeReserve))
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("a reservation did not end the linger")
+	}
+	if got := len(a.queue); got != 4 {
+		t.Fatalf("%d commands queued, want 4", got)
 	}
 }

@@ -81,3 +81,10 @@ func (o *OwnerLease) Until(member string) time.Time {
 	defer o.mu.Unlock()
 	return o.held[member].until
 }
+
+// QueuedUsages is how many usages wait for a renewal to carry them.
+func (o *OwnerLease) QueuedUsages() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.usages)
+}

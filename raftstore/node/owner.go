@@ -3,10 +3,10 @@ package node
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -53,6 +53,10 @@ type OwnerLease struct {
 	// lastSent is the send time of the latest renewal built (sent or
 	// riding), lastRenewed that of the latest one accepted.
 	lastSent, lastRenewed time.Time
+	// usages wait for the next renewal to carry them (PublishUsage).
+	usages []*queuedUsage
+	// running is set while Run renews periodically.
+	running atomic.Bool
 }
 
 // heldMember is what this replica knows of one member it owns.
@@ -146,7 +150,7 @@ func (o *OwnerLease) Renew(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, o.lease)
 	defer cancel()
 	r := o.newRenewal()
-	res, err := o.n.Apply(ctx, r.cmd)
+	res, err := o.send(ctx, r)
 	if !o.settle(r, res) {
 		// Not committed, or refused as a whole: no lease is extended.
 		return fmt.Errorf("renewing the ownership of %d members: %w", len(r.owned), err)
@@ -154,17 +158,18 @@ func (o *OwnerLease) Renew(ctx context.Context) error {
 	return nil
 }
 
-// RideRenewal offers a renewal of this replica's owner lease to send in a
-// batch of commands the caller sends at once anyway (a round of
-// reservations: node.ApplyAll), so that it takes no raft entry of its own.
-// It returns a nil cmd when a renewal was sent less than half the renewal
-// interval (lease/3) ago, or while a server does not list
-// FeatureOwnership. Otherwise the caller must send cmd right away and call
-// done once with its result (nil when it is not known to have committed).
-// As with Renew, the lease of each pair it accepted runs from its send,
-// taken when RideRenewal built it, on the monotonic clock; Run counts an
-// accepted ride as its periodic renewal.
-func (o *OwnerLease) RideRenewal() (cmd fsm.Command, done func(*fsm.Result)) {
+// RideRenewal offers a renewal of this replica's owner lease, with the
+// usages queued for it (PublishUsage), to send in a batch of commands the
+// caller sends at once anyway (a round of reservations: node.ApplyAll),
+// so that they take no raft entry of their own. It returns no commands
+// when a renewal was sent less than half the renewal interval (lease/3)
+// ago, or while a server does not list FeatureOwnership. Otherwise the
+// caller must send cmds right away, in order, and call done once with
+// their results in order (a nil slice, or nil entries, for those not
+// known to have committed). As with Renew, the lease of each pair it
+// accepted runs from its send, taken when RideRenewal built it, on the
+// monotonic clock; Run counts an accepted ride as its periodic renewal.
+func (o *OwnerLease) RideRenewal() (cmds []fsm.Command, done func([]*fsm.Result)) {
 	if !o.n.AllServersHave(FeatureOwnership) {
 		return nil, nil
 	}
@@ -178,7 +183,15 @@ func (o *OwnerLease) RideRenewal() (cmd fsm.Command, done func(*fsm.Result)) {
 		return nil, nil
 	}
 	r := o.newRenewal()
-	return r.cmd, func(res *fsm.Result) { o.settle(r, res) }
+	return r.commands(), func(res []*fsm.Result) {
+		if len(res) == 0 {
+			r.finishUsages(nil, nil)
+			o.settle(r, nil)
+			return
+		}
+		r.finishUsages(res[1:], nil)
+		o.settle(r, res[0])
+	}
 }
 
 // renewal is one RenewOwnership this replica built: the pairs it names
@@ -188,6 +201,8 @@ type renewal struct {
 	owned []fsm.MemberEpoch
 	sent  time.Time
 	cmd   *fsm.RenewOwnership
+	// usages ride with it, after cmd, in the same entry.
+	usages []*queuedUsage
 }
 
 // newRenewal builds a renewal of what this replica owns now, to be sent
@@ -202,7 +217,8 @@ func (o *OwnerLease) newRenewal() *renewal {
 	}
 	o.mu.Unlock()
 	m := fsm.Meta{ReqID: NewRequestID(), Now: o.n.clock.Now().UnixNano()}
-	return &renewal{owned: owned, sent: sent, cmd: &fsm.RenewOwnership{Meta: m, Owner: o.n.ServerID(), Held: owned}}
+	return &renewal{owned: owned, sent: sent, cmd: &fsm.RenewOwnership{Meta: m, Owner: o.n.ServerID(), Held: owned},
+		usages: o.takeUsages()}
 }
 
 // settle extends, when res is r's committed and accepted result, the lease
@@ -252,32 +268,6 @@ func (o *OwnerLease) Release(ctx context.Context, member string, epoch uint64) (
 		return false, fmt.Errorf("releasing member %s at epoch %d: %w", member, epoch, err)
 	}
 	return res.HandoverEnded, nil
-}
-
-// ErrNotPermitted is returned by PublishUsage for a member this replica
-// does not own, or may not write for now (lease lapsed, handover wait).
-var ErrNotPermitted = errors.New("raftstore: this replica may not write for the member now")
-
-// PublishUsage commits member's capacity usage (an opaque blob of at most
-// fsm.MaxUsageBytes, from the capacity layer) under this replica's
-// current ownership of member, from the leader or a follower (Node.Apply
-// forwards it). The FSM keeps it only while that ownership is committed
-// (fsm.SetMemberUsage). ErrNotPermitted when this replica may not write
-// for member now (see PermittedFor); ErrFeatureMissing while a server
-// does not list FeatureMemberUsage; fsm.ErrStale when the ownership
-// changed before the usage committed. The wait is bounded by the lease.
-func (o *OwnerLease) PublishUsage(ctx context.Context, member string, usage []byte) error {
-	fence, ok := o.Permitted(member)
-	if !ok {
-		return fmt.Errorf("publishing the usage of member %s: %w", member, ErrNotPermitted)
-	}
-	ctx, cancel := context.WithTimeout(ctx, o.lease)
-	defer cancel()
-	m := fsm.Meta{ReqID: NewRequestID(), Now: o.n.clock.Now().UnixNano()}
-	if _, err := o.n.Apply(ctx, &fsm.SetMemberUsage{Meta: m, Member: member, Fence: fence, Usage: usage}); err != nil {
-		return fmt.Errorf("publishing the usage of member %s at epoch %d: %w", member, fence.Epoch, err)
-	}
-	return nil
 }
 
 // Changed returns a channel that is closed at the next change of what
@@ -352,9 +342,14 @@ func (o *OwnerLease) note(owned []fsm.MemberEpoch) {
 // this replica a member (its writes there wait for a renewal that accepts
 // the new epoch), until ctx ends or the node stops; a failed renewal is
 // logged and the next one tried on time. A renewal that rode in a round
-// (RideRenewal) and was accepted counts: the next is due lease/3 after
-// its send.
+// (RideRenewal) and was accepted counts. The next renewal is due at the
+// multiple of lease/3 since the Unix epoch nearest lease/3 after the
+// latest accepted one's send (alignedDue: between a half and one and a
+// half intervals), so the replicas renew together and the leader commits
+// their renewals in one entry; the lease still runs from each send.
 func (o *OwnerLease) Run(ctx context.Context) {
+	o.running.Store(true)
+	defer o.running.Store(false)
 	interval := o.lease / 3
 	var wait time.Duration
 	for {
@@ -375,7 +370,7 @@ func (o *OwnerLease) Run(ctx context.Context) {
 		case <-o.clock.After(wait):
 		}
 		o.mu.Lock()
-		wait = o.lastRenewed.Add(interval).Sub(o.clock.Now())
+		wait = alignedDue(o.lastRenewed, interval).Sub(o.clock.Now())
 		o.mu.Unlock()
 	}
 }
