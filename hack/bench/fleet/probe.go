@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/replicafed/replicafed/hack/bench/fleet/heapclass"
 	"github.com/replicafed/replicafed/hack/bench/fleet/promtext"
 )
 
@@ -150,18 +151,30 @@ func (p *prober) scrapeReplica(ctx context.Context, addr string) (promtext.Sampl
 // heapProfiles saves every replica's heap profile, taken after a
 // collection so that it holds live objects only, in dir as
 // <prefix>-<replica>.heap.pb.gz, the raft leader's as
-// <prefix>-<replica>-leader.heap.pb.gz.
-func (p *prober) heapProfiles(ctx context.Context, dir, prefix string, s snapshot) error {
+// <prefix>-<replica>-leader.heap.pb.gz, and returns each replica's in-use
+// bytes by heapclass.Replica class.
+func (p *prober) heapProfiles(ctx context.Context, dir, prefix string, s snapshot) (map[string]map[string]int64, error) {
+	out := map[string]map[string]int64{}
 	for id, addr := range p.replicas {
 		name := prefix + "-" + id
 		if s.replicas[id].Sum(mRaftLeader, nil) == 1 {
 			name += "-leader"
 		}
-		if err := p.save(ctx, "http://"+addr+"/debug/pprof/heap?gc=1", filepath.Join(dir, name+".heap.pb.gz")); err != nil {
-			return fmt.Errorf("saving the heap profile of replica %s: %w", id, err)
+		path := filepath.Join(dir, name+".heap.pb.gz")
+		if err := p.save(ctx, "http://"+addr+"/debug/pprof/heap?gc=1", path); err != nil {
+			return nil, fmt.Errorf("saving the heap profile of replica %s: %w", id, err)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		out[id], err = heapclass.Read(f, heapclass.Replica)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("reading the heap profile of replica %s: %w", id, err)
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // save writes what url answers to path.

@@ -499,8 +499,9 @@ func (b *bench) measureReplicafed(ctx context.Context, ns, scenario string) (rep
 	if err != nil {
 		return report.Run{}, err
 	}
+	var heaps map[string]map[string]int64
 	if b.s.Profile != "" {
-		if err := b.probe.heapProfiles(ctx, b.s.Profile, ns, after); err != nil {
+		if heaps, err = b.probe.heapProfiles(ctx, b.s.Profile, ns, after); err != nil {
 			return report.Run{}, err
 		}
 	}
@@ -508,6 +509,10 @@ func (b *bench) measureReplicafed(ctx context.Context, ns, scenario string) (rep
 	r := report.Run{Scenario: b.label(scenario), System: systemReplicafed, Pods: pods, FRS: objects,
 		Created: created, Ready: ready, Ideal: b.ideal(perMember), Stalled: stalled, StatusComplete: statusDone}
 	b.replicafedFigures(&r, before, after)
+	for _, h := range heaps {
+		r.PodCache = max(r.PodCache, float64(h["pod cache"]))
+		r.RaftCaches = max(r.RaftCaches, float64(h["raft caches"]))
+	}
 	series, err := b.eventSeries(ctx, ns)
 	if err != nil {
 		return report.Run{}, err

@@ -58,6 +58,11 @@ type Run struct {
 	// or not (memory per replica when the members are sharded); for the
 	// baseline, the largest controller-manager's resident set growth.
 	MaxHeap float64
+	// PodCache and RaftCaches are, from heap profiles taken at the end of
+	// the run (BENCH_PROFILE), the largest replica's in-use bytes of the
+	// member pod caches and of raft's bounded caches (recent entries,
+	// remembered results); 0 when no profile was taken.
+	PodCache, RaftCaches float64 `json:",omitempty"`
 	// StatusWrites are FederatedReplicaSet status writes on the hub.
 	StatusWrites float64
 	// StatusComplete is the time from the first write until every
@@ -103,6 +108,7 @@ type Figures struct {
 	LeaderCPUPer1k, FollowerCPU1k float64 // CPU seconds per 1,000 pods
 	LeaderHeapPer1k, FollowerHeap float64 // MiB per 1,000 pods
 	MaxHeapPer1k                  float64 // MiB per 1,000 pods, largest replica
+	PodCacheMiB, RaftCachesMiB    float64 // largest replica's, from its heap profile
 	StatusPerFRSMin               float64 // status writes per FRS per minute (until Ready)
 	StatusComplete                float64 // seconds until every FRS status showed its pods Ready
 }
@@ -127,6 +133,10 @@ func Derive(r Run) Figures {
 		FollowerHeap:      per(r.FollowerHeap/(1<<20), 1000),
 		MaxHeapPer1k:      per(r.MaxHeap/(1<<20), 1000),
 		CreatedRatio:      NA, ReadyRatio: NA, StatusPerFRSMin: NA, StatusComplete: NA,
+		PodCacheMiB: NA, RaftCachesMiB: NA,
+	}
+	if r.PodCache > 0 || r.RaftCaches > 0 {
+		f.PodCacheMiB, f.RaftCachesMiB = r.PodCache/(1<<20), r.RaftCaches/(1<<20)
 	}
 	if r.StatusComplete > 0 {
 		f.StatusComplete = r.StatusComplete.Seconds()
@@ -193,6 +203,8 @@ var columns = []column{
 	{"leader heap MiB /1k pods", func(f Figures) float64 { return f.LeaderHeapPer1k }, 2},
 	{"follower heap MiB /1k pods", func(f Figures) float64 { return f.FollowerHeap }, 2},
 	{"largest replica heap MiB /1k pods", func(f Figures) float64 { return f.MaxHeapPer1k }, 2},
+	{"largest pod cache MiB (profile)", func(f Figures) float64 { return f.PodCacheMiB }, 1},
+	{"largest raft caches MiB (profile)", func(f Figures) float64 { return f.RaftCachesMiB }, 1},
 	{"status writes /FRS/min", func(f Figures) float64 { return f.StatusPerFRSMin }, 2},
 	{"hub status complete s", func(f Figures) float64 { return f.StatusComplete }, 1},
 }

@@ -33,13 +33,13 @@ func TestDerive(t *testing.T) {
 		Pods: 10000, FRS: 1, Created: 130 * time.Second, Ready: 132 * time.Second, Ideal: 125 * time.Second,
 		RaftEntries: 150, PodWrites: 10050, MemberWrites: 10200, HubWrites: 100,
 		LeaderCPU: 40, FollowerCPU: 10, LeaderHeap: 30 << 20, FollowerHeap: 20 << 20, MaxHeap: 30 << 20, StatusWrites: 66,
-		StatusComplete: 140 * time.Second, EventSeries: 40,
+		StatusComplete: 140 * time.Second, EventSeries: 40, PodCache: 5 << 20, RaftCaches: 3 << 19,
 	})
 	want := Figures{
 		Created: 130, Ready: 132, Ideal: 125, CreatedRatio: 1.04, ReadyRatio: 1.056,
 		RaftPer1k: 15, PodWritesPerPod: 1.005, WritesPerPod: 1.03, HubWritesPerPod: 0.01, LaterWritesPerPod: 0.004,
 		LeaderCPUPer1k: 4, FollowerCPU1k: 1, LeaderHeapPer1k: 3, FollowerHeap: 2, MaxHeapPer1k: 3, StatusPerFRSMin: 30,
-		StatusComplete: 140,
+		StatusComplete: 140, PodCacheMiB: 5, RaftCachesMiB: 1.5,
 	}
 	if !nearly(f, want) {
 		t.Fatalf("Derive =\n%+v\nwant\n%+v", f, want)
@@ -49,7 +49,7 @@ func TestDerive(t *testing.T) {
 func TestDeriveBaselineHasNoHubFigures(t *testing.T) {
 	f := Derive(Run{Pods: 100, Ready: time.Minute, MemberWrites: 110, HubWrites: NA, RaftEntries: NA, StatusWrites: NA, EventSeries: NA})
 	if !math.IsNaN(f.RaftPer1k) || !math.IsNaN(f.HubWritesPerPod) || !math.IsNaN(f.StatusPerFRSMin) || !math.IsNaN(f.CreatedRatio) ||
-		!math.IsNaN(f.StatusComplete) || !math.IsNaN(f.LaterWritesPerPod) {
+		!math.IsNaN(f.StatusComplete) || !math.IsNaN(f.LaterWritesPerPod) || !math.IsNaN(f.PodCacheMiB) || !math.IsNaN(f.RaftCachesMiB) {
 		t.Fatalf("figures that do not apply must be NaN: %+v", f)
 	}
 	if f.WritesPerPod != 1.1 {
@@ -65,7 +65,7 @@ func nearly(a, b Figures) bool {
 		eq(a.LaterWritesPerPod, b.LaterWritesPerPod) &&
 		eq(a.LeaderCPUPer1k, b.LeaderCPUPer1k) && eq(a.FollowerCPU1k, b.FollowerCPU1k) &&
 		eq(a.LeaderHeapPer1k, b.LeaderHeapPer1k) && eq(a.FollowerHeap, b.FollowerHeap) && eq(a.MaxHeapPer1k, b.MaxHeapPer1k) && eq(a.StatusPerFRSMin, b.StatusPerFRSMin) &&
-		eq(a.StatusComplete, b.StatusComplete)
+		eq(a.StatusComplete, b.StatusComplete) && eq(a.PodCacheMiB, b.PodCacheMiB) && eq(a.RaftCachesMiB, b.RaftCachesMiB)
 }
 
 func TestTableMediansPerRow(t *testing.T) {
