@@ -10,14 +10,16 @@ import (
 	"github.com/replicafed/replicafed/raftstore/fsm"
 )
 
-func TestEntryContent(t *testing.T) {
-	enc := func(ts ...fsm.Type) []*pendingApply {
-		out := make([]*pendingApply, 0, len(ts))
-		for _, ty := range ts {
-			out = append(out, &pendingApply{data: []byte{byte(ty), fsm.Version1}})
-		}
-		return out
+// enc queues one encoded command header per type.
+func enc(ts ...fsm.Type) []*pendingApply {
+	out := make([]*pendingApply, 0, len(ts))
+	for _, ty := range ts {
+		out = append(out, &pendingApply{data: []byte{byte(ty), fsm.Version1}})
 	}
+	return out
+}
+
+func TestEntryContent(t *testing.T) {
 	tests := []struct {
 		name  string
 		batch []*pendingApply
@@ -40,13 +42,6 @@ func TestEntryContent(t *testing.T) {
 // Only a queue of background work (renewals, usages, observations) is held
 // for company; anything a member write waits on goes at once.
 func TestOnlyBackground(t *testing.T) {
-	enc := func(ts ...fsm.Type) []*pendingApply {
-		out := make([]*pendingApply, 0, len(ts))
-		for _, ty := range ts {
-			out = append(out, &pendingApply{data: []byte{byte(ty), fsm.Version1}})
-		}
-		return out
-	}
 	for _, tc := range []struct {
 		name  string
 		queue []*pendingApply
