@@ -188,7 +188,14 @@
 //     (expectations.Store.Share), so while pods are being created targets
 //     and observations take no entries of their own. After a crowded round
 //     the periodic flush leaves the observations to the next round, and
-//     for ten crowded lingers it goes at most every two. With sharding
+//     for ten crowded lingers it goes at most every two; a periodic flush
+//     never queues behind a lingering round (it gives way, see
+//     expectations' flushGate), so a reservation that comes meanwhile
+//     joins the round instead of waiting for its end. Crowded rounds begin
+//     at multiples of the crowded linger since the Unix epoch, and the
+//     leader holds such a round (node.OnTick) as it holds background work
+//     below, so with sharding the member owners' rounds of one tick share
+//     an entry. With sharding
 //     every owner sends periodic work of its own, so it is aligned across
 //     replicas (node/align.go): observation flushes tick, and periodic
 //     owner renewals fall due, at multiples of their interval since the

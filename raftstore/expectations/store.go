@@ -42,10 +42,9 @@ type Store struct {
 	batchSize int
 	interval  time.Duration
 
-	// flushMu orders batches against reservations: a flush holds it
-	// exclusively, ExpectCreations shared, so a reservation never races a
-	// batch that settles the same key.
-	flushMu    sync.RWMutex
+	// gate orders batches of observations against reservations (see
+	// flushGate).
+	gate       *flushGate
 	mu         sync.Mutex
 	pending    []fsm.Settlement
 	inflight   []fsm.Settlement
@@ -159,7 +158,7 @@ func New(n *node.Node, log logr.Logger) *Store {
 		node: n, fsm: n.FSM(), log: log, clock: clock.RealClock{},
 		ttl: cfg.ExpectationsTTL, batchSize: min(cfg.ObservationBatchSize, maxBatch), interval: cfg.ObservationFlushInterval,
 		kick: make(chan struct{}, 1), linger: cfg.ReservationLinger, crowdedLinger: cfg.CrowdedReservationLinger,
-		fences: newFenceBook(),
+		fences: newFenceBook(), gate: newFlushGate(),
 	}
 	s.maxPending = max(minMaxPending, 16*s.batchSize)
 	// A leader handing over commits what it observed up to the drain, so
@@ -234,8 +233,8 @@ func (s *Store) ExpectCreations(ctx context.Context, key fedref.MemberObject, in
 		return nil, nil
 	}
 	k := fsm.KeyOf(key)
-	s.flushMu.RLock()
-	defer s.flushMu.RUnlock()
+	s.gate.enter()
+	defer s.gate.leave()
 	prefix := intent.Prefix
 	if prefix == "" {
 		prefix = k.Name + "-"
@@ -277,6 +276,8 @@ func (s *Store) ExpectCreations(ctx context.Context, key fedref.MemberObject, in
 // was never proposed (its context ended first).
 func (s *Store) reserve(ctx context.Context, cmd fsm.Command) (res *fsm.Result, unsent bool, err error) {
 	c := &reserveCall{ctx: ctx, cmd: cmd, done: make(chan struct{})}
+	s.gate.joinRound()
+	defer s.gate.leaveRound()
 	s.rmu.Lock()
 	s.rqueue = append(s.rqueue, c)
 	start := !s.running
@@ -307,8 +308,8 @@ func (s *Store) Share(ctx context.Context, cmd fsm.Command) (*fsm.Result, error)
 	}
 	// Like a reservation: no flush runs while the round takes the pending
 	// observations along.
-	s.flushMu.RLock()
-	defer s.flushMu.RUnlock()
+	s.gate.enter()
+	defer s.gate.leave()
 	res, _, err := s.reserve(ctx, cmd)
 	if err != nil {
 		return res, fmt.Errorf("committing %s: %w", cmd.Type(), err)
@@ -370,13 +371,15 @@ const maxReservationsPerEntry = fsm.MaxBatchCommands - 1
 // round that is not crowded, the next one goes at once with what queued
 // meanwhile. While many keys of a member reserve (the round before was
 // crowded, see crowdedRound, and began less than a crowded linger ago),
-// rounds begin a crowded linger apart, each carrying what queued since:
-// many small MemberReplicaSets share fewer, fuller entries, while one
-// large MemberReplicaSet's syncs, in one member or several, keep the
-// short linger.
+// rounds begin at the multiples of the crowded linger since the Unix
+// epoch, each carrying what queued since: many small MemberReplicaSets
+// share fewer, fuller entries, while one large MemberReplicaSet's syncs,
+// in one member or several, keep the short linger. The member owners'
+// crowded rounds (sharding) thus begin together and the leader holds them
+// for each other (node.OnTick): one entry per tick, not one per owner.
 func (s *Store) commitReservations() {
 	s.rmu.Lock()
-	wait := lingerFor(s.linger, s.crowdedLinger, s.crowded, s.clock.Since(s.lastRound))
+	wait, onTick := lingerFor(s.linger, s.crowdedLinger, s.crowded, s.clock.Since(s.lastRound), s.untilTick())
 	s.rmu.Unlock()
 	for {
 		if wait > 0 {
@@ -396,15 +399,20 @@ func (s *Store) commitReservations() {
 		if crowded {
 			s.lastCrowd = s.lastRound
 		}
-		began := s.lastRound
 		s.rmu.Unlock()
-		s.commitRound(round)
-		wait = 0
+		s.commitRound(round, onTick)
+		wait, onTick = 0, false
 		if crowded && s.linger > 0 {
 			// Those that queued meanwhile waited for the commit already.
-			wait = max(s.linger, s.crowdedLinger) - s.clock.Since(began)
+			wait, onTick = s.untilTick(), true
 		}
 	}
+}
+
+// untilTick is how long until the next multiple of the crowded linger
+// since the Unix epoch, where crowded rounds begin.
+func (s *Store) untilTick() time.Duration {
+	return node.UntilAligned(s.clock.Now(), max(s.linger, s.crowdedLinger))
 }
 
 // crowdedRound reports whether round reserves for several keys of one
@@ -436,22 +444,23 @@ func crowdedRound(round []*reserveCall) bool {
 // lingerFor is how long the first reservation of a round waits for
 // company when the committer was idle: linger; or, when the round before
 // was crowded (several keys of one member) and began less than
-// crowdedLinger ago, until crowdedLinger after it began, at least linger.
-// None when linger is negative.
-func lingerFor(linger, crowdedLinger time.Duration, crowded bool, sincePrev time.Duration) time.Duration {
+// crowdedLinger ago, untilTick (the time to the next tick of the crowded
+// rounds, at most crowdedLinger), and then onTick. None when linger is
+// negative.
+func lingerFor(linger, crowdedLinger time.Duration, crowded bool, sincePrev, untilTick time.Duration) (wait time.Duration, onTick bool) {
 	if linger <= 0 {
-		return 0
+		return 0, false
 	}
-	if crowded && sincePrev < crowdedLinger {
-		return max(linger, crowdedLinger-sincePrev)
+	if crowded && sincePrev < crowdedLinger && crowdedLinger > linger {
+		return untilTick, true
 	}
-	return linger
+	return linger, false
 }
 
 // commitRound proposes one round's reservations as one entry, followed by
 // a Settle of the pending observations and an owner lease renewal
 // (RideRenewals), and hands each caller its result.
-// Every caller holds flushMu shared, so no Flush runs meanwhile and the
+// Every caller is inside the gate, so no Flush runs meanwhile and the
 // observations taken here are the only ones in flight.
 //
 // The Settle goes last because observations queued while the round
@@ -460,7 +469,7 @@ func lingerFor(linger, crowdedLinger time.Duration, crowded bool, sincePrev time
 // before the Reserve's older settlement holds it, and the Reserve would
 // grant a fresh name for the slot next to that pod (the chaos suite's
 // round 47; TestRound47Replay).
-func (s *Store) commitRound(round []*reserveCall) {
+func (s *Store) commitRound(round []*reserveCall, onTick bool) {
 	cmds := make([]fsm.Command, 0, len(round)+1)
 	calls := round[:0:0]
 	for _, c := range round {
@@ -483,7 +492,11 @@ func (s *Store) commitRound(round []*reserveCall) {
 	cmds, renewed := s.rideRenewal(cmds) // last: its results are last
 	ctx, cancel := roundContext(calls)
 	defer cancel()
-	res, err := s.node.ApplyAll(ctx, cmds)
+	var opts []node.ApplyOption
+	if onTick {
+		opts = append(opts, node.OnTick())
+	}
+	res, err := s.node.ApplyAll(ctx, cmds, opts...)
 	if renewed != nil {
 		renewed(res[own:])
 		res = res[:own]
@@ -627,8 +640,8 @@ func (s *Store) ExpectDeletions(ctx context.Context, key fedref.MemberObject, po
 	for _, p := range pods {
 		refs = append(refs, fsm.PodRef{Name: p.Name, UID: string(p.UID)})
 	}
-	s.flushMu.RLock()
-	defer s.flushMu.RUnlock()
+	s.gate.enter()
+	defer s.gate.leave()
 	k := fsm.KeyOf(key)
 	cmd := &fsm.ExpectDeletes{Meta: s.meta(s.term(ctx)), Key: k, Pods: refs, TTL: int64(s.ttl), Fence: s.fenceOf(ctx, k.Cluster)}
 	if _, err := s.node.Apply(ctx, cmd); err != nil {
@@ -719,8 +732,8 @@ func (s *Store) ReconcileReservations(ctx context.Context, key fedref.MemberObje
 		}
 	}
 	slices.Sort(deleting)
-	s.flushMu.RLock()
-	defer s.flushMu.RUnlock()
+	s.gate.enter()
+	defer s.gate.leave()
 	res, err := s.node.Apply(ctx, &fsm.Reconcile{Meta: s.meta(term), Key: k, Live: live, Deleting: deleting,
 		HoldDeletes: true, HoldOwn: true, TTL: int64(s.ttl), Fence: fence})
 	if err != nil {
@@ -860,14 +873,12 @@ func (s *Store) Run(ctx context.Context) {
 		case <-s.kick:
 		}
 		for {
-			if err := s.Flush(ctx); err != nil {
+			ran, err := s.flush(ctx, true)
+			if err != nil {
 				s.log.V(1).Info("Flushing observations failed; will retry", "reason", err.Error())
 				break
 			}
-			s.mu.Lock()
-			more := len(s.pending) >= s.batchSize
-			s.mu.Unlock()
-			if !more {
+			if !ran || s.pendingCount() < s.batchSize {
 				break
 			}
 		}
@@ -877,10 +888,7 @@ func (s *Store) Run(ctx context.Context) {
 // FlushAll commits every pending observation, batch by batch.
 func (s *Store) FlushAll(ctx context.Context) error {
 	for {
-		s.mu.Lock()
-		n := len(s.pending)
-		s.mu.Unlock()
-		if n == 0 {
+		if s.pendingCount() == 0 {
 			return nil
 		}
 		if !s.mayCommit() {
@@ -917,18 +925,33 @@ func (s *Store) commitSettle(ctx context.Context, settle *fsm.Settle) error {
 // Flush commits one batch of pending observations now. Only a leader, or
 // the owner of a member (sharding), commits (releases and forgets are
 // fenced by their term or owner fence in the FSM too); on a follower that
-// owns nothing the batch stays pending.
+// owns nothing the batch stays pending. It waits for the reservations
+// under way.
 func (s *Store) Flush(ctx context.Context) error {
-	if !s.mayCommit() {
-		return nil
+	_, err := s.flush(ctx, false)
+	return err
+}
+
+// flush is Flush; yielding, it gives way to a round of reservations (which
+// takes the pending observations along) and reports false, instead of
+// holding later reservations out until that round ends.
+func (s *Store) flush(ctx context.Context, yielding bool) (ran bool, err error) {
+	if !s.mayCommit() || s.pendingCount() == 0 {
+		return true, nil
 	}
-	s.flushMu.Lock()
-	defer s.flushMu.Unlock()
+	if yielding {
+		if !s.gate.lockYielding() {
+			return false, nil
+		}
+	} else {
+		s.gate.lockForced()
+	}
+	defer s.gate.unlock()
 	s.mu.Lock()
 	n := min(len(s.pending), s.batchSize)
 	if n == 0 {
 		s.mu.Unlock()
-		return nil
+		return true, nil
 	}
 	s.inflight = append([]fsm.Settlement(nil), s.pending[:n]...)
 	s.pending = append([]fsm.Settlement(nil), s.pending[n:]...)
@@ -936,7 +959,7 @@ func (s *Store) Flush(ctx context.Context) error {
 	s.mu.Unlock()
 	actx, cancel := context.WithTimeout(ctx, 2*s.node.Config().ApplyTimeout)
 	defer cancel()
-	err := s.commitSettle(actx, &fsm.Settle{Meta: s.settleMeta(), Items: batch})
+	err = s.commitSettle(actx, &fsm.Settle{Meta: s.settleMeta(), Items: batch})
 	s.mu.Lock()
 	s.inflight = nil
 	if err != nil && !errors.Is(err, fsm.ErrMalformed) {
@@ -944,8 +967,15 @@ func (s *Store) Flush(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("committing %d observations: %w", len(batch), err)
+		return true, fmt.Errorf("committing %d observations: %w", len(batch), err)
 	}
 	s.flushed()
-	return nil
+	return true, nil
+}
+
+// pendingCount is how many observations wait to be committed.
+func (s *Store) pendingCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending)
 }

@@ -21,10 +21,26 @@ const maxBatchBytes = 1 << 20
 // pendingApply is one command waiting to be committed on this leader.
 type pendingApply struct {
 	data []byte
-	done chan struct{}
-	res  *fsm.Result
-	err  error
+	// onTick: sent in a round at a shared tick (OnTick); the committer may
+	// hold it like background work.
+	onTick bool
+	done   chan struct{}
+	res    *fsm.Result
+	err    error
 }
+
+// ApplyOption changes how ApplyAll commits its commands.
+type ApplyOption func(*applyOptions)
+
+type applyOptions struct{ onTick bool }
+
+// OnTick marks commands sent in a round that began at a shared tick (a
+// multiple of its interval since the Unix epoch, see UntilAligned), as
+// the member owners' crowded rounds of reservations do: the leader may
+// hold them for backgroundLinger, as it holds background work, so that
+// the rounds of several replicas at the same tick share one entry. Only
+// for rounds that wait anyway (their creates wait for the member's QPS).
+func OnTick() ApplyOption { return func(o *applyOptions) { o.onTick = true } }
 
 // applier combines the commands that reach this leader while an entry is
 // being committed into the next entry (group commit). Under load (many keys
@@ -63,7 +79,11 @@ func (n *Node) applyLocal(data []byte) (*fsm.Result, error) {
 // until ctx ends, so one that did commit returns its first result, as a
 // single Apply would. err is the first failure to commit; a command whose
 // result is nil has an unknown outcome (it may still commit).
-func (n *Node) ApplyAll(ctx context.Context, cmds []fsm.Command) ([]*fsm.Result, error) {
+func (n *Node) ApplyAll(ctx context.Context, cmds []fsm.Command, opts ...ApplyOption) ([]*fsm.Result, error) {
+	var o applyOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	out := make([]*fsm.Result, len(cmds))
 	data := make([][]byte, len(cmds))
 	for i, c := range cmds {
@@ -83,9 +103,9 @@ func (n *Node) ApplyAll(ctx context.Context, cmds []fsm.Command) ([]*fsm.Result,
 		return out, fmt.Errorf("applying %d commands: %w", len(cmds), err)
 	}
 	if n.raft.State() == raft.Leader {
-		n.commitTogether(data, out)
+		n.commitTogether(data, out, o.onTick)
 	} else {
-		n.forwardTogether(ctx, data, out)
+		n.forwardTogether(ctx, data, out, o.onTick)
 	}
 	var first error
 	for i, c := range cmds {
@@ -110,7 +130,7 @@ func (n *Node) ApplyAll(ctx context.Context, cmds []fsm.Command) ([]*fsm.Result,
 // reservations (a member owner's, with sharding) then takes one entry, not
 // one per command. On any failure out stays as it is and ApplyAll goes on
 // command by command.
-func (n *Node) forwardTogether(ctx context.Context, data [][]byte, out []*fsm.Result) {
+func (n *Node) forwardTogether(ctx context.Context, data [][]byte, out []*fsm.Result, onTick bool) {
 	if len(data) < 2 || len(data) > fsm.MaxBatchCommands {
 		return
 	}
@@ -118,7 +138,7 @@ func (n *Node) forwardTogether(ctx context.Context, data [][]byte, out []*fsm.Re
 	if addr == "" {
 		return
 	}
-	resp, err := n.call(ctx, string(addr), serverName(string(id)), &rpcRequest{Op: "applyall", Batch: data})
+	resp, err := n.call(ctx, string(addr), serverName(string(id)), &rpcRequest{Op: "applyall", Batch: data, OnTick: onTick})
 	if err != nil || resp.Err != "" || len(resp.Results) != len(data) {
 		return
 	}
@@ -131,11 +151,12 @@ func (n *Node) forwardTogether(ctx context.Context, data [][]byte, out []*fsm.Re
 }
 
 // commitTogether queues data, in order, for this leader's committer and
-// records the result of each command that committed in out.
-func (n *Node) commitTogether(data [][]byte, out []*fsm.Result) {
+// records the result of each command that committed in out. onTick: see
+// OnTick.
+func (n *Node) commitTogether(data [][]byte, out []*fsm.Result, onTick bool) {
 	ps := make([]*pendingApply, len(data))
 	for i, d := range data {
-		ps[i] = &pendingApply{data: d, done: make(chan struct{})}
+		ps[i] = &pendingApply{data: d, onTick: onTick, done: make(chan struct{})}
 	}
 	n.enqueue(ps...)
 	for i, p := range ps {
@@ -166,9 +187,10 @@ func (n *Node) enqueue(ps ...*pendingApply) {
 
 // backgroundLinger is how long the committer holds an entry that would
 // carry only background commands (renewals, usages, observation
-// flushes: nobody waits on them to write to a member) for company. The
-// replicas send those at shared ticks (align.go), a moment apart, so
-// they go in one entry instead of one per replica.
+// flushes: nobody waits on them to write to a member) or rounds sent at a
+// shared tick (OnTick) for company. The replicas send those at shared
+// ticks (align.go), a moment apart, so they go in one entry instead of
+// one per replica.
 var backgroundLinger = 20 * time.Millisecond // a var for the wake-up test
 
 // background reports whether a command of type t is background work.
@@ -230,10 +252,10 @@ func (n *Node) linger(a *applier) {
 }
 
 // onlyBackground reports whether q holds commands, all of them
-// background work.
+// background work or sent at a shared tick.
 func onlyBackground(q []*pendingApply) bool {
 	for _, p := range q {
-		if !background(fsm.TypeOf(p.data)) {
+		if !p.onTick && !background(fsm.TypeOf(p.data)) {
 			return false
 		}
 	}

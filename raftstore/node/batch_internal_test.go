@@ -19,6 +19,14 @@ func enc(ts ...fsm.Type) []*pendingApply {
 	return out
 }
 
+// onTick marks ps as sent in a round on a shared tick (OnTick).
+func onTick(ps []*pendingApply) []*pendingApply {
+	for _, p := range ps {
+		p.onTick = true
+	}
+	return ps
+}
+
 func TestEntryContent(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -55,6 +63,8 @@ func TestOnlyBackground(t *testing.T) {
 		{"a flush behind a reservation", enc(fsm.TypeReserve, fsm.TypeSettle), false},
 		{"targets after a renewal", enc(fsm.TypeRenewOwnership, fsm.TypeSetTargets), false},
 		{"a release", enc(fsm.TypeReleaseOwnership), false},
+		{"a round on a tick", onTick(enc(fsm.TypeReserve, fsm.TypeSettle)), true},
+		{"a round on a tick and a reservation", append(onTick(enc(fsm.TypeReserve)), enc(fsm.TypeReserve)...), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := onlyBackground(tc.queue); got != tc.want {

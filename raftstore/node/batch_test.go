@@ -55,7 +55,7 @@ func TestGroupCommit(t *testing.T) {
 	cmds = append(cmds, &fsm.Reserve{Meta: stale, Key: fsm.Key{Cluster: "m3", Namespace: "ns", Name: "old"}, Target: 1, Count: 1, Prefix: "old-", TTL: int64(time.Hour)})
 
 	queued, release := l.HoldCommits()
-	before := l.Raft().AppliedIndex()
+	before := appliedWhenQuiet(t, l)
 	var wg sync.WaitGroup
 	for i, cmd := range cmds {
 		wg.Go(func() {
@@ -135,7 +135,7 @@ func TestNoGroupCommitWithAnOlderServer(t *testing.T) {
 
 	const cmds = 5
 	queued, release := l.HoldCommits()
-	before := l.Raft().AppliedIndex()
+	before := appliedWhenQuiet(t, l)
 	errs := make(chan error, cmds)
 	var wg sync.WaitGroup
 	for i := range cmds {
@@ -183,7 +183,7 @@ func TestApplyAllSharesOneEntry(t *testing.T) {
 	stale := l.Meta()
 	stale.Term = term - 1
 	cmds = append(cmds, &fsm.Reserve{Meta: stale, Key: key(99), Target: 1, Count: 1, Prefix: "old-", TTL: int64(time.Hour)})
-	before := l.Raft().AppliedIndex()
+	before := appliedWhenQuiet(t, l)
 	entries := testutil.ToFloat64(metrics.RaftEntriesProposed.WithLabelValues("batch:reserve"))
 	reserves := testutil.ToFloat64(metrics.RaftCommandsProposed.WithLabelValues("reserve"))
 	res, err := l.ApplyAll(tu.Ctx(t, 30*time.Second), cmds)
@@ -226,7 +226,7 @@ func TestApplyAllFromAFollower(t *testing.T) {
 		m.Term = term
 		cmds = append(cmds, &fsm.Reserve{Meta: m, Key: key(i), Target: 2, Count: 2, Prefix: fmt.Sprintf("fwd%d-", i), TTL: int64(time.Hour)})
 	}
-	before := l.Raft().AppliedIndex()
+	before := appliedWhenQuiet(t, l)
 	res, err := f.ApplyAll(tu.Ctx(t, 30*time.Second), cmds)
 	if err != nil {
 		t.Fatal(err)
@@ -315,4 +315,105 @@ func leaderAndFollower(t *testing.T) (l, f *node.Node) {
 		}
 	}
 	return l, f
+}
+
+// TestRoundsOnTickShareOneEntry: the leader holds rounds sent at a shared
+// tick (OnTick) for company, as it holds background work, so two member
+// owners' rounds of reservations that reach it a moment apart share one
+// entry; a round sent without OnTick is committed at once.
+func TestRoundsOnTickShareOneEntry(t *testing.T) {
+	defer node.SetBackgroundLinger(3 * time.Second)()
+	c := tu.NewCluster(t, 3, tu.StableTimers)
+	c.StartAll()
+	l := c.WaitVoters(3, 60*time.Second)
+	waitAllHave(t, c.Live(), node.FeatureBatch)
+	term := l.LastLeaderTerm()
+	var followers []*node.Node
+	for _, n := range c.Live() {
+		if n != l {
+			followers = append(followers, n)
+		}
+	}
+	round := func(f *node.Node, name string) []fsm.Command {
+		var cmds []fsm.Command
+		for i := range 2 {
+			m := f.Meta()
+			m.Term = term
+			key := fsm.Key{Cluster: name, Namespace: "ns", Name: fmt.Sprintf("k%d", i)}
+			cmds = append(cmds, &fsm.Reserve{Meta: m, Key: key, Target: 1, Count: 1, Prefix: fmt.Sprintf("%s-%d-", name, i), TTL: int64(time.Hour)})
+		}
+		return cmds
+	}
+	ctx := tu.Ctx(t, 60*time.Second)
+	send := func(f *node.Node, name string, opts ...node.ApplyOption) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			res, err := f.ApplyAll(ctx, round(f, name), opts...)
+			for i, r := range res {
+				if err == nil && (r == nil || r.Error() != nil || len(r.Names) != 1) {
+					err = fmt.Errorf("command %d of %s: %+v", i, name, r)
+				}
+			}
+			done <- err
+		}()
+		return done
+	}
+	skipIfMoved := func() {
+		t.Helper()
+		if l.LastLeaderTerm() != term || !l.IsLeader() {
+			t.Skipf("leadership moved during the test (term %d -> %d)", term, l.LastLeaderTerm())
+		}
+	}
+	wait := func(done <-chan error) {
+		t.Helper()
+		if err := <-done; err != nil {
+			skipIfMoved()
+			t.Fatal(err)
+		}
+	}
+	queued := func(want int) {
+		t.Helper()
+		tu.Eventually(t, 30*time.Second, func() error {
+			if got := l.Queued(); got != want {
+				return fmt.Errorf("%d commands queued at the leader, want %d", got, want)
+			}
+			return nil
+		})
+	}
+
+	before := appliedWhenQuiet(t, l)
+	first := send(followers[0], "m1", node.OnTick())
+	queued(2) // held, not committed
+	second := send(followers[1], "m2", node.OnTick())
+	wait(first)
+	wait(second)
+	skipIfMoved()
+	if got := l.Raft().AppliedIndex() - before; got != 1 {
+		t.Fatalf("two owners' rounds on a tick took %d raft entries, want 1", got)
+	}
+
+	// Without OnTick a round is not held: it returns well before the hold
+	// would end.
+	start := time.Now()
+	wait(send(followers[0], "m3"))
+	if took := time.Since(start); took >= 3*time.Second {
+		t.Errorf("a round sent without OnTick took %s, want it committed at once, not held", took)
+	}
+}
+
+// appliedWhenQuiet waits until l has applied every entry in its log (on a
+// loaded machine the configuration and barrier entries of the start can
+// still be applying when a test begins to count) and returns the applied
+// index, from which a test counts its own entries.
+func appliedWhenQuiet(t *testing.T, l *node.Node) uint64 {
+	t.Helper()
+	var applied uint64
+	tu.Eventually(t, 30*time.Second, func() error {
+		applied = l.Raft().AppliedIndex()
+		if last := l.Raft().LastIndex(); applied != last {
+			return fmt.Errorf("applied %d of %d entries", applied, last)
+		}
+		return nil
+	})
+	return applied
 }

@@ -66,12 +66,13 @@ type NodeConfig struct {
 	ReservationLinger time.Duration
 	// CrowdedReservationLinger spaces the rounds while reservations of
 	// several keys of one member keep coming (the round before carried
-	// such and began less than this long ago): rounds then begin this
-	// far apart, so many small MemberReplicaSets syncing at once, whose
+	// such and began less than this long ago): rounds then begin at the
+	// multiples of it since the Unix epoch, the same ticks on every
+	// replica, so many small MemberReplicaSets syncing at once, whose
 	// creates wait for the member's client QPS anyway, share fewer, fuller
 	// entries, while the occasional bursts of one large MemberReplicaSet
 	// keep the short linger. Never shorter than ReservationLinger; ignored
-	// when that is negative. Default 500ms.
+	// when that is negative. Default 1s.
 	CrowdedReservationLinger time.Duration
 	// ExpectationsTTL is how long reservations and pending deletes count. Default 5m.
 	ExpectationsTTL time.Duration
@@ -110,7 +111,7 @@ func (c *NodeConfig) setDefaults() {
 	def(&c.ApplyTimeout, 10*time.Second)
 	def(&c.ObservationFlushInterval, 200*time.Millisecond)
 	def(&c.ReservationLinger, 100*time.Millisecond)
-	def(&c.CrowdedReservationLinger, 500*time.Millisecond)
+	def(&c.CrowdedReservationLinger, time.Second)
 	def(&c.ExpectationsTTL, 5*time.Minute)
 	def(&c.JoinInterval, 2*time.Second)
 	if c.MaxAppendEntries == 0 {

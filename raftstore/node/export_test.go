@@ -88,3 +88,19 @@ func (o *OwnerLease) QueuedUsages() int {
 	defer o.mu.Unlock()
 	return len(o.usages)
 }
+
+// SetBackgroundLinger sets how long the committer holds background work
+// and rounds on a tick for company until restore is called.
+func SetBackgroundLinger(d time.Duration) (restore func()) {
+	old := backgroundLinger
+	backgroundLinger = d
+	return func() { backgroundLinger = old }
+}
+
+// Queued is how many commands wait for this node's committer.
+func (n *Node) Queued() int {
+	a := &n.applier
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.queue)
+}

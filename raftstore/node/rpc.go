@@ -34,6 +34,9 @@ type rpcRequest struct {
 	Data []byte `json:"data,omitempty"`
 	// applyall: commands committed together, in order (ApplyAll)
 	Batch [][]byte `json:"batch,omitempty"`
+	// OnTick: the applyall is a round sent at a shared tick (OnTick). A
+	// leader that predates it commits the batch at once, as before.
+	OnTick bool `json:"onTick,omitempty"`
 	// join / add voter / remove
 	ID      string `json:"id,omitempty"`
 	Address string `json:"address,omitempty"`
@@ -149,7 +152,7 @@ func (n *Node) handleRPC(req *rpcRequest) *rpcResponse {
 		}
 		return &rpcResponse{Result: res, Applied: n.fsm.AppliedIndex()}
 	case "applyall":
-		return n.handleApplyAll(req.Batch)
+		return n.handleApplyAll(req.Batch, req.OnTick)
 	case "join", "addvoter", "remove":
 		if n.raft.State() != raft.Leader {
 			return &rpcResponse{NotLeader: true, Err: ErrNotLeader.Error()}
@@ -187,7 +190,7 @@ func (n *Node) forwardedNeedsFeature(data []byte) error {
 // own ApplyAll does (one entry when group commit allows), and answers one
 // result per command, nil for those not known to be committed (the
 // follower retries them one by one with their request IDs).
-func (n *Node) handleApplyAll(batch [][]byte) *rpcResponse {
+func (n *Node) handleApplyAll(batch [][]byte, onTick bool) *rpcResponse {
 	if n.raft.State() != raft.Leader {
 		return &rpcResponse{NotLeader: true, Err: ErrNotLeader.Error()}
 	}
@@ -200,7 +203,7 @@ func (n *Node) handleApplyAll(batch [][]byte) *rpcResponse {
 		}
 	}
 	out := make([]*fsm.Result, len(batch))
-	n.commitTogether(batch, out)
+	n.commitTogether(batch, out, onTick)
 	return &rpcResponse{Results: out, Applied: n.fsm.AppliedIndex()}
 }
 
