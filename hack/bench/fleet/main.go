@@ -19,7 +19,9 @@
 // metrics.profiling, save every replica's heap profile there at the end
 // of each replicafed run, and fill the columns of the largest replica's pod
 // cache and raft caches from them; GODEBUG=memprofilerate=4096 in the
-// environment gives the replicas a finer sampling).
+// environment gives the replicas a finer sampling). With sharding on in
+// BENCH_CONFIG, each replicafed run starts once the members' owners are
+// balanced over the replicas, so that no start-up handover falls inside it.
 package main
 
 import (

@@ -426,6 +426,9 @@ func (b *bench) measureReplicafed(ctx context.Context, ns, scenario string) (rep
 		}
 	}
 	b.used = true
+	if err := b.awaitBalancedOwners(ctx); err != nil {
+		return report.Run{}, err
+	}
 	if err := createNamespace(ctx, hub, ns); err != nil {
 		return report.Run{}, err
 	}
