@@ -51,6 +51,19 @@ func returned(done <-chan struct{}) bool {
 	}
 }
 
+// holdsOutUntilUnlocked checks that the caller whose enter is entered stays
+// out while the flush that has the gate runs, and comes in once it ends.
+func holdsOutUntilUnlocked(t *testing.T, g *flushGate, entered <-chan struct{}) {
+	t.Helper()
+	waitState(t, g, gateState{flushing: true})
+	if returned(entered) {
+		t.Fatal("a caller entered while the flush ran")
+	}
+	g.unlock()
+	<-entered
+	waitState(t, g, gateState{inside: 1})
+}
+
 func TestYieldingFlushRunsWhenFree(t *testing.T) {
 	g := newFlushGate()
 	if !g.lockYielding() {
@@ -107,13 +120,7 @@ func TestYieldingFlushWaitsForShortCommands(t *testing.T) {
 	if !ran {
 		t.Fatal("the flush gave up with no round under way")
 	}
-	waitState(t, g, gateState{flushing: true})
-	if returned(entered) {
-		t.Fatal("a caller entered while the flush ran")
-	}
-	g.unlock()
-	<-entered
-	waitState(t, g, gateState{inside: 1})
+	holdsOutUntilUnlocked(t, g, entered)
 }
 
 // A forced flush (a handover) waits for the round and holds every later
@@ -128,11 +135,5 @@ func TestForcedFlushWaitsForTheRound(t *testing.T) {
 	g.leaveRound()
 	g.leave()
 	<-flushed
-	waitState(t, g, gateState{flushing: true})
-	if returned(entered) {
-		t.Fatal("a caller entered while the forced flush ran")
-	}
-	g.unlock()
-	<-entered
-	waitState(t, g, gateState{inside: 1})
+	holdsOutUntilUnlocked(t, g, entered)
 }
