@@ -16,8 +16,9 @@
 // into every replica's configuration), BENCH_OUT (also write the table there),
 // BENCH_RAW (write every run's raw figures there, JSON lines), BENCH_SERVERS
 // (replicafed replicas, 3; at most 7), BENCH_PROFILE (a directory: turn on
-// metrics.profiling, save every replica's heap profile there at the end
-// of each replicafed run, and fill the columns of the largest replica's pod
+// metrics.profiling, save every replica's CPU profile of the run's first
+// 1.5 QPS ideals and its heap profile at the end of each replicafed run
+// there, and fill the columns of the largest replica's pod
 // cache and raft caches from them; GODEBUG=memprofilerate=4096 in the
 // environment gives the replicas a finer sampling). With sharding on in
 // BENCH_CONFIG, each replicafed run starts once the members' owners are

@@ -161,7 +161,7 @@ func (p *prober) heapProfiles(ctx context.Context, dir, prefix string, s snapsho
 			name += "-leader"
 		}
 		path := filepath.Join(dir, name+".heap.pb.gz")
-		if err := p.save(ctx, "http://"+addr+"/debug/pprof/heap?gc=1", path); err != nil {
+		if err := p.save(ctx, "http://"+addr+"/debug/pprof/heap?gc=1", path, time.Minute); err != nil {
 			return nil, fmt.Errorf("saving the heap profile of replica %s: %w", id, err)
 		}
 		f, err := os.Open(path)
@@ -177,9 +177,41 @@ func (p *prober) heapProfiles(ctx context.Context, dir, prefix string, s snapsho
 	return out, nil
 }
 
-// save writes what url answers to path.
-func (p *prober) save(ctx context.Context, url, path string) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+// cpuProfiles starts every replica's CPU profile of the next d and saves
+// each in dir as <prefix>-<replica>.cpu.pb.gz (-leader.cpu.pb.gz for the
+// raft leader in s); the returned func waits for them and returns the
+// first error.
+func (p *prober) cpuProfiles(ctx context.Context, dir, prefix string, s snapshot, d time.Duration) func() error {
+	secs := max(1, int(d.Round(time.Second)/time.Second))
+	errs := make(chan error, len(p.replicas))
+	for id, addr := range p.replicas {
+		name := prefix + "-" + id
+		if s.replicas[id].Sum(mRaftLeader, nil) == 1 {
+			name += "-leader"
+		}
+		go func() {
+			url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs)
+			if err := p.save(ctx, url, filepath.Join(dir, name+".cpu.pb.gz"), d+time.Minute); err != nil {
+				errs <- fmt.Errorf("saving the CPU profile of replica %s: %w", id, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	return func() error {
+		var first error
+		for range p.replicas {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}
+}
+
+// save writes what url answers to path, giving up after timeout.
+func (p *prober) save(ctx context.Context, url, path string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

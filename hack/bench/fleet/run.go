@@ -212,8 +212,12 @@ func (b *bench) goal(scenario string) (objects, pods int) {
 
 // timeout bounds one run: generous against the QPS ideal.
 func (b *bench) timeout(pods int) time.Duration {
-	ideal := time.Duration(float64(pods) / float64(b.s.Members) / b.s.MemberQPS * float64(time.Second))
-	return 4*ideal + 3*time.Minute
+	return 4*b.evenIdeal(pods) + 3*time.Minute
+}
+
+// evenIdeal is the QPS ideal of pods spread evenly over the members.
+func (b *bench) evenIdeal(pods int) time.Duration {
+	return time.Duration(float64(pods) / float64(b.s.Members) / b.s.MemberQPS * float64(time.Second))
 }
 
 // labelKey labels every benchmark pod with its workload's name.
@@ -455,6 +459,11 @@ func (b *bench) measureReplicafed(ctx context.Context, ns, scenario string) (rep
 		return report.Run{}, err
 	}
 	defer w.stop()
+	cpuDone := func() error { return nil }
+	if b.s.Profile != "" {
+		// The QPS ideal and half again: about the creation, not the idle after it.
+		cpuDone = b.probe.cpuProfiles(ctx, b.s.Profile, ns, before, b.evenIdeal(pods)*3/2)
+	}
 	t0 := time.Now()
 	w.begin(t0)
 	if scenario == scenarioSingle {
@@ -500,6 +509,9 @@ func (b *bench) measureReplicafed(ctx context.Context, ns, scenario string) (rep
 	time.Sleep(settle)
 	after, err := b.probe.snapshot(ctx, nil)
 	if err != nil {
+		return report.Run{}, err
+	}
+	if err := cpuDone(); err != nil {
 		return report.Run{}, err
 	}
 	var heaps map[string]map[string]int64
