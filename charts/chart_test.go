@@ -867,6 +867,7 @@ func TestSchema(t *testing.T) {
 		{"bad duration", []string{"--set", "failover.unreachableGracePeriod=1 minute"}, false},
 		{"bad moveBack", []string{"--set", "failover.moveBack=Sometimes"}, false},
 		{"zero workers", []string{"--set", "controller.workers=0"}, false},
+		{"too many hub workers", []string{"--set", "controller.hubWorkers=2000"}, false},
 		{"bad port", []string{"--set", "raft.port=70000"}, false},
 		{"bad anti-affinity", []string{"--set", "podAntiAffinity=maybe"}, false},
 		{"static member without secret", []string{"--set-json", `clusters.static=[{"name":"m1"}]`}, false},

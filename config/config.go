@@ -253,6 +253,11 @@ func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" || t.CA
 type Controller struct {
 	// Workers is the number of reconcile workers per member cluster.
 	Workers int `mapstructure:"workers"`
+	// HubWorkers is how many FederatedReplicaSets the raft leader plans at
+	// once. A pass waits for its targets to commit, and commits share raft
+	// rounds that come up to a second apart while pods are being created,
+	// so planning runs at about HubWorkers objects per round.
+	HubWorkers int `mapstructure:"hubWorkers"`
 	// BurstReplicas caps creates or deletes per reconcile, as the upstream
 	// ReplicaSet controller's burstReplicas does.
 	BurstReplicas int `mapstructure:"burstReplicas"`

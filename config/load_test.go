@@ -88,6 +88,7 @@ func TestDefaultsAreValid(t *testing.T) {
 		{"raft.snapshotInterval", cfg.Raft.SnapshotInterval, 60 * time.Second},
 		{"raft.trailingLogs", cfg.Raft.TrailingLogs, 10240},
 		{"controller.workers", cfg.Controller.Workers, 5},
+		{"controller.hubWorkers", cfg.Controller.HubWorkers, 8},
 		{"controller.burstReplicas", cfg.Controller.BurstReplicas, 500},
 		{"controller.memberQPS", cfg.Controller.MemberQPS, float32(20)},
 		{"controller.memberBurst", cfg.Controller.MemberBurst, 30},

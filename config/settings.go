@@ -76,6 +76,7 @@ var settings = []setting{
 	{key: "raft.deadServerTimeout", def: 10 * time.Minute, usage: "remove a voter unreachable this long (never below 3 voters)"},
 
 	{key: "controller.workers", def: 5, usage: "reconcile workers per member cluster"},
+	{key: "controller.hubWorkers", def: 8, usage: "FederatedReplicaSets the raft leader plans at once (1-1024; each pass waits for its targets' raft round)"},
 	{key: "controller.burstReplicas", def: 500, usage: "most pod creates or deletes per reconcile"},
 	{key: "controller.memberRateLimit", def: true, usage: "apply memberQPS/memberBurst to member clients"},
 	{key: "controller.memberQPS", def: float32(20), usage: "client QPS limit per member cluster"},

@@ -67,6 +67,10 @@ func (p *problems) add(key, format string, args ...any) {
 // the two equal).
 const MaxBurstReplicas = 10000
 
+// MaxHubWorkers bounds controller.hubWorkers: past the hub client's QPS
+// more workers only wait.
+const MaxHubWorkers = 1024
+
 func (p *problems) positive(key string, d time.Duration) bool {
 	if d <= 0 {
 		p.add(key, "must be > 0, got %q", d.String())
@@ -384,6 +388,9 @@ func validateRaftTiming(p *problems, r Raft) {
 func (c *Config) validateController(p *problems) {
 	ctl := c.Controller
 	p.minInt("controller.workers", ctl.Workers, 1)
+	if ctl.HubWorkers < 1 || ctl.HubWorkers > MaxHubWorkers {
+		p.add("controller.hubWorkers", "must be 1 to %d (more only wait at the hub's client limit), got %d", MaxHubWorkers, ctl.HubWorkers)
+	}
 	p.minInt("controller.burstReplicas", ctl.BurstReplicas, 1)
 	if ctl.BurstReplicas > MaxBurstReplicas {
 		p.add("controller.burstReplicas", "must be <= %d, the most pods one replicated command may reserve or delete, got %d", MaxBurstReplicas, ctl.BurstReplicas)

@@ -161,6 +161,8 @@ func TestValidateRefuses(t *testing.T) {
 		{"admin address malformed", func(c *Config) { c.Raft.AdminAddress = "admin" }, []string{"raft.adminAddress"}, "host:port"},
 
 		{"workers zero", func(c *Config) { c.Controller.Workers = 0 }, []string{"controller.workers"}, ">= 1, got 0"},
+		{"hub workers zero", func(c *Config) { c.Controller.HubWorkers = 0 }, []string{"controller.hubWorkers"}, "must be 1 to 1024 (more only wait at the hub's client limit), got 0"},
+		{"hub workers above the bound", func(c *Config) { c.Controller.HubWorkers = 1025 }, []string{"controller.hubWorkers"}, "got 1025"},
 		{"burst replicas negative", func(c *Config) { c.Controller.BurstReplicas = -5 }, []string{"controller.burstReplicas"}, "got -5"},
 		{"member qps zero", func(c *Config) { c.Controller.MemberQPS = 0 }, []string{"controller.memberQPS"}, "must be > 0"},
 		{"member qps zero even with limits off", func(c *Config) { c.Controller.MemberRateLimit = false; c.Controller.MemberQPS = 0 }, []string{"controller.memberQPS"}, "must be > 0"},

@@ -124,7 +124,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	defer unregisterExpiry()
 	followMembership(mem, link, prop)
 	rec := newHubReconciler(cfg, local, mem, link, intents, pokers{workers, prop}, store, n)
-	if err := setupHubControllers(local, rec, mem, workers, link, intents, n); err != nil {
+	if err := setupHubControllers(local, rec, mem, workers, link, intents, n, cfg.Controller.HubWorkers); err != nil {
 		return err
 	}
 	if err := setupHealthRecording(local, mem, link, n, log); err != nil {
@@ -466,18 +466,15 @@ func newHubReconciler(cfg *config.Config, local manager.Manager, m *members, lin
 	}
 }
 
-// hubWorkers is how many FederatedReplicaSets the leader plans at once
-// (one pass per object at a time, as the work queue guarantees; the
-// Reconciler's shared state is safe for that, TestConcurrentPasses). With
-// one worker each pass waited for its own SetTargets commit: when a
-// thousand objects are created at once, their targets could never share a
-// raft entry, and a member that answered slowly held every object's
-// planning. The hub client's QPS bounds the passes' writes either way.
-const hubWorkers = 8
-
 // setupHubControllers adds the MemberCluster status writer and the
-// FederatedReplicaSet controller around rec.
-func setupHubControllers(local manager.Manager, rec *hub.Reconciler, m *members, workers *worker.Manager, link hubLink, intents *hub.DeletionIntents, n *node.Node) error {
+// FederatedReplicaSet controller around rec, with planners workers
+// (controller.hubWorkers). The work queue never gives one object to two
+// passes, and the Reconciler's shared state is safe for concurrent passes
+// (TestConcurrentPasses). Each pass waits for its SetTargets commit, which
+// rides a reservation round (up to a crowded linger, 1 s, apart while pods
+// are created), so planning runs at about planners objects per round; the
+// hub client's QPS bounds the passes' writes either way.
+func setupHubControllers(local manager.Manager, rec *hub.Reconciler, m *members, workers *worker.Manager, link hubLink, intents *hub.DeletionIntents, n *node.Node, planners int) error {
 	if err := local.Add(&memberstatus.Writer{Hub: local.GetClient(), Registered: m.reg.Registered, Members: m.reg, Health: rec.Health, Gate: n, Capacity: m.tracker, PodsCached: m.podsCached,
 		OnPlacementInputsChanged: link.replan,
 		Conditions:               memberConditions(m.reg.Conditions, workers.Failing),
@@ -495,7 +492,7 @@ func setupHubControllers(local manager.Manager, rec *hub.Reconciler, m *members,
 		}))).
 		WatchesRawSource(link.triggers).
 		Named("federatedreplicaset").
-		WithOptions(controller.Options{MaxConcurrentReconciles: hubWorkers}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: planners}).
 		Complete(rec)
 	if err != nil {
 		return fmt.Errorf("creating FederatedReplicaSet controller: %w", err)
