@@ -156,11 +156,7 @@ func (p *prober) scrapeReplica(ctx context.Context, addr string) (promtext.Sampl
 func (p *prober) heapProfiles(ctx context.Context, dir, prefix string, s snapshot) (map[string]map[string]int64, error) {
 	out := map[string]map[string]int64{}
 	for id, addr := range p.replicas {
-		name := prefix + "-" + id
-		if s.replicas[id].Sum(mRaftLeader, nil) == 1 {
-			name += "-leader"
-		}
-		path := filepath.Join(dir, name+".heap.pb.gz")
+		path := filepath.Join(dir, s.profileName(prefix, id)+".heap.pb.gz")
 		if err := p.save(ctx, "http://"+addr+"/debug/pprof/heap?gc=1", path, time.Minute); err != nil {
 			return nil, fmt.Errorf("saving the heap profile of replica %s: %w", id, err)
 		}
@@ -185,10 +181,7 @@ func (p *prober) cpuProfiles(ctx context.Context, dir, prefix string, s snapshot
 	secs := max(1, int(d.Round(time.Second)/time.Second))
 	errs := make(chan error, len(p.replicas))
 	for id, addr := range p.replicas {
-		name := prefix + "-" + id
-		if s.replicas[id].Sum(mRaftLeader, nil) == 1 {
-			name += "-leader"
-		}
+		name := s.profileName(prefix, id)
 		go func() {
 			url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs)
 			if err := p.save(ctx, url, filepath.Join(dir, name+".cpu.pb.gz"), d+time.Minute); err != nil {
@@ -207,6 +200,16 @@ func (p *prober) cpuProfiles(ctx context.Context, dir, prefix string, s snapshot
 		}
 		return first
 	}
+}
+
+// profileName names replica id's profiles: <prefix>-<id>, with -leader
+// added when s saw it lead raft.
+func (s snapshot) profileName(prefix, id string) string {
+	name := prefix + "-" + id
+	if s.replicas[id].Sum(mRaftLeader, nil) == 1 {
+		name += "-leader"
+	}
+	return name
 }
 
 // save writes what url answers to path, giving up after timeout.
