@@ -385,6 +385,22 @@ func validateRaftTiming(p *problems, r Raft) {
 	p.positive("raft.deadServerTimeout", r.DeadServerTimeout)
 }
 
+// validateWriteDeadline checks that a member write the leader permits ends
+// before another leader can be elected. The write lease lets a write leave
+// up to raft.leaderLeaseTimeout after a heartbeat round a quorum
+// acknowledged, and none of that quorum votes for another candidate until
+// raft.heartbeatTimeout after it: the lease and the write's deadline
+// together must stay below the heartbeat timeout.
+func validateWriteDeadline(p *problems, d time.Duration, r Raft) {
+	if !p.positive("controller.memberWriteTimeout", d) || r.LeaderLeaseTimeout <= 0 || r.LeaderLeaseTimeout >= r.HeartbeatTimeout {
+		return // the raft keys' own problems are reported with them
+	}
+	if room := r.HeartbeatTimeout - r.LeaderLeaseTimeout; d >= room {
+		p.add("controller.memberWriteTimeout", "must be < raft.heartbeatTimeout - raft.leaderLeaseTimeout (%s - %s = %s), got %q: a write the leader permitted must end before followers can elect another leader",
+			r.HeartbeatTimeout, r.LeaderLeaseTimeout, room, d.String())
+	}
+}
+
 func (c *Config) validateController(p *problems) {
 	ctl := c.Controller
 	p.minInt("controller.workers", ctl.Workers, 1)
@@ -395,10 +411,7 @@ func (c *Config) validateController(p *problems) {
 	if ctl.BurstReplicas > MaxBurstReplicas {
 		p.add("controller.burstReplicas", "must be <= %d, the most pods one replicated command may reserve or delete, got %d", MaxBurstReplicas, ctl.BurstReplicas)
 	}
-	if p.positive("controller.memberWriteTimeout", ctl.MemberWriteTimeout) && c.Raft.LeaderLeaseTimeout > 0 && ctl.MemberWriteTimeout >= c.Raft.LeaderLeaseTimeout {
-		p.add("controller.memberWriteTimeout", "must be < raft.leaderLeaseTimeout (%s), got %q: a member write must end before a deposed leader's lease does",
-			c.Raft.LeaderLeaseTimeout, ctl.MemberWriteTimeout.String())
-	}
+	validateWriteDeadline(p, ctl.MemberWriteTimeout, c.Raft)
 	rateLimit(p, "controller.memberQPS", "controller.memberBurst", ctl.MemberQPS, ctl.MemberBurst)
 	p.positive("controller.expectationsTTL", ctl.ExpectationsTTL)
 	p.positive("controller.resyncPeriod", ctl.ResyncPeriod)

@@ -44,6 +44,9 @@ func TestValidBaseAccepted(t *testing.T) {
 		{"per-FRS metrics per member", func(c *Config) { c.Metrics.PerFRS = PerFRSMembers }},
 		{"profiling on the metrics endpoint", func(c *Config) { c.Metrics.Profiling = true }},
 		{"pod cache unbounded", func(c *Config) { c.Controller.MaxCachedPodsPerMember = 0 }},
+		{"write deadline above a short lease, both within the heartbeat timeout", func(c *Config) {
+			c.Raft.LeaderLeaseTimeout, c.Controller.MemberWriteTimeout = 300*time.Millisecond, 650*time.Millisecond
+		}},
 		{"sharding on, shortest lease, margin = lease", func(c *Config) {
 			c.Sharding = Sharding{Enabled: true, Lease: 3 * time.Second, Margin: 3 * time.Second, OwnedPodsOnly: true, UsageInterval: 500 * time.Millisecond}
 		}},
@@ -76,7 +79,7 @@ func TestValidateRefuses(t *testing.T) {
 		{"sharding lease not above the write timeout", func(c *Config) {
 			c.Sharding.Lease = 3 * time.Second
 			c.Controller.MemberWriteTimeout = 3 * time.Second
-			c.Raft.HeartbeatTimeout, c.Raft.ElectionTimeout, c.Raft.LeaderLeaseTimeout = 5*time.Second, 5*time.Second, 4*time.Second
+			c.Raft.HeartbeatTimeout, c.Raft.ElectionTimeout, c.Raft.LeaderLeaseTimeout = 5*time.Second, 5*time.Second, time.Second
 		}, []string{"sharding.lease"}, "above controller.memberWriteTimeout"},
 		{"sharding margin zero", func(c *Config) { c.Sharding.Margin = 0 }, []string{"sharding.margin"}, "must be > 0"},
 		{"sharding margin too small", func(c *Config) { c.Sharding.Margin = 10 * time.Millisecond }, []string{"sharding.margin"}, "at least 100ms"},
@@ -145,7 +148,14 @@ func TestValidateRefuses(t *testing.T) {
 		{"election negative", func(c *Config) { c.Raft.ElectionTimeout = -1 }, []string{"raft.electionTimeout"}, "must be > 0"},
 		{"lease above heartbeat", func(c *Config) { c.Raft.LeaderLeaseTimeout = 2 * time.Second }, []string{"raft.leaderLeaseTimeout"}, "must be < raft.heartbeatTimeout"},
 		{"lease equal to heartbeat", func(c *Config) { c.Raft.LeaderLeaseTimeout = c.Raft.HeartbeatTimeout }, []string{"raft.leaderLeaseTimeout"}, "must be < raft.heartbeatTimeout"},
-		{"member write timeout at the lease", func(c *Config) { c.Controller.MemberWriteTimeout = c.Raft.LeaderLeaseTimeout }, []string{"controller.memberWriteTimeout"}, "must be < raft.leaderLeaseTimeout"},
+		{"member write timeout fills the heartbeat timeout with the lease", func(c *Config) { c.Controller.MemberWriteTimeout = c.Raft.LeaderLeaseTimeout },
+			[]string{"controller.memberWriteTimeout"}, `must be < raft.heartbeatTimeout - raft.leaderLeaseTimeout (1s - 500ms = 500ms), got "500ms"`},
+		// Each below its own bound, together past the heartbeat timeout: a
+		// write permitted at the end of the lease could land after a new
+		// leader's first one.
+		{"member write timeout and lease together past the heartbeat timeout", func(c *Config) {
+			c.Raft.LeaderLeaseTimeout, c.Controller.MemberWriteTimeout = 950*time.Millisecond, 900*time.Millisecond
+		}, []string{"controller.memberWriteTimeout"}, "(1s - 950ms = 50ms)"},
 		{"member write timeout zero", func(c *Config) { c.Controller.MemberWriteTimeout = 0 }, []string{"controller.memberWriteTimeout"}, "must be > 0"},
 		{"burst replicas above the raft command limit", func(c *Config) { c.Controller.BurstReplicas = 10001 }, []string{"controller.burstReplicas"}, "must be <= 10000"},
 		{"lease zero", func(c *Config) { c.Raft.LeaderLeaseTimeout = 0 }, []string{"raft.leaderLeaseTimeout"}, "must be > 0"},

@@ -25,8 +25,9 @@ const DefaultMaxInFlight = 64
 // Option gives every mutating request to a member (POST, PUT,
 // PATCH, DELETE) a deadline of d for its answer, counted from when the
 // request leaves the client, after client-side rate limiting. config
-// refuses d >= the raft leader lease, so a write the leader permitted ends
-// before another leader can be elected after this one loses its quorum.
+// refuses d >= the raft heartbeat timeout minus the leader lease, so a
+// write the leader permitted ends before another leader can be elected
+// after this one loses its quorum.
 // Once the answer's status line is in, the write has happened and the body
 // is read under the caller's context only. Reads and watches are
 // untouched. d <= 0 disables the deadline.
