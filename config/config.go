@@ -269,9 +269,11 @@ type Controller struct {
 	// MemberBurst is the client-side burst per member cluster.
 	MemberBurst int `mapstructure:"memberBurst"`
 	// MemberWriteTimeout is the deadline of every write to a member, counted
-	// from when the request leaves the client. With raft.leaderLeaseTimeout
-	// it must stay below raft.heartbeatTimeout, so a write the leader
-	// permitted has ended before another leader can be elected.
+	// from when the request leaves the client. The leader lets a pod write
+	// leave only if its write lease lasts until the deadline ends, so a
+	// write it permitted has ended before another leader can be elected;
+	// the lease lasts about raft.heartbeatTimeout from each contact round,
+	// so the deadline must leave room for the rounds (validateWriteDeadline).
 	MemberWriteTimeout time.Duration `mapstructure:"memberWriteTimeout"`
 	// CreateNamespaces creates a FederatedReplicaSet's namespace in a member
 	// that lacks it; when false the member reports NamespaceMissing.

@@ -385,19 +385,29 @@ func validateRaftTiming(p *problems, r Raft) {
 	p.positive("raft.deadServerTimeout", r.DeadServerTimeout)
 }
 
-// validateWriteDeadline checks that a member write the leader permits ends
-// before another leader can be elected. The write lease lets a write leave
-// up to raft.leaderLeaseTimeout after a heartbeat round a quorum
-// acknowledged, and none of that quorum votes for another candidate until
-// raft.heartbeatTimeout after it: the lease and the write's deadline
-// together must stay below the heartbeat timeout.
+// WriteLeaseMargin is what the raft leader keeps back from each
+// follower's promise when it bounds its member write lease (see
+// raftstore/node, contact.go): a twentieth of the heartbeat timeout, at
+// least 10ms.
+func WriteLeaseMargin(heartbeat time.Duration) time.Duration {
+	return max(heartbeat/20, 10*time.Millisecond)
+}
+
+// validateWriteDeadline checks that member writes can be permitted at all.
+// Safety does not depend on it: the leader permits a write only if its
+// deadline ends before a quorum could elect another leader, which a
+// contact round bounds at about raft.heartbeatTimeout less the margin
+// from the round's start. Rounds come every quarter of
+// raft.leaderLeaseTimeout; a deadline that leaves less than half the lease
+// of that bound would stall writes between rounds.
 func validateWriteDeadline(p *problems, d time.Duration, r Raft) {
-	if !p.positive("controller.memberWriteTimeout", d) || r.LeaderLeaseTimeout <= 0 || r.LeaderLeaseTimeout >= r.HeartbeatTimeout {
+	if !p.positive("controller.memberWriteTimeout", d) || r.LeaderLeaseTimeout < minRaftTimeout || r.LeaderLeaseTimeout >= r.HeartbeatTimeout {
 		return // the raft keys' own problems are reported with them
 	}
-	if room := r.HeartbeatTimeout - r.LeaderLeaseTimeout; d >= room {
-		p.add("controller.memberWriteTimeout", "must be < raft.heartbeatTimeout - raft.leaderLeaseTimeout (%s - %s = %s), got %q: a write the leader permitted must end before followers can elect another leader",
-			r.HeartbeatTimeout, r.LeaderLeaseTimeout, room, d.String())
+	margin := WriteLeaseMargin(r.HeartbeatTimeout)
+	if room := r.HeartbeatTimeout - r.LeaderLeaseTimeout/2 - margin; d >= room {
+		p.add("controller.memberWriteTimeout", "must be < raft.heartbeatTimeout - raft.leaderLeaseTimeout/2 - margin (%s - %s - %s = %s), got %q: a write must end within the write lease a contact round gives (the heartbeat timeout less the margin), with room left for the rounds every quarter lease",
+			r.HeartbeatTimeout, r.LeaderLeaseTimeout/2, margin, room, d.String())
 	}
 }
 

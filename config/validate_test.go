@@ -44,9 +44,10 @@ func TestValidBaseAccepted(t *testing.T) {
 		{"per-FRS metrics per member", func(c *Config) { c.Metrics.PerFRS = PerFRSMembers }},
 		{"profiling on the metrics endpoint", func(c *Config) { c.Metrics.Profiling = true }},
 		{"pod cache unbounded", func(c *Config) { c.Controller.MaxCachedPodsPerMember = 0 }},
-		{"write deadline above a short lease, both within the heartbeat timeout", func(c *Config) {
+		{"write deadline above a short lease", func(c *Config) {
 			c.Raft.LeaderLeaseTimeout, c.Controller.MemberWriteTimeout = 300*time.Millisecond, 650*time.Millisecond
 		}},
+		{"write deadline above the default lease", func(c *Config) { c.Controller.MemberWriteTimeout = 650 * time.Millisecond }},
 		{"sharding on, shortest lease, margin = lease", func(c *Config) {
 			c.Sharding = Sharding{Enabled: true, Lease: 3 * time.Second, Margin: 3 * time.Second, OwnedPodsOnly: true, UsageInterval: 500 * time.Millisecond}
 		}},
@@ -148,14 +149,17 @@ func TestValidateRefuses(t *testing.T) {
 		{"election negative", func(c *Config) { c.Raft.ElectionTimeout = -1 }, []string{"raft.electionTimeout"}, "must be > 0"},
 		{"lease above heartbeat", func(c *Config) { c.Raft.LeaderLeaseTimeout = 2 * time.Second }, []string{"raft.leaderLeaseTimeout"}, "must be < raft.heartbeatTimeout"},
 		{"lease equal to heartbeat", func(c *Config) { c.Raft.LeaderLeaseTimeout = c.Raft.HeartbeatTimeout }, []string{"raft.leaderLeaseTimeout"}, "must be < raft.heartbeatTimeout"},
-		{"member write timeout fills the heartbeat timeout with the lease", func(c *Config) { c.Controller.MemberWriteTimeout = c.Raft.LeaderLeaseTimeout },
-			[]string{"controller.memberWriteTimeout"}, `must be < raft.heartbeatTimeout - raft.leaderLeaseTimeout (1s - 500ms = 500ms), got "500ms"`},
-		// Each below its own bound, together past the heartbeat timeout: a
-		// write permitted at the end of the lease could land after a new
-		// leader's first one.
-		{"member write timeout and lease together past the heartbeat timeout", func(c *Config) {
+		{"member write timeout leaves no room for contact rounds", func(c *Config) { c.Controller.MemberWriteTimeout = 700 * time.Millisecond },
+			[]string{"controller.memberWriteTimeout"}, `must be < raft.heartbeatTimeout - raft.leaderLeaseTimeout/2 - margin (1s - 250ms - 50ms = 700ms), got "700ms"`},
+		// A long lease means rare rounds: a deadline that fit before them
+		// would stall writes between them.
+		{"member write timeout with a long lease", func(c *Config) {
 			c.Raft.LeaderLeaseTimeout, c.Controller.MemberWriteTimeout = 950*time.Millisecond, 900*time.Millisecond
-		}, []string{"controller.memberWriteTimeout"}, "(1s - 950ms = 50ms)"},
+		}, []string{"controller.memberWriteTimeout"}, "(1s - 475ms - 50ms = 475ms)"},
+		{"member write timeout past a short heartbeat timeout", func(c *Config) {
+			c.Raft.HeartbeatTimeout, c.Raft.ElectionTimeout, c.Raft.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 40*time.Millisecond
+			c.Controller.MemberWriteTimeout = 70 * time.Millisecond
+		}, []string{"controller.memberWriteTimeout"}, "(100ms - 20ms - 10ms = 70ms)"},
 		{"member write timeout zero", func(c *Config) { c.Controller.MemberWriteTimeout = 0 }, []string{"controller.memberWriteTimeout"}, "must be > 0"},
 		{"burst replicas above the raft command limit", func(c *Config) { c.Controller.BurstReplicas = 10001 }, []string{"controller.burstReplicas"}, "must be <= 10000"},
 		{"lease zero", func(c *Config) { c.Raft.LeaderLeaseTimeout = 0 }, []string{"raft.leaderLeaseTimeout"}, "must be > 0"},

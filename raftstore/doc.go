@@ -40,15 +40,18 @@
 //     refuses LeaderLeaseTimeout >= HeartbeatTimeout.
 //  2. Member-write deadline. Every mutating request to a member carries a
 //     deadline (controller.memberWriteTimeout, counted when the request
-//     leaves the client) that config keeps below LeaderLeaseTimeout, so a
-//     write the leader was permitted ends before another leader can be
-//     elected after this one loses its quorum. Right before a pod write
-//     leaves, it also needs the write lease (Node.WriteLease): a quorum
-//     acknowledged a heartbeat round sent less than LeaderLeaseTimeout ago
-//     (VerifyLeader, measured from when it was sent, not when the answers
-//     were read). A leader resumed after SIGSTOP or a long GC reads stale
-//     answers at once, but its monotonic clock says the lease lapsed, so
-//     the creates and deletes it prepared before the pause are not sent.
+//     leaves the client). Right before a pod write leaves, it needs the
+//     write lease (Node.WriteLease) to last until the deadline ends. Every
+//     quarter LeaderLeaseTimeout the leader runs VerifyLeader and then a
+//     contact round (contact.go): each other voter answers whom it
+//     follows, in which term, and how long ago it last heard from it; a
+//     quorum of "you, in your term" bounds the lease at the round's start
+//     plus a heartbeat timeout, less the oldest contact among them and a
+//     margin. VerifyLeader alone is not enough: raft counts answers to
+//     AppendEntries sent before it was asked. A leader resumed after
+//     SIGSTOP or a long GC finds by its monotonic clock that the lease
+//     lapsed, so the creates and deletes it prepared before the pause are
+//     not sent.
 //  3. Handover. A planned handover (Node.TransferLeadership, the admin
 //     endpoint) and a graceful stop (Node.StepDown, called by the server on
 //     SIGTERM before anything else stops) close the gate first, which

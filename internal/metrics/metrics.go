@@ -82,6 +82,21 @@ var (
 		Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
 	})
 
+	// RaftWriteLease is how long the member write lease lasts after each
+	// contact round that renewed it: the room a write's deadline must fit.
+	RaftWriteLease = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "replicafed_raft_write_lease_remaining_seconds",
+		Help:    "After each contact round of the leader, how long the member write lease it gave lasts from then; a pod write leaves only if its deadline (controller.memberWriteTimeout) ends within it.",
+		Buckets: []float64{0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 2},
+	})
+
+	// RaftContactRoundsFailed counts the leader's contact rounds that got
+	// no quorum of promises (the lease was not renewed).
+	RaftContactRoundsFailed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "replicafed_raft_contact_rounds_failed_total",
+		Help: "Contact rounds of the leader in which no quorum of voters promised to follow it: the member write lease was not renewed.",
+	})
+
 	// RaftCommandsPerEntry is how many commands the leader combined into
 	// each raft entry it proposed (group commit).
 	RaftCommandsPerEntry = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -121,6 +136,6 @@ func newBuildInfo(v version.Info) prometheus.Gauge {
 
 func init() {
 	BuildInfo.Set(1)
-	crmetrics.Registry.MustRegister(PodOperations, Plans, Shortfall, MemberHealthy, MemberOwnedEpoch, MemberPodCachePods, MemberPodCacheIncomplete, RaftLeader, RaftTerm, RaftApplyDuration, RaftFirstMemberWrite, RaftCommandsPerEntry,
+	crmetrics.Registry.MustRegister(PodOperations, Plans, Shortfall, MemberHealthy, MemberOwnedEpoch, MemberPodCachePods, MemberPodCacheIncomplete, RaftLeader, RaftTerm, RaftApplyDuration, RaftFirstMemberWrite, RaftWriteLease, RaftContactRoundsFailed, RaftCommandsPerEntry,
 		RaftEntriesProposed, RaftCommandsProposed, BuildInfo)
 }

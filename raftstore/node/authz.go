@@ -111,7 +111,7 @@ func (n *Node) authorizeRPC(p transport.Peer, req *rpcRequest) error {
 			return fmt.Errorf("%w: identity %v is neither in the raft configuration nor a configured peer, and no admin token was given", errNotAuthorized, p.Names)
 		}
 		return nil
-	case "apply", "applyall":
+	case "apply", "applyall", "contact":
 		if p.Verified && !n.knownPeer(p) {
 			return fmt.Errorf("%w: identity %v is neither in the raft configuration nor a configured peer", errNotAuthorized, p.Names)
 		}

@@ -177,6 +177,7 @@ func TestRefusesUnauthenticatedPeers(t *testing.T) {
 		{"status", map[string]any{"op": "status"}},
 		{"apply", map[string]any{"op": "apply", "data": cmd}},
 		{"applyall", map[string]any{"op": "applyall", "batch": [][]byte{cmd, cmd}}},
+		{"contact", map[string]any{"op": "contact"}},
 		{"join", map[string]any{"op": "join", "id": "intruder-1", "address": "127.0.0.1:1"}},
 		{"join with a peer's name and the admin token", map[string]any{"op": "join", "id": victim.ID, "address": "127.0.0.1:1", "token": adminToken}},
 		{"addvoter", map[string]any{"op": "addvoter", "id": "intruder-1", "address": "127.0.0.1:1"}},
@@ -338,6 +339,7 @@ func TestJoinNeedsIdentityAndToken(t *testing.T) {
 		{"another name", map[string]any{"op": "join", "id": servers[1].ID, "address": c.Cfgs[3].BindAddr, "token": adminToken}},
 		{"apply before joining", map[string]any{"op": "apply", "data": []byte("x")}},
 		{"applyall before joining", map[string]any{"op": "applyall", "batch": [][]byte{[]byte("x")}}},
+		{"contact before joining", map[string]any{"op": "contact"}},
 	} {
 		msg, err := rpcCall(cfg, addr, tc.req)
 		if err != nil || !strings.Contains(msg, "unauthorized") {

@@ -104,3 +104,34 @@ func (n *Node) Queued() int {
 	defer a.mu.Unlock()
 	return len(a.queue)
 }
+
+// LegacyContactPeers counts the voters this node found to predate contact
+// rounds.
+func (n *Node) LegacyContactPeers() int {
+	count := 0
+	n.legacyContact.Range(func(any, any) bool { count++; return true })
+	return count
+}
+
+// ContactLinks reports the connections this node dialled for contact
+// rounds and the answers it read over them.
+func (n *Node) ContactLinks() (dials, answers int64) {
+	return n.contactDials.Load(), n.contactAnswers.Load()
+}
+
+// SetRaftFaults injects faults on the raft connections n dialled (see
+// transport.Layer.SetRaftFaults).
+func (n *Node) SetRaftFaults(readDelay time.Duration, holdWrites bool) {
+	n.layer.SetRaftFaults(readDelay, holdWrites)
+}
+
+// LeaseUntil is when n's member write lease lapses.
+func (n *Node) LeaseUntil() time.Time {
+	n.lead.mu.Lock()
+	defer n.lead.mu.Unlock()
+	return n.lead.leaseUntil
+}
+
+// ContactMargin is what the leader keeps back from a follower's promise
+// of heartbeat.
+func ContactMargin(heartbeat time.Duration) time.Duration { return contactMargin(heartbeat) }

@@ -41,11 +41,15 @@ const (
 	// member owner's capacity usage); a node proposes it only while every
 	// server lists it (OwnerLease.PublishUsage returns ErrFeatureMissing).
 	FeatureMemberUsage = "member-usage"
+	// FeatureContact: the replica answers contact rounds (contact.go),
+	// which bound the leader's member write lease. It changes nothing in
+	// the log; a leader counts an older voter as before (see askContact).
+	FeatureContact = "contact"
 )
 
 // ownFeatures are the features of this version.
 var ownFeatures = []string{FeatureBatch, FeatureHoldReissued, FeatureOwnership, FeatureGrantOnTargets, FeatureOwnerRelease,
-	FeatureMemberUsage}
+	FeatureMemberUsage, FeatureContact}
 
 // ErrFeatureMissing is returned for a command that needs a feature some
 // server of the configuration does not list yet.

@@ -45,7 +45,8 @@ type leadership struct {
 	inflight int           // open permits (Enter without done)
 	idle     chan struct{} // closed when inflight drops to 0
 
-	// leaseUntil is when the write lease lapses (see lease.go); leaseCh is
+	// leaseUntil is when the write lease lapses: every permitted member
+	// write must have ended by then (see lease.go); leaseCh is
 	// closed and replaced whenever it moves forward.
 	leaseUntil time.Time
 	leaseCh    chan struct{}

@@ -16,11 +16,13 @@ import (
 // SIGSTOP (or stalled by a long GC) reads, as it resumes, responses that
 // arrived while it stood still, and for a moment looks freshly acknowledged
 // while a newer leader already writes to the members. The write lease is
-// measured from the time a heartbeat round was sent instead: after
-// VerifyLeader succeeds, a quorum acknowledged this term after t0, and none
-// of them votes for another candidate before t0 + HeartbeatTimeout >
-// t0 + LeaderLeaseTimeout. Go's monotonic clock keeps running while the
-// process is stopped, so a resumed leader finds its lease expired.
+// therefore measured from the start of a round, in which VerifyLeader
+// makes the followers hear from this leader and a contact round
+// (contact.go) asks each of them how long ago it did: the lease ends at
+// the instant before which a quorum still votes for nobody else, and a
+// member write may leave only if its deadline ends before that instant.
+// Go's monotonic clock keeps running while the process is stopped, so a
+// resumed leader finds its lease expired.
 
 // leaseVerifier keeps the write lease fresh while this node leads.
 func (n *Node) leaseVerifier() {
@@ -35,27 +37,51 @@ func (n *Node) leaseVerifier() {
 		l := &n.lead
 		l.mu.Lock()
 		leading := l.ctx != nil
-		epoch := l.epoch
 		l.mu.Unlock()
 		if !leading || n.raft.State() != raft.Leader {
 			continue
 		}
-		sent := time.Now()
+		n.refreshVoters() // a quorum of the latest configuration
+		l.mu.Lock()
+		leading = l.ctx != nil
+		epoch, term := l.epoch, l.term
+		voters, quorum := l.voters, l.nVoters/2+1
+		l.mu.Unlock()
+		if !leading || n.raft.State() != raft.Leader {
+			continue
+		}
+		start := time.Now()
 		if err := n.awaitVerify(n.raft.VerifyLeader()); err != nil {
 			continue
 		}
-		l.mu.Lock()
-		if l.ctx != nil && l.epoch == epoch {
-			if until := sent.Add(n.cfg.LeaderLeaseTimeout); until.After(l.leaseUntil) {
-				l.leaseUntil = until
-				if l.leaseCh != nil {
-					close(l.leaseCh)
-				}
-				l.leaseCh = make(chan struct{})
-			}
+		// What an older voter's acknowledgement counted for before contact
+		// rounds: a lease of LeaderLeaseTimeout plus a write deadline that
+		// config kept below the rest of the heartbeat timeout.
+		legacy := start.Add(n.cfg.HeartbeatTimeout - contactMargin(n.cfg.HeartbeatTimeout))
+		until, ok := n.contactRound(start, term, voters, quorum, legacy)
+		if !ok {
+			metrics.RaftContactRoundsFailed.Inc()
+			continue
 		}
-		l.mu.Unlock()
+		metrics.RaftWriteLease.Observe(max(time.Until(until), 0).Seconds())
+		n.extendLease(epoch, until)
 	}
+}
+
+// extendLease moves the write lease of the leader context of epoch to
+// until, if that is later.
+func (n *Node) extendLease(epoch uint64, until time.Time) {
+	l := &n.lead
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx == nil || l.epoch != epoch || !until.After(l.leaseUntil) {
+		return
+	}
+	l.leaseUntil = until
+	if l.leaseCh != nil {
+		close(l.leaseCh)
+	}
+	l.leaseCh = make(chan struct{})
 }
 
 // awaitVerify returns f's error, or raft.ErrRaftShutdown once the node
@@ -75,19 +101,20 @@ func (n *Node) awaitVerify(f raft.Future) error {
 	}
 }
 
-// WriteLease reports whether a member write may leave now: Allowed holds
-// and a quorum acknowledged a heartbeat this node sent less than
-// LeaderLeaseTimeout ago. While Allowed holds but the lease has lapsed it
-// waits up to wait for the next verification. Callers ask it as late as
-// possible, right before the request is sent.
-func (n *Node) WriteLease(wait time.Duration) bool {
-	deadline := time.Now().Add(wait)
+// WriteLease reports whether a member write that may take up to d (its
+// deadline) may leave now: Allowed holds and the write lease lasts until
+// now + d, so the write has ended before another leader can be elected.
+// While Allowed holds but the lease falls short it waits up to d for the
+// next renewal. Callers ask it as late as possible, right before the
+// request is sent.
+func (n *Node) WriteLease(d time.Duration) bool {
+	deadline := time.Now().Add(d)
 	l := &n.lead
 	for {
 		l.mu.Lock()
 		allowed := n.allowedLocked()
 		now := time.Now()
-		valid := now.Before(l.leaseUntil)
+		valid := now.Add(d).Before(l.leaseUntil)
 		if allowed && valid {
 			n.markFirstWriteLocked(now)
 		}

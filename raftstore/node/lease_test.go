@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -51,6 +52,72 @@ func TestWriteLease(t *testing.T) {
 	if old.WriteLease(200 * time.Millisecond) {
 		t.Fatal("isolated node got a write lease by waiting")
 	}
+}
+
+// TestWriteLeaseCoversTheWrite: the lease a contact round gives ends a
+// heartbeat timeout (less the followers' contact age and a margin) after
+// the round started, so a write whose deadline reaches that far is never
+// permitted, while short ones are.
+func TestWriteLeaseCoversTheWrite(t *testing.T) {
+	c := tu.NewCluster(t, 3, nil)
+	c.StartAll()
+	leader := c.WaitVoters(3, 20*time.Second)
+	hb := c.Cfgs[0].HeartbeatTimeout
+	tu.Eventually(t, 20*time.Second, func() error {
+		if !leader.WriteLease(hb / 3) {
+			return errors.New("no write lease for a write of a third of the heartbeat timeout")
+		}
+		return nil
+	})
+	if leader.WriteLease(hb) {
+		t.Fatalf("a write that may take the whole heartbeat timeout (%v) was permitted", hb)
+	}
+	if n := leader.LegacyContactPeers(); n != 0 {
+		t.Fatalf("%d voters counted as predating contact rounds, want 0", n)
+	}
+	// Rounds reuse one connection per voter rather than a TLS handshake
+	// per round.
+	var dials, answers int64
+	tu.Eventually(t, 20*time.Second, func() error {
+		if dials, answers = leader.ContactLinks(); answers < 40 {
+			return fmt.Errorf("%d contact answers so far", answers)
+		}
+		return nil
+	})
+	if dials > 4 {
+		t.Fatalf("%d connections dialled for %d contact answers from 2 voters, want at most 4", dials, answers)
+	}
+}
+
+// TestWriteLeaseWithOlderVoters: during a rolling upgrade, voters that do
+// not answer contact rounds count as VerifyLeader acknowledged them before,
+// and the leader says so once per voter.
+func TestWriteLeaseWithOlderVoters(t *testing.T) {
+	c := tu.NewCluster(t, 3, nil)
+	c.StartAll()
+	leader := c.WaitVoters(3, 20*time.Second)
+	for _, n := range c.Live() {
+		if n != leader {
+			n.WithoutFeature(node.FeatureContact)
+		}
+	}
+	tu.Eventually(t, 20*time.Second, func() error {
+		if n := leader.LegacyContactPeers(); n != 2 {
+			return fmt.Errorf("%d voters counted as predating contact rounds, want 2", n)
+		}
+		return nil
+	})
+	// Any lease from rounds before the voters turned old has lapsed now.
+	hb := c.Cfgs[0].HeartbeatTimeout
+	for waited := time.Now(); time.Since(waited) < hb; {
+		leader.WriteLease(hb) // never permits: waits for renewals until then
+	}
+	tu.Eventually(t, 20*time.Second, func() error {
+		if !leader.WriteLease(0) {
+			return errors.New("no write lease with older voters")
+		}
+		return nil
+	})
 }
 
 // TestHandoverTimes: a leader records its first permitted member write once

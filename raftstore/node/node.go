@@ -48,6 +48,15 @@ type Node struct {
 	started atomic.Bool
 	// prompts counts the heartbeat checks electionPrompter prompted.
 	prompts atomic.Int64
+	// legacyContact holds the voters found to predate contact rounds
+	// (warned about once each).
+	legacyContact sync.Map
+	// contactLinks holds a *contactLink per voter address this node, as
+	// leader, asked in contact rounds.
+	contactLinks sync.Map
+	// contactDials and contactAnswers count the connections dialled for
+	// contact rounds and the answers read over them (for tests).
+	contactDials, contactAnswers atomic.Int64
 
 	hooksMu sync.Mutex
 	hooks   []func(context.Context)

@@ -16,10 +16,10 @@ import (
 // contact is HeartbeatTimeout old (plus a stagger): raft's ReloadConfig
 // with a shorter heartbeat timeout wakes the follower loop, which then
 // applies the very condition its own timer would. The earliest election
-// raft allows is unchanged, so is everything the fence counts on
-// (raft.leaderLeaseTimeout and the member write deadline end within
-// HeartbeatTimeout of the last contact); only the wait for a timer that
-// happens to fire late is gone.
+// raft allows is unchanged, so is everything the fence counts on (a
+// follower forgets its leader no earlier than HeartbeatTimeout after the
+// last contact, which bounds the write lease: contact.go); only the wait
+// for a timer that happens to fire late is gone.
 //
 // The stagger: a follower that still knows a leader refuses pre-votes, so
 // of followers that started at once none would get one and all would wait

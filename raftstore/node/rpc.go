@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -65,6 +66,8 @@ type rpcResponse struct {
 	// Features lists optional abilities of the answering replica
 	// (FeatureBatch, FeatureHoldReissued).
 	Features []string `json:"features,omitempty"`
+	// Contact answers a contact round (contact.go).
+	Contact *contactAnswer `json:"contact,omitempty"`
 }
 
 func writeFrame(w io.Writer, v any) error {
@@ -122,7 +125,9 @@ func (n *Node) serveRPC(c net.Conn, p transport.Peer) {
 		return
 	}
 	resp := n.handleRPC(&req)
-	_ = writeFrame(c, resp)
+	if err := writeFrame(c, resp); err == nil && resp.Contact != nil {
+		n.serveContact(c, p) // the leader keeps the connection for its rounds
+	}
 }
 
 // handleRPC runs an authorized request (see authorizeRPC).
@@ -153,6 +158,11 @@ func (n *Node) handleRPC(req *rpcRequest) *rpcResponse {
 		return &rpcResponse{Result: res, Applied: n.fsm.AppliedIndex()}
 	case "applyall":
 		return n.handleApplyAll(req.Batch, req.OnTick)
+	case "contact":
+		if !slices.Contains(n.localFeatures(), FeatureContact) {
+			return &rpcResponse{Err: errNoContactOp.Error()} // a test's older version
+		}
+		return &rpcResponse{Contact: n.answerContact()}
 	case "join", "addvoter", "remove":
 		if n.raft.State() != raft.Leader {
 			return &rpcResponse{NotLeader: true, Err: ErrNotLeader.Error()}

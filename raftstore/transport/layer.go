@@ -104,6 +104,12 @@ type Layer struct {
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
 	contact  map[string]time.Time // dialed raft address -> last byte read
+
+	// Faults on the raft connections this layer dialled (SetRaftFaults):
+	// readDelay holds every read that returned data; heldWrites, while
+	// non-nil, holds every write until it is closed.
+	readDelay  atomic.Int64
+	heldWrites atomic.Pointer[chan struct{}]
 }
 
 var _ raft.StreamLayer = (*Layer)(nil)
@@ -369,6 +375,22 @@ func (l *Layer) SetIsolated(v bool) {
 	}
 }
 
+// SetRaftFaults delays each read that returns data on the raft
+// connections this layer dialled (the answers to this node's own
+// AppendEntries) by readDelay and, while holdWrites, holds their writes
+// (nothing this node sends as leader reaches its followers). The RPC side
+// channel and inbound connections are untouched. For fault-injection
+// tests.
+func (l *Layer) SetRaftFaults(readDelay time.Duration, holdWrites bool) {
+	l.readDelay.Store(int64(readDelay))
+	if holdWrites {
+		ch := make(chan struct{})
+		l.heldWrites.CompareAndSwap(nil, &ch)
+	} else if ch := l.heldWrites.Swap(nil); ch != nil {
+		close(*ch)
+	}
+}
+
 func (l *Layer) dropAll() {
 	l.mu.Lock()
 	cs := make([]*conn, 0, len(l.conns))
@@ -402,6 +424,9 @@ func (c *conn) Read(b []byte) (int, error) {
 		return 0, ErrIsolated
 	}
 	n, err := c.Conn.Read(b)
+	if d := time.Duration(c.l.readDelay.Load()); n > 0 && c.dialed != "" && d > 0 {
+		time.Sleep(d) // an injected fault: answers read late
+	}
 	if n > 0 && c.dialed != "" && !c.l.isolated.Load() {
 		c.l.mu.Lock()
 		c.l.contact[c.dialed] = time.Now()
@@ -414,6 +439,13 @@ func (c *conn) Write(b []byte) (int, error) {
 	if c.l.isolated.Load() {
 		c.Close()
 		return 0, ErrIsolated
+	}
+	if hold := c.l.heldWrites.Load(); hold != nil && c.dialed != "" {
+		select {
+		case <-*hold:
+		case <-c.l.closed:
+			return 0, net.ErrClosed
+		}
 	}
 	return c.Conn.Write(b)
 }

@@ -24,10 +24,10 @@ const DefaultMaxInFlight = 64
 
 // Option gives every mutating request to a member (POST, PUT,
 // PATCH, DELETE) a deadline of d for its answer, counted from when the
-// request leaves the client, after client-side rate limiting. config
-// refuses d >= the raft heartbeat timeout minus the leader lease, so a
-// write the leader permitted ends before another leader can be elected
-// after this one loses its quorum.
+// request leaves the client, after client-side rate limiting. The
+// leader's write lease permits a write only if it lasts until the
+// deadline ends (raftstore/node, Node.WriteLease), so a write the leader
+// permitted ends before another leader can be elected.
 // Once the answer's status line is in, the write has happened and the body
 // is read under the caller's context only. Reads and watches are
 // untouched. d <= 0 disables the deadline.
