@@ -61,19 +61,27 @@ func contactMargin(heartbeat time.Duration) time.Duration {
 	return max(heartbeat/20, 10*time.Millisecond)
 }
 
-// answerContact is a node's answer to a contact round.
+// answerContact is a node's answer to a contact round. The last contact
+// is read first: if the term and the leader read after it still name the
+// same leader, this node followed it all along, so it forgets that leader
+// no earlier than a heartbeat timeout after that contact. A term that
+// moved during the reads, or a contact never made (raft sets the leader
+// before it accepts a first AppendEntries), promises nothing.
 func (n *Node) answerContact() *contactAnswer {
+	last := n.raft.LastContact()
+	term := n.raft.CurrentTerm()
 	_, id := n.raft.LeaderWithID()
-	a := &contactAnswer{
-		Follower:  n.raft.State() == raft.Follower,
-		Term:      n.raft.CurrentTerm(),
+	follower := n.raft.State() == raft.Follower
+	if n.raft.CurrentTerm() != term || last.IsZero() {
+		id = ""
+	}
+	return &contactAnswer{
+		Follower:  follower,
+		Term:      term,
 		LeaderID:  string(id),
+		Age:       max(time.Since(last), 0),
 		Heartbeat: n.cfg.HeartbeatTimeout,
 	}
-	if last := n.raft.LastContact(); !last.IsZero() {
-		a.Age = max(time.Since(last), 0)
-	}
-	return a
 }
 
 // bound is the instant before which the answering voter, asked in a round
