@@ -81,7 +81,7 @@ var settings = []setting{
 	{key: "controller.memberRateLimit", def: true, usage: "apply memberQPS/memberBurst to member clients"},
 	{key: "controller.memberQPS", def: float32(20), usage: "client QPS limit per member cluster"},
 	{key: "controller.memberBurst", def: 30, usage: "client burst per member cluster"},
-	{key: "controller.memberWriteTimeout", def: 400 * time.Millisecond, usage: "deadline of each write to a member (< raft.heartbeatTimeout - raft.leaderLeaseTimeout/2 - max(raft.heartbeatTimeout/20, 10ms))"},
+	{key: "controller.memberWriteTimeout", def: 650 * time.Millisecond, usage: "deadline of each write to a member (< raft.heartbeatTimeout - raft.leaderLeaseTimeout/2 - max(raft.heartbeatTimeout/20, 10ms))"},
 	{key: "controller.createNamespaces", def: true, usage: "create a FederatedReplicaSet's namespace in members that lack it"},
 	{key: "controller.expectationsTTL", def: 5 * time.Minute, usage: "how long an unobserved expectation holds a reconcile"},
 	{key: "controller.resyncPeriod", def: 10 * time.Hour, usage: "informer resync period"},
