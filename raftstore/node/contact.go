@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-
-	"github.com/replicafed/replicafed/raftstore/transport"
 )
 
 // Contact rounds: what bounds the write lease.
@@ -245,29 +243,3 @@ func exchangeContact(c net.Conn, deadline time.Time) (*rpcResponse, error) {
 // contactIdle is how long a voter keeps a contact connection open without
 // a request: several rounds of the longest lease config allows.
 func (n *Node) contactIdle() time.Duration { return 4 * n.cfg.HeartbeatTimeout }
-
-// serveContact answers contact requests on c after the first one, until
-// the leader closes it, stays idle past contactIdle, or sends anything
-// else. Each request is authorized again: the peer may have left the
-// configuration meanwhile.
-func (n *Node) serveContact(c net.Conn, p transport.Peer) {
-	for {
-		_ = c.SetDeadline(time.Now().Add(n.contactIdle()))
-		var req rpcRequest
-		if err := readFrame(c, &req, maxStrangerFrame); err != nil {
-			return
-		}
-		if req.Op != "contact" {
-			_ = writeFrame(c, &rpcResponse{Err: fmt.Sprintf("op %q on a contact connection", req.Op)})
-			return
-		}
-		if err := n.authorizeRPC(p, &req); err != nil {
-			_ = writeFrame(c, &rpcResponse{Err: err.Error()})
-			return
-		}
-		resp := n.handleRPC(&req)
-		if err := writeFrame(c, resp); err != nil || resp.Contact == nil {
-			return
-		}
-	}
-}

@@ -34,29 +34,25 @@ func (n *Node) leaseVerifier() {
 		if !n.sleep(context.Background(), interval) {
 			return
 		}
-		l := &n.lead
-		l.mu.Lock()
-		leading := l.ctx != nil
-		l.mu.Unlock()
-		if !leading || n.raft.State() != raft.Leader {
+		if n.raft.State() != raft.Leader {
 			continue
 		}
 		n.refreshVoters() // a quorum of the latest configuration
+		l := &n.lead
 		l.mu.Lock()
-		leading = l.ctx != nil
+		leading := l.ctx != nil
 		epoch, term := l.epoch, l.term
 		voters, quorum := l.voters, l.nVoters/2+1
 		l.mu.Unlock()
-		if !leading || n.raft.State() != raft.Leader {
+		if !leading {
 			continue
 		}
 		start := time.Now()
 		if err := n.awaitVerify(n.raft.VerifyLeader()); err != nil {
 			continue
 		}
-		// What an older voter's acknowledgement counted for before contact
-		// rounds: a lease of LeaderLeaseTimeout plus a write deadline that
-		// config kept below the rest of the heartbeat timeout.
+		// What an older voter's VerifyLeader acknowledgement was taken to
+		// promise before contact rounds: contact at the round's start.
 		legacy := start.Add(n.cfg.HeartbeatTimeout - contactMargin(n.cfg.HeartbeatTimeout))
 		until, ok := n.contactRound(start, term, voters, quorum, legacy)
 		if !ok {

@@ -119,15 +119,34 @@ func (n *Node) serveRPC(c net.Conn, p transport.Peer) {
 		n.log.V(1).Info("Dropped RPC: unreadable request", "remote", p.Remote, "reason", err.Error())
 		return
 	}
-	if err := n.authorizeRPC(p, &req); err != nil {
+	// A contact answer keeps the connection for the leader's next rounds
+	// (contact.go): more contact requests, each authorized again (the peer
+	// may have left the configuration), until the leader closes it, it
+	// idles past contactIdle, or anything else arrives.
+	for n.answerRPC(c, p, &req) {
+		_ = c.SetDeadline(time.Now().Add(n.contactIdle()))
+		req = rpcRequest{}
+		if err := readFrame(c, &req, maxStrangerFrame); err != nil {
+			return
+		}
+		if req.Op != "contact" {
+			_ = writeFrame(c, &rpcResponse{Err: fmt.Sprintf("op %q on a contact connection", req.Op)})
+			return
+		}
+	}
+}
+
+// answerRPC authorizes and runs req and writes the answer; it reports
+// whether that was a contact answer, after which the connection stays
+// open for the next one.
+func (n *Node) answerRPC(c net.Conn, p transport.Peer, req *rpcRequest) bool {
+	if err := n.authorizeRPC(p, req); err != nil {
 		n.log.Info("Refused RPC", "op", req.Op, "remote", p.Remote, "identity", p.Names, "reason", err.Error())
 		_ = writeFrame(c, &rpcResponse{Err: err.Error()})
-		return
+		return false
 	}
-	resp := n.handleRPC(&req)
-	if err := writeFrame(c, resp); err == nil && resp.Contact != nil {
-		n.serveContact(c, p) // the leader keeps the connection for its rounds
-	}
+	resp := n.handleRPC(req)
+	return writeFrame(c, resp) == nil && resp.Contact != nil
 }
 
 // handleRPC runs an authorized request (see authorizeRPC).
