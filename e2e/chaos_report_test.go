@@ -89,7 +89,7 @@ func qpsIdeal(plan chaosPlan) time.Duration {
 // had been disrupted).
 func handoverTable(b *strings.Builder, plan chaosPlan, results []*roundResult) {
 	ideal := qpsIdeal(plan)
-	fmt.Fprintf(b, "\nHandover, leader disruptions only. QPS ideal %.2f s: each member's %d pods at memberQPS %d.\n\n", ideal.Seconds(), (plan.high-plan.low)/3, memberQPS)
+	fmt.Fprintf(b, "\nHandover, leader disruptions (and follower SIGTERM rounds as a reference). QPS ideal %.2f s: each member's %d pods at memberQPS %d.\n\n", ideal.Seconds(), (plan.high-plan.low)/3, memberQPS)
 	b.WriteString("| disruption | rounds measured | elected after the disruption (median, max) | first member write after the election (median, max) | converged after the scale (median, max) | over the QPS ideal (median, max) | hub status after the pods (median, max) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|\n")
 	for _, k := range allDisruptions {
@@ -121,7 +121,28 @@ func handoverTable(b *strings.Builder, plan chaosPlan, results []*roundResult) {
 		}
 		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s |\n", k, len(elected), medianMax(elected), medianMax(first), medianMax(conv), medianMax(over), medianMax(lag))
 	}
+	referenceRow(b, ideal, results)
 	b.WriteString("\nElected: from the disruption (signal or transfer request) to the time raft made the round's final leader leader, as that replica's admin status reports it. First member write: from that election to the first pod create or delete it let leave for a member (the write lease's first grant of the term). Hub status after the pods: from the first poll (every 250 ms plus the poll's own time) that saw every member's pods at the target to the first that also saw the hub status say so.\n")
+}
+
+// referenceRow adds the follower SIGTERM rounds as a reference: the same
+// scale changes with no leadership change, so what the machine's load
+// alone adds over the QPS ideal, and what a handover adds beyond it, can
+// be read off the table.
+func referenceRow(b *strings.Builder, ideal time.Duration, results []*roundResult) {
+	var conv, over, lag []time.Duration
+	for _, r := range results {
+		if r.spec.kind != followerTerm || !r.converged {
+			continue
+		}
+		conv = append(conv, r.convergeIn)
+		over = append(over, r.convergeIn-ideal)
+		lag = append(lag, r.statusLag)
+	}
+	if len(conv) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "| reference: %s (no leadership change) | %d | - | - | %s | %s | %s |\n", followerTerm, len(conv), medianMax(conv), medianMax(over), medianMax(lag))
 }
 
 // medianMax formats "median, max" of ds in seconds, or "-" if empty.

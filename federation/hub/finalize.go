@@ -55,10 +55,8 @@ func (r *Reconciler) finalize(ctx context.Context, frs *v1alpha1.FederatedReplic
 		r.Intents.Observe(frs)
 	}
 	d := r.newDeletion(frs)
-	if err := r.recordPropagation(ctx, d); err != nil {
-		return ctrl.Result{}, err
-	}
 	r.pickDeletionMembers(d)
+	r.waitOnCaches(ctx, d)
 	if err := r.deleteInMembers(ctx, d); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -102,24 +100,6 @@ func (r *Reconciler) newDeletion(frs *v1alpha1.FederatedReplicaSet) *deletion {
 	return d
 }
 
-// recordPropagation writes the deletion's propagation on the hub object
-// before any member is touched, so a new leader continues the same way even
-// if this replica forgets.
-func (r *Reconciler) recordPropagation(ctx context.Context, d *deletion) error {
-	if d.frs.Annotations[AnnotationPropagation] == string(d.policy) {
-		return nil
-	}
-	patch := client.MergeFrom(d.frs.DeepCopy())
-	if d.frs.Annotations == nil {
-		d.frs.Annotations = map[string]string{}
-	}
-	d.frs.Annotations[AnnotationPropagation] = string(d.policy)
-	if err := r.Hub.Patch(ctx, d.frs, patch); err != nil {
-		return fmt.Errorf("recording deletion propagation on %s: %w", klog.KObj(d.frs), err)
-	}
-	return nil
-}
-
 // pickDeletionMembers lists the members that may hold something of the
 // object and sorts them into those to call and those to wait for.
 func (r *Reconciler) pickDeletionMembers(d *deletion) {
@@ -148,8 +128,10 @@ func (r *Reconciler) pickDeletionMembers(d *deletion) {
 }
 
 // deleteInMembers takes one deletion step in each member of d.members:
-// it reads each one's MemberReplicaSet, records their UIDs on the hub
-// object (one write, before any delete), then deletes (finalizeMember).
+// it reads each one's MemberReplicaSet, records their UIDs and the
+// deletion's propagation on the hub object (one write, before any delete,
+// so a new leader continues the same way even if this replica forgets),
+// then deletes (finalizeMember).
 // Every member call is bounded (a member that does not answer in time is
 // waited for like an unreachable one) and runs beside the others'.
 func (r *Reconciler) deleteInMembers(ctx context.Context, d *deletion) error {
@@ -159,7 +141,7 @@ func (r *Reconciler) deleteInMembers(ctx context.Context, d *deletion) error {
 	found := boundedRead(ctx, &r.stalls, d.members, r.finalizeTimeout(), d.now, func(ctx context.Context, m *registry.Member) ownedMRS {
 		return r.memberReplicaSet(ctx, snap, m)
 	})
-	if err := r.recordOwners(ctx, d.frs, ownersToRecord(found)); err != nil {
+	if err := r.recordOwners(ctx, d.frs, ownersToRecord(found), d.policy); err != nil {
 		return err
 	}
 	var act []*registry.Member
@@ -387,10 +369,11 @@ func recordedOwners(frs *v1alpha1.FederatedReplicaSet) map[string]types.UID {
 }
 
 // recordOwners adds owners (member name to MemberReplicaSet UID) to
-// AnnotationMemberOwners on frs, in one write when anything is new.
-func (r *Reconciler) recordOwners(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, owners map[string]types.UID) error {
+// AnnotationMemberOwners on frs and records the deletion's propagation
+// (AnnotationPropagation), in one write when anything is new.
+func (r *Reconciler) recordOwners(ctx context.Context, frs *v1alpha1.FederatedReplicaSet, owners map[string]types.UID, policy metav1.DeletionPropagation) error {
 	all := recordedOwners(frs)
-	changed := false
+	changed := frs.Annotations[AnnotationPropagation] != string(policy)
 	for member, uid := range owners {
 		if all[member] != uid {
 			all[member], changed = uid, true
@@ -399,17 +382,20 @@ func (r *Reconciler) recordOwners(ctx context.Context, frs *v1alpha1.FederatedRe
 	if !changed {
 		return nil
 	}
-	data, err := json.Marshal(all)
-	if err != nil {
-		return fmt.Errorf("encoding member owners: %w", err)
-	}
 	patch := client.MergeFrom(frs.DeepCopy())
 	if frs.Annotations == nil {
 		frs.Annotations = map[string]string{}
 	}
-	frs.Annotations[AnnotationMemberOwners] = string(data)
+	frs.Annotations[AnnotationPropagation] = string(policy)
+	if len(all) > 0 {
+		data, err := json.Marshal(all)
+		if err != nil {
+			return fmt.Errorf("encoding member owners: %w", err)
+		}
+		frs.Annotations[AnnotationMemberOwners] = string(data)
+	}
 	if err := r.Hub.Patch(ctx, frs, patch); err != nil {
-		return fmt.Errorf("recording the MemberReplicaSets of %s: %w", klog.KObj(frs), err)
+		return fmt.Errorf("recording the deletion's propagation and MemberReplicaSets on %s: %w", klog.KObj(frs), err)
 	}
 	return nil
 }

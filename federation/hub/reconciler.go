@@ -94,6 +94,9 @@ type Reconciler struct {
 	term     termMark
 	// stalls are the members that recently did not answer in time.
 	stalls stalls
+	// liveChecks records, by namespace/name, when a deletion last called
+	// every member (waitOnCaches).
+	liveChecks syncMap[string, liveCheck]
 }
 
 // memberTimeout is MemberTimeout, or its default when unset.
@@ -279,6 +282,7 @@ func (r *Reconciler) forget(namespace, name string) {
 	r.Reports.Forget(namespace, name)
 	r.status.forget(key)
 	r.awaiting.Delete(key)
+	r.liveChecks.Delete(key)
 	r.warned.forget(key)
 	metrics.Shortfall.DeleteLabelValues(namespace, name)
 	if r.Intents != nil {

@@ -20,7 +20,12 @@
 // 1.5 QPS ideals and its heap profile at the end of each replicafed run
 // there, and fill the columns of the largest replica's pod
 // cache and raft caches from them; GODEBUG=memprofilerate=4096 in the
-// environment gives the replicas a finer sampling). With sharding on in
+// environment gives the replicas a finer sampling), BENCH_DELETE (a
+// duration: each replicafed run's cleanup first deletes its
+// FederatedReplicaSets through the hub alone and times, for up to that
+// long, replicafed's removal of them, their MemberReplicaSets and pods,
+// with the requests it cost; without it the cleanup deletes the members'
+// objects directly, which is faster). With sharding on in
 // BENCH_CONFIG, each replicafed run starts once the members' owners are
 // balanced over the replicas, so that no start-up handover falls inside it.
 package main
@@ -56,6 +61,10 @@ type settings struct {
 	// Binary is a prebuilt replicafed (to compare builds); empty builds
 	// this checkout.
 	Binary string
+	// DeleteTimeout, when set, has each replicafed run's cleanup first
+	// delete the FederatedReplicaSets through the hub alone and wait up
+	// to it for replicafed to remove everything (BENCH_DELETE).
+	DeleteTimeout time.Duration
 }
 
 func loadSettings() (settings, error) {
@@ -114,6 +123,13 @@ func loadSettings() (settings, error) {
 			return s, fmt.Errorf("BENCH_IDLE=%q: want a duration such as 20s (0 skips the window)", v)
 		}
 		s.Idle = d
+	}
+	if v := os.Getenv("BENCH_DELETE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return s, fmt.Errorf("BENCH_DELETE=%q: want how long to wait for the deletion, such as 20m", v)
+		}
+		s.DeleteTimeout = d
 	}
 	return s, nil
 }

@@ -603,16 +603,23 @@ func delta(before, after promtext.Samples, name string, m promtext.Match) float6
 // writeBreakdown counts the write requests each API server served in the
 // run by resource, subresource, verb and code.
 func (b *bench) writeBreakdown(before, after snapshot) map[string]float64 {
+	return b.requestBreakdown(before, after, writeVerbs)
+}
+
+// requestBreakdown counts the requests of the verbs verbs matches that
+// each API server served between two snapshots, by resource, subresource,
+// verb and code.
+func (b *bench) requestBreakdown(before, after snapshot, verbs promtext.Match) map[string]float64 {
 	out := map[string]float64{}
 	add := func(where string, prev, cur promtext.Samples) {
 		seen := map[string]float64{}
 		for _, x := range prev {
-			if x.Name == mRequests && writeVerbs(x.Labels) {
+			if x.Name == mRequests && verbs(x.Labels) {
 				seen[writeKey(where, x.Labels)] -= x.Value
 			}
 		}
 		for _, x := range cur {
-			if x.Name == mRequests && writeVerbs(x.Labels) {
+			if x.Name == mRequests && verbs(x.Labels) {
 				seen[writeKey(where, x.Labels)] += x.Value
 			}
 		}
@@ -739,6 +746,9 @@ func addByLabel(out map[string]float64, prev, cur promtext.Samples, name, label 
 // run does not wait out member garbage collection at member QPS, their pods
 // directly.
 func (b *bench) cleanupReplicafed(ctx context.Context, ns string) {
+	if b.s.DeleteTimeout > 0 {
+		b.measureDeletion(ctx, ns, systemReplicafed)
+	}
 	t := time.Now()
 	hub := b.f.HubClient
 	if err := hub.DeleteAllOf(ctx, &v1alpha1.FederatedReplicaSet{}, client.InNamespace(ns)); err != nil {
@@ -890,6 +900,11 @@ func (b *bench) measureKCM(ctx context.Context, ns, scenario string) (report.Run
 		r.MaxHeap = max(r.MaxHeap, after.kcm[name].rss-before.kcm[name].rss)
 	}
 	r.Writes = b.writeBreakdown(before, after)
+	if b.s.DeleteTimeout > 0 {
+		// With the controller-managers still running, as replicafed's
+		// deletion runs with replicafed.
+		b.measureDeletion(ctx, ns, systemKCM)
+	}
 	return r, nil
 }
 
