@@ -91,12 +91,48 @@ func (n *Node) leadershipLoop() {
 			if isLeader {
 				l.raftSince = time.Now()
 			}
+			closed := l.closed
 			l.mu.Unlock()
-			if isLeader {
+			switch {
+			case isLeader && closed:
+				n.goRun(n.handBack)
+			case isLeader:
 				n.goRun(n.establish)
-			} else {
+			default:
 				n.lead.revoke(n, "raft stepped down")
 			}
+		}
+	}
+}
+
+// handBack gives leadership away again when raft elects this node after
+// StepDown closed its gate for good (raft keeps running until Shutdown,
+// and a stepped-down node is as good a candidate as any): leading with
+// the gate closed, it would let nobody act, and the other voters, hearing
+// from it, would never stand. One runs at a time; it looks again after
+// marking itself done, so an election that came meanwhile is not missed.
+func (n *Node) handBack() {
+	for n.handingBack.CompareAndSwap(false, true) {
+		n.transferUntilGone()
+		n.handingBack.Store(false)
+		if n.stopped() || n.raft.State() != raft.Leader || !n.hasOtherVoters() {
+			return
+		}
+	}
+}
+
+// transferUntilGone transfers leadership, retrying every heartbeat
+// timeout, until this node no longer leads or stops.
+func (n *Node) transferUntilGone() {
+	for !n.stopped() && n.raft.State() == raft.Leader && n.hasOtherVoters() {
+		err := n.raft.LeadershipTransfer().Error()
+		if err == nil {
+			n.log.Info("Handed leadership back after stepping down")
+			return
+		}
+		n.log.Error(err, "Handing leadership back after stepping down failed; retrying")
+		if !n.sleep(context.Background(), n.cfg.HeartbeatTimeout) {
+			return
 		}
 	}
 }

@@ -63,6 +63,8 @@ type Node struct {
 
 	stepDownOnce sync.Once
 	stepDownErr  error
+	// handingBack is set while handBack runs (one at a time).
+	handingBack atomic.Bool
 
 	stopCh   chan struct{}
 	stopOnce sync.Once
@@ -270,13 +272,18 @@ func (n *Node) SetIsolated(v bool) { n.layer.SetIsolated(v) }
 // good, which cancels in-flight member writes, waits for them to return,
 // runs the BeforeTransfer hooks and then, when leading, transfers
 // leadership once, so failover takes tens of milliseconds, not a heartbeat
-// timeout. Raft keeps running (as a follower) until Shutdown. Only the first
-// call acts; later calls return its result.
+// timeout. Raft keeps running until Shutdown; when the transfer failed, or
+// raft elects this node again meanwhile, it hands leadership back
+// (handBack) rather than lead with the gate closed. Only the first call
+// acts; later calls return its result.
 func (n *Node) StepDown() error {
 	n.stepDownOnce.Do(func() {
 		n.stepDownErr = n.handOver(true)
 		if n.stepDownErr != nil {
 			n.log.Error(n.stepDownErr, "Leadership transfer on shutdown failed")
+		}
+		if n.raft.State() == raft.Leader {
+			n.goRun(n.handBack)
 		}
 	})
 	return n.stepDownErr
