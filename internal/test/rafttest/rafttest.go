@@ -187,7 +187,7 @@ func (c *Cluster) WaitLeader(timeout time.Duration, exclude ...*node.Node) *node
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	c.TB.Fatalf("no leader within %s", timeout)
+	c.TB.Fatalf("no leader within %s", loaded(timeout))
 	return nil
 }
 
@@ -207,7 +207,7 @@ func (c *Cluster) WaitVoters(want int, timeout time.Duration) *node.Node {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	c.TB.Fatalf("cluster did not reach %d voters within %s: %s", want, timeout, why)
+	c.TB.Fatalf("cluster did not reach %d voters within %s: %s", want, loaded(timeout), why)
 	return nil
 }
 
@@ -265,7 +265,7 @@ func Eventually(tb testing.TB, timeout time.Duration, f func() error) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	tb.Fatalf("condition not met within %s: %v", timeout, err)
+	tb.Fatalf("condition not met within %s: %v", loaded(timeout), err)
 }
 
 // Ctx returns a context that ends with the test.
