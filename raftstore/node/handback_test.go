@@ -27,14 +27,22 @@ func TestSteppedDownNodeHandsLeadershipBack(t *testing.T) {
 	// Watch old's raft for its own election.
 	var ledAgain atomic.Bool
 	obs := make(chan raft.Observation, 64)
-	old.Raft().RegisterObserver(raft.NewObserver(obs, false, func(o *raft.Observation) bool {
+	observer := raft.NewObserver(obs, false, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.LeaderObservation)
 		return ok
-	}))
+	})
+	old.Raft().RegisterObserver(observer)
+	done := make(chan struct{})
+	defer func() { old.Raft().DeregisterObserver(observer); close(done) }()
 	go func() {
-		for o := range obs {
-			if o.Data.(raft.LeaderObservation).LeaderID == raftID(old) {
-				ledAgain.Store(true)
+		for {
+			select {
+			case o := <-obs:
+				if o.Data.(raft.LeaderObservation).LeaderID == raftID(old) {
+					ledAgain.Store(true)
+				}
+			case <-done:
+				return
 			}
 		}
 	}()
