@@ -96,7 +96,8 @@ func handoverTable(b *strings.Builder, plan chaosPlan, results []*roundResult) {
 		if !k.leader() {
 			continue
 		}
-		var elected, first, conv, over, lag []time.Duration
+		var elected, first []time.Duration
+		var c convergeTimes
 		rounds := 0
 		for _, r := range results {
 			if r.spec.kind == k {
@@ -109,17 +110,13 @@ func handoverTable(b *strings.Builder, plan chaosPlan, results []*roundResult) {
 			if r.handover.firstWrite >= 0 {
 				first = append(first, r.handover.firstWrite)
 			}
-			if r.converged {
-				conv = append(conv, r.convergeIn)
-				over = append(over, r.convergeIn-ideal)
-				lag = append(lag, r.statusLag)
-			}
+			c.add(r, ideal)
 		}
 		if rounds == 0 {
 			// Not in this plan (the sharded set has two leader disruptions).
 			continue
 		}
-		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s |\n", k, len(elected), medianMax(elected), medianMax(first), medianMax(conv), medianMax(over), medianMax(lag))
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s |\n", k, len(elected), medianMax(elected), medianMax(first), c.columns())
 	}
 	referenceRow(b, ideal, results)
 	b.WriteString("\nElected: from the disruption (signal or transfer request) to the time raft made the round's final leader leader, as that replica's admin status reports it. First member write: from that election to the first pod create or delete it let leave for a member (the write lease's first grant of the term). Hub status after the pods: from the first poll (every 250 ms plus the poll's own time) that saw every member's pods at the target to the first that also saw the hub status say so.\n")
@@ -130,19 +127,35 @@ func handoverTable(b *strings.Builder, plan chaosPlan, results []*roundResult) {
 // alone adds over the QPS ideal, and what a handover adds beyond it, can
 // be read off the table.
 func referenceRow(b *strings.Builder, ideal time.Duration, results []*roundResult) {
-	var conv, over, lag []time.Duration
+	var c convergeTimes
 	for _, r := range results {
-		if r.spec.kind != followerTerm || !r.converged {
-			continue
+		if r.spec.kind == followerTerm {
+			c.add(r, ideal)
 		}
-		conv = append(conv, r.convergeIn)
-		over = append(over, r.convergeIn-ideal)
-		lag = append(lag, r.statusLag)
 	}
-	if len(conv) == 0 {
+	if len(c.conv) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "| reference: %s (no leadership change) | %d | - | - | %s | %s | %s |\n", followerTerm, len(conv), medianMax(conv), medianMax(over), medianMax(lag))
+	fmt.Fprintf(b, "| reference: %s (no leadership change) | %d | - | - | %s |\n", followerTerm, len(c.conv), c.columns())
+}
+
+// convergeTimes collects the converged rounds' times for the handover
+// table: after the scale, over the QPS ideal, and the hub status's lag.
+type convergeTimes struct{ conv, over, lag []time.Duration }
+
+// add records r if it converged.
+func (c *convergeTimes) add(r *roundResult, ideal time.Duration) {
+	if !r.converged {
+		return
+	}
+	c.conv = append(c.conv, r.convergeIn)
+	c.over = append(c.over, r.convergeIn-ideal)
+	c.lag = append(c.lag, r.statusLag)
+}
+
+// columns formats the three "median, max" cells of the table.
+func (c *convergeTimes) columns() string {
+	return fmt.Sprintf("%s | %s | %s", medianMax(c.conv), medianMax(c.over), medianMax(c.lag))
 }
 
 // medianMax formats "median, max" of ds in seconds, or "-" if empty.
