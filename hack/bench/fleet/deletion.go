@@ -79,11 +79,10 @@ func (b *bench) measureDeletion(ctx context.Context, ns, system string) {
 // members between two snapshots by HTTP method (GET counts gets and lists).
 func (b *bench) memberRequestsByMethod(before, after snapshot) map[string]float64 {
 	out := map[string]float64{}
-	toMembers := func(l map[string]string) bool { return b.memberHosts[l["host"]] }
 	for id, s := range after.replicas {
 		prev := before.replicas[id]
 		for _, method := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
-			m := promtext.All(toMembers, promtext.In("method", method))
+			m := promtext.All(b.toMember, promtext.In("method", method))
 			if d := s.Sum(mClient, m) - prev.Sum(mClient, m); d != 0 {
 				out[method] += d
 			}
@@ -138,3 +137,6 @@ func (b *bench) leftOf(ctx context.Context, ns, system string) (deletionLeft, er
 	}
 	return left, nil
 }
+
+// toMember matches client request samples sent to a member's API server.
+func (b *bench) toMember(l map[string]string) bool { return b.memberHosts[l["host"]] }

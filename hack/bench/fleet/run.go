@@ -679,7 +679,7 @@ func (b *bench) replicafedFigures(r *report.Run, before, after snapshot) {
 		r.PodWrites += delta(before.members[name], after.members[name], mRequests, podWrites)
 	}
 	r.StatusWrites = delta(before.hub, after.hub, mRequests, frsStatusWrites)
-	toMembers := promtext.All(clientWrites, func(l map[string]string) bool { return b.memberHosts[l["host"]] })
+	toMembers := promtext.All(clientWrites, b.toMember)
 	toHub := promtext.All(clientWrites, promtext.In("host", b.hubHost))
 	leader := ""
 	for id, s := range after.replicas {
