@@ -698,7 +698,7 @@ func (b *bench) replicafedFigures(r *report.Run, before, after snapshot) {
 				continue
 			}
 			where := "hub"
-			if b.memberHosts[x.Labels["host"]] {
+			if b.toMember(x.Labels) {
 				where = "member"
 			}
 			k := fmt.Sprintf("replicafed->%s %s %s", where, x.Labels["method"], x.Labels["code"])
