@@ -251,6 +251,16 @@ func startEnv(t testing.TB, o envOpts) *env {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { _ = mc.Start(ctx) }()
+	// As the product's providers do (registry.secrets): a member is engaged
+	// once its cache has started, so reads through it cannot fail with
+	// "the cache is not started" (a CI flake when a test enqueued first).
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
+	started := mc.GetCache().WaitForCacheSync(wctx)
+	wcancel()
+	if !started {
+		cancel()
+		t.Fatal("the member cache did not start within 2m")
+	}
 	e.member = mc
 	var src engine.WorkloadSource = e.src
 	if o.source != nil {

@@ -131,6 +131,13 @@ func Start(ctx context.Context, o Options) (_ *Rig, err error) {
 			log.Error(err, "Member cluster stopped")
 		}
 	})
+	// Engaged once its cache has started, as the product's providers do.
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
+	started := cl.GetCache().WaitForCacheSync(wctx)
+	wcancel()
+	if !started {
+		return nil, fmt.Errorf("starting the member cache: not started within 2m")
+	}
 	r.manager = worker.NewManager(worker.Options{
 		Workers: cfg.Controller.Workers, BurstReplicas: cfg.Controller.BurstReplicas, CreateNamespaces: cfg.Controller.CreateNamespaces,
 		Store: store, Source: r.Source, Gate: r.Node, MaxCachedPods: cfg.Controller.MaxCachedPodsPerMember,
