@@ -61,6 +61,39 @@ func TestCostOrdered(t *testing.T) {
 	s.finish(t)
 }
 
+// TestPacked runs the replicas on as few members as their capacity allows:
+// the highest weight first, each member up to its room (4 pods of 16 cpu,
+// two nodes of 32) before the next gets a replica; a scale-down empties the
+// member with the fewest replicas first.
+func TestPacked(t *testing.T) {
+	e := newEnv(t, "e2e-packed")
+	for _, m := range allMembers {
+		e.waitNoPods(m)
+	}
+	const name = "packed"
+	e.create(frsSpec{name: name, replicas: 3, cpu: "16",
+		clusters:  []v1alpha1.ClusterPreference{pref(memberA, 3, -1), pref(memberB, 2, -1), pref(memberC, 1, -1)},
+		placement: v1alpha1.Placement{Strategy: v1alpha1.StrategyPacked}})
+	s := e.startSampler(name, 500*time.Millisecond, split{memberA: 4, memberB: 4, memberC: 4}, 10)
+	steps := []struct {
+		replicas int32
+		want     split
+	}{
+		{3, split{memberA: 3}},
+		{6, split{memberA: 4, memberB: 2}},
+		{9, split{memberA: 4, memberB: 4, memberC: 1}},
+		{5, split{memberA: 4, memberB: 1}},
+		{2, split{memberA: 2}},
+	}
+	for i, st := range steps {
+		if i > 0 {
+			e.scale(name, st.replicas)
+		}
+		e.waitSplit(name, st.want)
+	}
+	s.finish(t)
+}
+
 // TestSpreadConstraints spreads replicas over two regions given as labels
 // on the members' registration Secrets: minGroups 2 puts a replica in the
 // region the weights alone would leave empty, maxGroups 1 keeps every

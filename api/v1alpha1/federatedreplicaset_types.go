@@ -7,7 +7,7 @@ import (
 )
 
 // PlacementStrategy selects how replicas are divided among member clusters.
-// +kubebuilder:validation:Enum=Weighted;AvailableCapacity;CostOrdered
+// +kubebuilder:validation:Enum=Weighted;AvailableCapacity;CostOrdered;Packed
 type PlacementStrategy string
 
 const (
@@ -23,6 +23,15 @@ const (
 	// members of one tier share by weight. Scale-down empties the tiers in the
 	// reverse order, lowest cost first.
 	StrategyCostOrdered PlacementStrategy = "CostOrdered"
+	// StrategyPacked runs the replicas on as few members as their capacity
+	// allows: each member is filled up to its capacity or maxReplicas before
+	// the next gets any. Members already running replicas come first, then
+	// the higher weight, then an order drawn from the FRS's UID, so that many
+	// small FRS spread over the fleet instead of piling onto one member.
+	// Scale-down empties the member with the fewest replicas first (within
+	// the highest deletionCost kept longest). It saves a MemberReplicaSet,
+	// its status writes and its events in every member left out.
+	StrategyPacked PlacementStrategy = "Packed"
 )
 
 // MoveBackPolicy says what happens to replicas moved away from a member when

@@ -138,9 +138,9 @@ func (pl *Placement) validate(p *field.Path) field.ErrorList {
 		errs = append(errs, validateSelector(pl.ClusterSelector, p.Child("clusterSelector"))...)
 	}
 	switch pl.Strategy {
-	case "", StrategyWeighted, StrategyAvailableCapacity, StrategyCostOrdered:
+	case "", StrategyWeighted, StrategyAvailableCapacity, StrategyCostOrdered, StrategyPacked:
 	default:
-		errs = append(errs, field.NotSupported(p.Child("strategy"), pl.Strategy, []PlacementStrategy{StrategyWeighted, StrategyAvailableCapacity, StrategyCostOrdered}))
+		errs = append(errs, field.NotSupported(p.Child("strategy"), pl.Strategy, []PlacementStrategy{StrategyWeighted, StrategyAvailableCapacity, StrategyCostOrdered, StrategyPacked}))
 	}
 	switch pl.Mode {
 	case "", PlacementDivided, PlacementDuplicated:

@@ -126,6 +126,17 @@ func TestFederatedReplicaSetValidation(t *testing.T) {
 		}
 	})
 
+	t.Run("every strategy accepted", func(t *testing.T) {
+		for _, st := range []v1alpha1.PlacementStrategy{v1alpha1.StrategyWeighted, v1alpha1.StrategyAvailableCapacity,
+			v1alpha1.StrategyCostOrdered, v1alpha1.StrategyPacked} {
+			frs := validFRS("strategy-" + strings.ToLower(string(st)))
+			frs.Spec.Placement.Strategy = st
+			if err := c.Create(ctx, frs); err != nil {
+				t.Errorf("strategy %s refused: %v", st, err)
+			}
+		}
+	})
+
 	t.Run("propagateDependencies accepted", func(t *testing.T) {
 		frs := validFRS("with-dependencies")
 		frs.Spec.PropagateDependencies = true

@@ -88,6 +88,28 @@
 // surplus from the lowest cost first. The name says what orders the fill, as
 // Weighted and AvailableCapacity do, and pairs with the deletionCost field.
 //
+// Packed runs the replicas on as few members as their room allows, as
+// Karmada's Aggregated division aims to: band 4 fills one member up to
+// min(maxReplicas, capacity) before the next gets a seat (a member of
+// unknown capacity takes all the growth that reaches it). Members open in a
+// fixed order: the higher previous target first (a member running replicas
+// grows before another is opened), then the higher minimum, the higher
+// static weight and the tie-break hash, so that many small FRS of equal
+// weights land on different members instead of piling onto one. Bands 2
+// and 3 keep, within the highest deletionCost first, the member with the
+// most pods first, so scale-down empties the smallest member before it
+// shrinks the others. Every key of that order is an input of the plan,
+// never the seats of an earlier band, so the seats still form one fixed
+// sequence: house monotonicity and determinism hold. Under moveBack
+// OnRecovery the ideal and the new seats ignore the previous targets (the
+// replicas return to the members the FRS packs onto when all are healthy),
+// and the move-back removes surplus from the lowest cost, then the member
+// opened last; a scale-up during such a move may take its one victim from
+// another member than the plan before (within maxUnavailable). Minimums
+// (band 1) and the overflow (band 5, by static weight) are as for Weighted.
+// Each member left out saves its MemberReplicaSet, that object's status
+// writes and its events: the API writes that dominate many small FRS.
+//
 // # Taints and tolerations
 //
 // Members carry taints from their registration (Member.Taints) and the

@@ -70,8 +70,15 @@ type planner struct {
 	anyFloor, anyKept, anyNotReady, anyUnscheduled bool
 
 	// growth is the order of the band of new seats within capacity: byWeight,
-	// or byTier under CostOrdered.
+	// byTier under CostOrdered, byPack under Packed.
 	growth order
+	// keep is the order of the bands of existing pods: byCostThenWeight, or
+	// byCostThenPack under Packed.
+	keep order
+	// noHistory is set while fillIdeal divides without history, and under
+	// moveBack OnRecovery (whose new seats go towards that division):
+	// Packed then opens members by minimum, weight and hash only.
+	noHistory bool
 
 	tolerations []v1alpha1.ClusterToleration // Input.Placement.Tolerations, for notes
 
@@ -97,13 +104,15 @@ func Plan(in Input) Result {
 		p.members, p.tolerations = nil, nil // hold no input alive in the pool
 		planners.Put(p)
 	}()
-	*p = planner{members: in.Members, seed: uidSeed(in.UID), slots: p.slots[:0], room: p.room[:0], ids: p.ids[:0], growth: byWeight, tolerations: in.Placement.Tolerations}
+	*p = planner{members: in.Members, seed: uidSeed(in.UID), slots: p.slots[:0], room: p.room[:0], ids: p.ids[:0], growth: byWeight, keep: byCostThenWeight, tolerations: in.Placement.Tolerations}
 	previousFound := p.addCandidates(&in, &res, grace, threshold)
 	switch in.Placement.Strategy {
 	case v1alpha1.StrategyAvailableCapacity:
 		p.capacityWeights()
 	case v1alpha1.StrategyCostOrdered:
 		p.growth = byTier
+	case v1alpha1.StrategyPacked:
+		p.growth, p.keep = byPack, byCostThenPack
 	}
 	res.RequeueAt = p.deadline(in.Now, grace, threshold)
 	if until := p.applyTaints(in.Placement.Tolerations, in.Now, in.Failover.MoveBack == v1alpha1.MoveBackOnRecovery); !until.IsZero() && (res.RequeueAt.IsZero() || until.Before(res.RequeueAt)) {
@@ -124,6 +133,7 @@ func Plan(in Input) Result {
 	p.anyFloor = floors > 0
 
 	onRecovery := in.Failover.MoveBack == v1alpha1.MoveBackOnRecovery && !duplicated
+	p.noHistory = onRecovery
 	p.place(replicas, duplicated, onRecovery)
 	res.Unplaced = int32(p.remaining)
 	for i := range p.slots {
@@ -344,12 +354,14 @@ func (p *planner) start(replicas int64) {
 // fillIdeal computes the division the weights ask for, ignoring where pods
 // run today (held members keep their seats): the goal of moveBack OnRecovery.
 func (p *planner) fillIdeal(replicas int64) {
+	defer func(was bool) { p.noHistory = was }(p.noHistory)
+	p.noHistory = true
 	p.start(replicas)
 	if p.anyFloor {
 		p.band(floor, byFloors)
 	}
 	if p.anyKept {
-		p.band(keepHeld, byCostThenWeight)
+		p.band(keepHeld, p.keep)
 	}
 	p.band(growWithinCapacity, p.growth)
 	p.band(growBeyondCapacity, byStaticWeight)
@@ -371,13 +383,13 @@ func (p *planner) fill(replicas int64, onRecovery bool) {
 	// before it already reached its limit.
 	if !onRecovery {
 		if p.anyKept {
-			p.band(keepReady, byCostThenWeight)
+			p.band(keepReady, p.keep)
 		}
 		if p.anyNotReady {
-			p.band(keepScheduled, byCostThenWeight)
+			p.band(keepScheduled, p.keep)
 		}
 		if p.anyUnscheduled {
-			p.band(keepAll, byCostThenWeight)
+			p.band(keepAll, p.keep)
 		}
 		p.band(growWithinCapacity, p.growth)
 	} else {
@@ -385,21 +397,21 @@ func (p *planner) fill(replicas int64, onRecovery bool) {
 		// scale-down (or a finished move) removes them first; not-ready pods
 		// above the ideal even yield to new seats of members below it.
 		if p.anyKept {
-			p.band(keepReadyInIdeal, byCostThenWeight)
-			p.band(keepReady, byCostThenWeight)
+			p.band(keepReadyInIdeal, p.keep)
+			p.band(keepReady, p.keep)
 		}
 		if p.anyNotReady {
-			p.band(keepScheduledInIdeal, byCostThenWeight)
+			p.band(keepScheduledInIdeal, p.keep)
 		}
 		if p.anyNotReady || p.anyUnscheduled {
-			p.band(keepAllInIdeal, byCostThenWeight)
+			p.band(keepAllInIdeal, p.keep)
 		}
 		p.band(growWithinCapacity, p.growth)
 		if p.anyNotReady {
-			p.band(keepScheduled, byCostThenWeight)
+			p.band(keepScheduled, p.keep)
 		}
 		if p.anyUnscheduled {
-			p.band(keepAll, byCostThenWeight)
+			p.band(keepAll, p.keep)
 		}
 	}
 	p.band(growBeyondCapacity, byStaticWeight)
@@ -462,10 +474,16 @@ func (p *planner) lowestLastSeatAboveIdeal() int32 {
 }
 
 // lastSeatBelow reports whether slot a's last seat ranks below slot b's (under
-// CostOrdered, a lower deletionCost ranks below first).
+// CostOrdered and Packed, a lower deletionCost ranks below first; under
+// Packed, then the slot opened later).
 func (p *planner) lastSeatBelow(a, b int32) bool {
-	if ca, cb := p.slots[a].deletionCost, p.slots[b].deletionCost; p.growth == byTier && ca != cb {
+	if ca, cb := p.slots[a].deletionCost, p.slots[b].deletionCost; (p.growth == byTier || p.growth == byPack) && ca != cb {
 		return ca < cb
+	}
+	if p.growth == byPack {
+		p.ensureHash(a)
+		p.ensureHash(b)
+		return p.packOrder(a, b, byPack) > 0
 	}
 	p.slots[a].seats--
 	p.slots[b].seats--

@@ -23,7 +23,20 @@ const (
 	// byTier: new seats under CostOrdered, tier by tier from the highest
 	// deletionCost; Webster by weight within a tier, nothing for weight 0.
 	byTier
+	// byPack: new seats under Packed, one member filled before the next
+	// (packOrder); nothing for weight 0.
+	byPack
+	// byCostThenPack: seats kept under Packed: the highest deletionCost
+	// first, and within a cost the member keeping the most first, so
+	// scale-down empties the smallest member before it touches the others.
+	byCostThenPack
 )
+
+// keepsWithoutVotes reports whether an order gives seats to slots whose
+// votes are zero: the keep orders do (existing pods of a weight-0 member
+// within its minimum), the growth orders do not (Webster gives nothing to
+// zero votes).
+func (o order) keepsWithoutVotes() bool { return o == byCostThenWeight || o == byCostThenPack }
 
 // votes is the numerator of a slot's Webster priority under an order.
 func (s *slot) votes(o order) uint64 {
@@ -123,8 +136,8 @@ func (p *planner) band(limit limit, o order) {
 	for i := range p.slots {
 		s := &p.slots[i]
 		room := max(limit(s)-s.seats, 0)
-		if o != byCostThenWeight && s.votes(o) == 0 { // byTier too: growth needs votes
-			room = 0 // Webster gives nothing to zero votes
+		if !o.keepsWithoutVotes() && s.votes(o) == 0 {
+			room = 0
 		}
 		p.room[i] = room
 		total += int64(room)
@@ -133,7 +146,12 @@ func (p *planner) band(limit limit, o order) {
 		}
 	}
 	p.ids = ids
-	if o != byCostThenWeight && o != byTier {
+	switch o {
+	case byPack, byCostThenPack:
+		p.pack(ids, o)
+		return
+	case byCostThenWeight, byTier:
+	default:
 		p.fillOrAward(ids, total, o)
 		return
 	}
@@ -153,6 +171,58 @@ func (p *planner) band(limit limit, o order) {
 		p.fillOrAward(ids[:end], total, byWeight)
 		ids = ids[end:]
 	}
+}
+
+// pack hands out p.remaining seats to the slots ids one slot at a time,
+// each taking all its room before the next gets any, in packOrder.
+func (p *planner) pack(ids []int32, o order) {
+	for _, i := range ids {
+		p.ensureHash(i)
+	}
+	slices.SortFunc(ids, func(a, b int32) int { return p.packOrder(a, b, o) })
+	for _, i := range ids {
+		if p.remaining <= 0 {
+			return
+		}
+		give := min(int64(p.room[i]), p.remaining)
+		p.slots[i].seats += int32(give)
+		p.remaining -= give
+	}
+}
+
+// packOrder ranks two slots of a Packed band. Kept seats: the higher
+// deletionCost, then the more pods the member runs, so a scale-down empties
+// the smallest member first. New seats: the higher previous target (a member
+// running replicas grows before another is opened; ignored for the division
+// without history, p.noHistory), then the higher minimum. Then, for both,
+// the higher static weight, the tie-break hash drawn from the FRS's UID (so
+// small FRS of equal weights land on different members), and the name.
+// Every key is an input of the plan, never the seats of an earlier band:
+// the order is then the same whatever the number of replicas, which keeps
+// the division house-monotone as Webster's is.
+func (p *planner) packOrder(a, b int32, o order) int {
+	sa, sb := &p.slots[a], &p.slots[b]
+	var ka, kb [2]int32
+	switch {
+	case o == byCostThenPack:
+		ka, kb = [2]int32{sa.deletionCost, sa.keepAll}, [2]int32{sb.deletionCost, sb.keepAll}
+	case p.noHistory:
+		ka, kb = [2]int32{0, sa.floor}, [2]int32{0, sb.floor}
+	default:
+		ka, kb = [2]int32{sa.previous, sa.floor}, [2]int32{sb.previous, sb.floor}
+	}
+	for k := range ka {
+		if ka[k] != kb[k] {
+			return cmp.Compare(kb[k], ka[k])
+		}
+	}
+	if sa.weight != sb.weight {
+		return cmp.Compare(sb.weight, sa.weight)
+	}
+	if sa.hash != sb.hash {
+		return cmp.Compare(sa.hash, sb.hash)
+	}
+	return cmp.Compare(p.members[sa.member].Name, p.members[sb.member].Name)
 }
 
 // fillOrAward gives the slots ids all their room when it adds up to no more

@@ -25,7 +25,9 @@
 // FederatedReplicaSets through the hub alone and times, for up to that
 // long, replicafed's removal of them, their MemberReplicaSets and pods,
 // with the requests it cost; without it the cleanup deletes the members'
-// objects directly, which is faster). With sharding on in
+// objects directly, which is faster), BENCH_STRATEGY (the FederatedReplicaSets'
+// spec.placement.strategy, for example Packed; unset leaves the API default,
+// Weighted). With sharding on in
 // BENCH_CONFIG, each replicafed run starts once the members' owners are
 // balanced over the replicas, so that no start-up handover falls inside it.
 package main
@@ -41,6 +43,7 @@ import (
 	"syscall"
 	"time"
 
+	v1alpha1 "github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/hack/bench/envset"
 )
 
@@ -65,6 +68,9 @@ type settings struct {
 	// delete the FederatedReplicaSets through the hub alone and wait up
 	// to it for replicafed to remove everything (BENCH_DELETE).
 	DeleteTimeout time.Duration
+	// Strategy is the FederatedReplicaSets' placement strategy; empty
+	// leaves the API default (BENCH_STRATEGY).
+	Strategy v1alpha1.PlacementStrategy
 }
 
 func loadSettings() (settings, error) {
@@ -130,6 +136,14 @@ func loadSettings() (settings, error) {
 			return s, fmt.Errorf("BENCH_DELETE=%q: want how long to wait for the deletion, such as 20m", v)
 		}
 		s.DeleteTimeout = d
+	}
+	if v := os.Getenv("BENCH_STRATEGY"); v != "" {
+		allowed := []string{string(v1alpha1.StrategyWeighted), string(v1alpha1.StrategyAvailableCapacity),
+			string(v1alpha1.StrategyCostOrdered), string(v1alpha1.StrategyPacked)}
+		if !contains(allowed, v) {
+			return s, fmt.Errorf("BENCH_STRATEGY: %q is not one of %v", v, allowed)
+		}
+		s.Strategy = v1alpha1.PlacementStrategy(v)
 	}
 	return s, nil
 }

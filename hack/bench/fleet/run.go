@@ -239,8 +239,8 @@ func template(app string) corev1.PodTemplateSpec {
 	}
 }
 
-func newFRS(ns, name string, replicas int) *v1alpha1.FederatedReplicaSet {
-	return builder.FRS(ns, name).Replicas(int32(replicas)).Label(labelKey, name).Template(template(name)).Obj()
+func newFRS(ns, name string, replicas int, strategy v1alpha1.PlacementStrategy) *v1alpha1.FederatedReplicaSet {
+	return builder.FRS(ns, name).Replicas(int32(replicas)).Label(labelKey, name).Template(template(name)).Strategy(strategy).Obj()
 }
 
 func newRS(ns, name string, replicas int) *appsv1.ReplicaSet {
@@ -438,7 +438,7 @@ func (b *bench) measureReplicafed(ctx context.Context, ns, scenario string) (rep
 	}
 	defer b.cleanupReplicafed(ctx, ns)
 	if scenario == scenarioSingle {
-		frs := newFRS(ns, objectName(0), 0)
+		frs := newFRS(ns, objectName(0), 0, b.s.Strategy)
 		if err := hub.Create(ctx, frs); err != nil {
 			return report.Run{}, fmt.Errorf("creating FederatedReplicaSet: %w", err)
 		}
@@ -467,14 +467,14 @@ func (b *bench) measureReplicafed(ctx context.Context, ns, scenario string) (rep
 	t0 := time.Now()
 	w.begin(t0)
 	if scenario == scenarioSingle {
-		frs := newFRS(ns, objectName(0), 0)
+		frs := newFRS(ns, objectName(0), 0, b.s.Strategy)
 		patch := client.RawPatch("application/merge-patch+json", fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, pods))
 		if err := hub.Patch(ctx, frs, patch); err != nil {
 			return report.Run{}, fmt.Errorf("scaling FederatedReplicaSet: %w", err)
 		}
 	} else {
 		err := parallel(objects, func(i int) error {
-			if err := hub.Create(ctx, newFRS(ns, objectName(i), b.s.FRSReplicas)); err != nil {
+			if err := hub.Create(ctx, newFRS(ns, objectName(i), b.s.FRSReplicas, b.s.Strategy)); err != nil {
 				return fmt.Errorf("creating FederatedReplicaSet %d: %w", i, err)
 			}
 			return nil
