@@ -30,7 +30,9 @@ const (
 	// small FRS spread over the fleet instead of piling onto one member.
 	// Scale-down empties the member with the fewest replicas first (within
 	// the highest deletionCost kept longest). It saves a MemberReplicaSet,
-	// its status writes and its events in every member left out.
+	// its status writes and its events in every member left out, at the
+	// price of spread: replicas packed onto one member are all down while it
+	// is, until failover plans them elsewhere.
 	StrategyPacked PlacementStrategy = "Packed"
 )
 
@@ -106,7 +108,9 @@ type Placement struct {
 	// +optional
 	ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
 
-	// Strategy is how replicas are divided (mode Divided only).
+	// Strategy is how replicas are divided (mode Divided only): Weighted by
+	// weight, AvailableCapacity by free capacity, CostOrdered in tiers of
+	// deletionCost, Packed onto as few members as their capacity allows.
 	// +kubebuilder:default=Weighted
 	// +optional
 	Strategy PlacementStrategy `json:"strategy,omitempty"`

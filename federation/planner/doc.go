@@ -108,7 +108,10 @@
 // another member than the plan before (within maxUnavailable). Minimums
 // (band 1) and the overflow (band 5, by static weight) are as for Weighted.
 // Each member left out saves its MemberReplicaSet, that object's status
-// writes and its events: the API writes that dominate many small FRS.
+// writes and its events: the API writes that dominate many small FRS. The
+// price is spread: an FRS packed onto one member is down while that member
+// is, until failover (unreachableGracePeriod) plans it elsewhere; use
+// Weighted, or spreadConstraints, where that matters.
 //
 // # Taints and tolerations
 //
