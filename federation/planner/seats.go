@@ -151,6 +151,7 @@ func (p *planner) band(limit limit, o order) {
 		p.pack(ids, o)
 		return
 	case byCostThenWeight, byTier:
+		// Ranked in tiers of deletionCost, below.
 	default:
 		p.fillOrAward(ids, total, o)
 		return

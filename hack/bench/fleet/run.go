@@ -751,14 +751,16 @@ func (b *bench) cleanupReplicafed(ctx context.Context, ns string) {
 	}
 	t := time.Now()
 	hub := b.f.HubClient
-	if err := hub.DeleteAllOf(ctx, &v1alpha1.FederatedReplicaSet{}, client.InNamespace(ns)); err != nil {
-		say("  cleanup: deleting FederatedReplicaSets: %v", err)
-	}
 	err := waitFor(ctx, 10*time.Minute, "the run's objects to be gone", func() (bool, error) {
-		// Again on each round: a delete of a thousand objects can fail
-		// under load (an HTTP/2 stream reset from the hub API server was
-		// seen), and nothing else would delete them.
-		_ = hub.DeleteAllOf(ctx, &v1alpha1.FederatedReplicaSet{}, client.InNamespace(ns))
+		// Every FederatedReplicaSet is being deleted before anything is
+		// deleted in the members: a pod deleted there while its FRS still
+		// stands is created again by replicafed (earlier cleanups fought
+		// it for minutes after 1,000 FRS, when the hub's deletecollection
+		// timed out before it had marked them all).
+		standing, err := deleteStanding(ctx, hub, ns)
+		if err != nil || standing > 0 {
+			return false, fmt.Errorf("%d FederatedReplicaSets not yet being deleted (%v)", standing, err)
+		}
 		left := 0
 		for name := range b.members {
 			c := b.f.MemberClients[name]
@@ -783,6 +785,29 @@ func (b *bench) cleanupReplicafed(ctx context.Context, ns string) {
 		say("  cleanup: %v", err)
 	}
 	say("  cleaned up in %s", time.Since(t).Round(time.Second))
+}
+
+// deleteStanding deletes, one by one and in parallel, the FederatedReplicaSets
+// of ns not yet being deleted (a deletecollection of a thousand timed out
+// under load), and returns how many of them still stood when it listed.
+func deleteStanding(ctx context.Context, hub client.Client, ns string) (int, error) {
+	l := &v1alpha1.FederatedReplicaSetList{}
+	if err := hub.List(ctx, l, client.InNamespace(ns)); err != nil {
+		return 0, fmt.Errorf("listing FederatedReplicaSets: %w", err)
+	}
+	var standing []*v1alpha1.FederatedReplicaSet
+	for i := range l.Items {
+		if l.Items[i].DeletionTimestamp.IsZero() {
+			standing = append(standing, &l.Items[i])
+		}
+	}
+	err := parallel(len(standing), func(i int) error {
+		if err := hub.Delete(ctx, standing[i]); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting FederatedReplicaSet %s: %w", standing[i].Name, err)
+		}
+		return nil
+	})
+	return len(standing), err
 }
 
 // share is how many of replicas RS i gets in member j of n: an even split,
