@@ -751,7 +751,11 @@ func (b *bench) cleanupReplicafed(ctx context.Context, ns string) {
 	}
 	t := time.Now()
 	hub := b.f.HubClient
-	err := waitFor(ctx, 10*time.Minute, "the run's objects to be gone", func() (bool, error) {
+	// The hub releases each FRS's finalizer once its members confirm (about
+	// two FRS a second on this machine class), so allow a second per FRS.
+	objects, _ := b.goal(scenarioMany)
+	wait := max(10*time.Minute, time.Duration(objects)*time.Second)
+	err := waitFor(ctx, wait, "the run's objects to be gone", func() (bool, error) {
 		// Every FederatedReplicaSet is being deleted before anything is
 		// deleted in the members: a pod deleted there while its FRS still
 		// stands is created again by replicafed (earlier cleanups fought
