@@ -42,23 +42,33 @@ func TestCostOrdered(t *testing.T) {
 	// No member ever runs more than its capacity or maxReplicas: a replica
 	// placed beyond them would be a Pending pod.
 	s := e.startSampler(name, 500*time.Millisecond, split{memberA: 4, memberB: 3, memberC: 4}, 10)
-	steps := []struct {
-		replicas int32
-		want     split
-	}{
+	steps := []scaleStep{
 		{2, split{memberA: 2}},
 		{6, split{memberA: 4, memberB: 2}},
 		{10, split{memberA: 4, memberB: 3, memberC: 3}},
 		{5, split{memberA: 4, memberB: 1}},
 		{2, split{memberA: 2}},
 	}
+	e.scaleThrough(name, steps)
+	s.finish(t)
+}
+
+// scaleStep is one step of scaleThrough: scale to replicas, wait for want.
+type scaleStep struct {
+	replicas int32
+	want     split
+}
+
+// scaleThrough waits for each step's split in turn, scaling name to the
+// step's replicas first (the first step is the created object's).
+func (e *env) scaleThrough(name string, steps []scaleStep) {
+	e.t.Helper()
 	for i, st := range steps {
 		if i > 0 {
 			e.scale(name, st.replicas)
 		}
 		e.waitSplit(name, st.want)
 	}
-	s.finish(t)
 }
 
 // TestPacked runs the replicas on as few members as their capacity allows:
@@ -75,22 +85,14 @@ func TestPacked(t *testing.T) {
 		clusters:  []v1alpha1.ClusterPreference{pref(memberA, 3, -1), pref(memberB, 2, -1), pref(memberC, 1, -1)},
 		placement: v1alpha1.Placement{Strategy: v1alpha1.StrategyPacked}})
 	s := e.startSampler(name, 500*time.Millisecond, split{memberA: 4, memberB: 4, memberC: 4}, 10)
-	steps := []struct {
-		replicas int32
-		want     split
-	}{
+	steps := []scaleStep{
 		{3, split{memberA: 3}},
 		{6, split{memberA: 4, memberB: 2}},
 		{9, split{memberA: 4, memberB: 4, memberC: 1}},
 		{5, split{memberA: 4, memberB: 1}},
 		{2, split{memberA: 2}},
 	}
-	for i, st := range steps {
-		if i > 0 {
-			e.scale(name, st.replicas)
-		}
-		e.waitSplit(name, st.want)
-	}
+	e.scaleThrough(name, steps)
 	s.finish(t)
 }
 
