@@ -36,6 +36,9 @@ const (
 	StrategyPacked PlacementStrategy = "Packed"
 )
 
+// PlacementStrategies lists every PlacementStrategy the API accepts.
+var PlacementStrategies = []PlacementStrategy{StrategyWeighted, StrategyAvailableCapacity, StrategyCostOrdered, StrategyPacked}
+
 // MoveBackPolicy says what happens to replicas moved away from a member when
 // that member becomes healthy again.
 // +kubebuilder:validation:Enum=Never;OnRecovery

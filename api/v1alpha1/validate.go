@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"fmt"
 	"regexp"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -137,10 +138,8 @@ func (pl *Placement) validate(p *field.Path) field.ErrorList {
 	if pl.ClusterSelector != nil {
 		errs = append(errs, validateSelector(pl.ClusterSelector, p.Child("clusterSelector"))...)
 	}
-	switch pl.Strategy {
-	case "", StrategyWeighted, StrategyAvailableCapacity, StrategyCostOrdered, StrategyPacked:
-	default:
-		errs = append(errs, field.NotSupported(p.Child("strategy"), pl.Strategy, []PlacementStrategy{StrategyWeighted, StrategyAvailableCapacity, StrategyCostOrdered, StrategyPacked}))
+	if pl.Strategy != "" && !slices.Contains(PlacementStrategies, pl.Strategy) {
+		errs = append(errs, field.NotSupported(p.Child("strategy"), pl.Strategy, PlacementStrategies))
 	}
 	switch pl.Mode {
 	case "", PlacementDivided, PlacementDuplicated:

@@ -94,7 +94,10 @@ func (b *bench) memberRequestsByMethod(before, after snapshot) map[string]float6
 // deleteTop deletes the run's top objects once.
 func (b *bench) deleteTop(ctx context.Context, ns, system string) error {
 	if system == systemReplicafed {
-		return b.f.HubClient.DeleteAllOf(ctx, &v1alpha1.FederatedReplicaSet{}, client.InNamespace(ns))
+		// One by one, as kubectl delete --all does: a deletecollection of
+		// 1,000 FRS timed out at the hub before it had marked them all.
+		_, err := deleteStanding(ctx, b.f.HubClient, ns)
+		return err
 	}
 	var first error
 	for name, c := range b.f.MemberClients {

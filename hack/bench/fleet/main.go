@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -138,10 +139,8 @@ func loadSettings() (settings, error) {
 		s.DeleteTimeout = d
 	}
 	if v := os.Getenv("BENCH_STRATEGY"); v != "" {
-		allowed := []string{string(v1alpha1.StrategyWeighted), string(v1alpha1.StrategyAvailableCapacity),
-			string(v1alpha1.StrategyCostOrdered), string(v1alpha1.StrategyPacked)}
-		if !contains(allowed, v) {
-			return s, fmt.Errorf("BENCH_STRATEGY: %q is not one of %v", v, allowed)
+		if !slices.Contains(v1alpha1.PlacementStrategies, v1alpha1.PlacementStrategy(v)) {
+			return s, fmt.Errorf("BENCH_STRATEGY: %q is not one of %v", v, v1alpha1.PlacementStrategies)
 		}
 		s.Strategy = v1alpha1.PlacementStrategy(v)
 	}
