@@ -53,7 +53,7 @@ generate: ## Regenerate deepcopy code and CRDs (api/crds, charts/replicafed/file
 	@# Security: member ClusterRole manifests and member chart (federation/memberaccess), Pod Security policies.
 	mkdir -p charts/replicafed-member/crds charts/replicafed/files/policy
 	cp api/crds/replicafed.io_memberreplicasets.yaml charts/replicafed-member/crds/
-	cp api/policy/federatedreplicaset-podsecurity-*.yaml charts/replicafed/files/policy/
+	cp api/policy/federatedreplicaset-podsecurity-*.yaml api/policy/federatedreplicaset-finalizer.yaml charts/replicafed/files/policy/
 	$(GO) run $(CHECKFLAGS) ./hack/memberrbac
 
 .PHONY: verify-generate

@@ -115,6 +115,8 @@ type manifests struct {
 	roleBindings        []*rbacv1.RoleBinding
 	policies            []*admissionv1.ValidatingAdmissionPolicy
 	policyBindings      []*admissionv1.ValidatingAdmissionPolicyBinding
+	mutatingPolicies    []*admissionv1.MutatingAdmissionPolicy
+	mutatingBindings    []*admissionv1.MutatingAdmissionPolicyBinding
 	networkPolicies     []*networkingv1.NetworkPolicy
 	crds                []*apiextensionsv1.CustomResourceDefinition
 	secrets             []*corev1.Secret
@@ -231,6 +233,14 @@ func decode(t *testing.T, out string) *manifests {
 		case "ValidatingAdmissionPolicyBinding":
 			p := &admissionv1.ValidatingAdmissionPolicyBinding{}
 			m.policyBindings = append(m.policyBindings, p)
+			obj = p
+		case "MutatingAdmissionPolicy":
+			p := &admissionv1.MutatingAdmissionPolicy{}
+			m.mutatingPolicies = append(m.mutatingPolicies, p)
+			obj = p
+		case "MutatingAdmissionPolicyBinding":
+			p := &admissionv1.MutatingAdmissionPolicyBinding{}
+			m.mutatingBindings = append(m.mutatingBindings, p)
 			obj = p
 		case "CustomResourceDefinition":
 			c := &apiextensionsv1.CustomResourceDefinition{}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -18,6 +19,7 @@ import (
 	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/internal/kubescheme"
+	"github.com/replicafed/replicafed/internal/test/hubpolicy"
 	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
 
@@ -74,6 +76,9 @@ func TestInstallOnHub(t *testing.T) {
 		t.Errorf("NOTES lack the member registration step the test follows:\n%s", out)
 	}
 	checkInstalledObjects(t, h)
+	if err := hubpolicy.WaitFinalizer(context.Background(), h.cl, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
 
 	cfg := configOf(t, h)
 	registerMember(t, h, binary, cfg, memberName, member)
@@ -290,6 +295,15 @@ func checkInstalledObjects(t *testing.T, h *hub) {
 	}
 	if _, err := kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, crdName, metav1.GetOptions{}); err != nil {
 		t.Errorf("selector ValidatingAdmissionPolicyBinding: %v", err)
+	}
+	// The hub (Kubernetes 1.36) serves MutatingAdmissionPolicy, so helm's
+	// capability check installs the finalizer policy.
+	finalizerPolicy := "federatedreplicasets-finalizer.replicafed.io"
+	if _, err := kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Get(ctx, finalizerPolicy, metav1.GetOptions{}); err != nil {
+		t.Errorf("finalizer MutatingAdmissionPolicy: %v", err)
+	}
+	if _, err := kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Get(ctx, finalizerPolicy, metav1.GetOptions{}); err != nil {
+		t.Errorf("finalizer MutatingAdmissionPolicyBinding: %v", err)
 	}
 	if _, err := kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, guardName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the uninstall guard exists before uninstall (%v)", err)

@@ -160,3 +160,39 @@ func TestNetworkPolicy(t *testing.T) {
 		t.Errorf("networkPolicy.enabled=false still renders %d policies", len(m.networkPolicies))
 	}
 }
+
+// mapAPI is the --api-versions entry of a hub that serves
+// MutatingAdmissionPolicy (Kubernetes 1.36 and later).
+const mapAPI = "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"
+
+// TestFinalizerPolicy renders the finalizer policy where the hub serves
+// the API, compares it with api/policy, and leaves it out when disabled or
+// when the hub does not serve MutatingAdmissionPolicy (helm template's own
+// capabilities do not list it).
+func TestFinalizerPolicy(t *testing.T) {
+	want, wantBind, err := policy.Finalizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := template(t, "--api-versions", mapAPI)
+	if len(m.mutatingPolicies) != 1 || len(m.mutatingBindings) != 1 {
+		t.Fatalf("%d mutating policies and %d bindings; want 1 each", len(m.mutatingPolicies), len(m.mutatingBindings))
+	}
+	if got := m.mutatingPolicies[0]; got.Name != want.Name {
+		t.Errorf("policy named %q, want %q", got.Name, want.Name)
+	} else if diff := cmp.Diff(want.Spec, got.Spec); diff != "" {
+		t.Errorf("policy differs from api/policy (-api/policy +chart), run `make generate`:\n%s", diff)
+	}
+	if diff := cmp.Diff(wantBind.Spec, m.mutatingBindings[0].Spec); diff != "" {
+		t.Errorf("binding (-api/policy +chart):\n%s", diff)
+	}
+	for name, flags := range map[string][]string{
+		"finalizerPolicy.enabled=false":      {"--api-versions", mapAPI, "--set", "finalizerPolicy.enabled=false"},
+		"a hub without the API (helm's own)": nil,
+	} {
+		off := template(t, flags...)
+		if len(off.mutatingPolicies)+len(off.mutatingBindings) != 0 {
+			t.Errorf("%s: rendered %d policies and %d bindings, want none", name, len(off.mutatingPolicies), len(off.mutatingBindings))
+		}
+	}
+}

@@ -1,7 +1,8 @@
-// Package policy embeds the ValidatingAdmissionPolicies on
+// Package policy embeds the admission policies on
 // FederatedReplicaSets, for the Helm chart (copied by `make generate`) and for
 // tests that install them: the selector policy (the selector must match the
-// template labels) and the Pod Security policies (PodSecurity).
+// template labels) and the Pod Security policies (PodSecurity); and the
+// mutating policy that adds the cascade finalizer at admission (Finalizer).
 package policy
 
 import (

@@ -27,6 +27,7 @@ import (
 	"github.com/replicafed/replicafed/api/policy"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/test/faultproxy"
+	"github.com/replicafed/replicafed/internal/test/hubpolicy"
 	"github.com/replicafed/replicafed/internal/test/testcluster"
 	"github.com/replicafed/replicafed/internal/test/testpki"
 )
@@ -71,6 +72,10 @@ type Options struct {
 	// adapter (custom.metrics.k8s.io and external.metrics.k8s.io; local
 	// provider only, with Metrics); SetCustomMetric feeds it.
 	CustomMetrics []string
+	// NoFinalizerPolicy leaves out the admission policy that adds the
+	// cascade finalizer (the chart installs it on hubs of Kubernetes 1.36
+	// and later), so replicafed adds the finalizer itself, as on older hubs.
+	NoFinalizerPolicy bool
 }
 
 // Fleet is a running installation.
@@ -192,7 +197,7 @@ func (f *Fleet) start(ctx context.Context, o Options) error {
 		}
 		f.MemberClients[m.Name()] = c
 	}
-	if err := f.installHub(ctx); err != nil {
+	if err := f.installHub(ctx, o); err != nil {
 		return err
 	}
 	if err := f.startProxies(o); err != nil {
@@ -212,8 +217,8 @@ func (f *Fleet) start(ctx context.Context, o Options) error {
 	return f.WaitAllReady(ctx, 2*time.Minute)
 }
 
-// installHub installs the CRDs, the admission policy and the namespace.
-func (f *Fleet) installHub(ctx context.Context) error {
+// installHub installs the CRDs, the admission policies and the namespace.
+func (f *Fleet) installHub(ctx context.Context, o Options) error {
 	hubCRDs, err := crds.Hub()
 	if err != nil {
 		return err
@@ -225,12 +230,20 @@ func (f *Fleet) installHub(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, obj := range []client.Object{pol, bind, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}} {
+	objs := []client.Object{pol, bind}
+	if !o.NoFinalizerPolicy {
+		fpol, fbind, err := policy.Finalizer()
+		if err != nil {
+			return err
+		}
+		objs = append(objs, fpol, fbind)
+	}
+	for _, obj := range append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}) {
 		if err := f.HubClient.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating %T in hub: %w", obj, err)
 		}
 	}
-	return nil
+	return hubpolicy.WaitFinalizer(ctx, f.HubClient, 2*time.Minute)
 }
 
 func (f *Fleet) startReplicas(o Options, binary string) error {

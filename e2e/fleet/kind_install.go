@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/internal/kubescheme"
+	"github.com/replicafed/replicafed/internal/test/hubpolicy"
 	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
 
@@ -153,6 +154,9 @@ func (k *KindInstallation) start(ctx context.Context) error {
 	start := time.Now()
 	if out, err := k.HelmInstall(ctx, first); err != nil {
 		return fmt.Errorf("helm install: %w\n%s\n%s", err, out, k.Describe(ctx))
+	}
+	if err := hubpolicy.WaitFinalizer(ctx, k.HubClient, 2*time.Minute); err != nil {
+		return err
 	}
 	o.Log("chart %s installed in %s", filepath.Base(first), time.Since(start).Round(time.Second))
 	register := k.Join

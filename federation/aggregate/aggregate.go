@@ -313,6 +313,29 @@ func Converged(prev, next v1alpha1.FederatedReplicaSetStatus) bool {
 	return old == nil || old.Status != metav1.ConditionTrue || prev.ObservedGeneration != next.ObservedGeneration
 }
 
+// FirstProgress reports whether next is the first status of a new object
+// that is only making progress: no generation observed before, and no
+// condition but Ready, Planned=True and Progressing=True. Its pods are
+// being made, so a status that shows them follows within seconds; holding
+// this one like a count-only change spares a small object's first write
+// when it settles within the hold, and a problem (any other condition, a
+// failed plan) is never held.
+func FirstProgress(prev, next v1alpha1.FederatedReplicaSetStatus) bool {
+	if prev.ObservedGeneration != 0 {
+		return false
+	}
+	for _, c := range next.Conditions {
+		switch {
+		case c.Type == v1alpha1.ConditionReady:
+		case c.Type == v1alpha1.ConditionPlanned && c.Status == metav1.ConditionTrue:
+		case c.Type == v1alpha1.ConditionProgressing && c.Status == metav1.ConditionTrue:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // Settled reports whether every member of st runs exactly its target, all
 // ready and available, and nothing terminates: counts that will not move
 // again without a new change, such as the end of a scale-down or of a

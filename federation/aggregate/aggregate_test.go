@@ -1,6 +1,7 @@
 package aggregate
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -369,5 +370,45 @@ func TestSettled(t *testing.T) {
 		if got := Settled(&tc.st); got != tc.want {
 			t.Errorf("%s: Settled = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestFirstProgress(t *testing.T) {
+	cond := func(typ string, status metav1.ConditionStatus) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: status, Reason: "R"}
+	}
+	progressing := []metav1.Condition{
+		cond(v1alpha1.ConditionReady, metav1.ConditionFalse),
+		cond(v1alpha1.ConditionPlanned, metav1.ConditionTrue),
+		cond(v1alpha1.ConditionProgressing, metav1.ConditionTrue),
+	}
+	with := func(extra ...metav1.Condition) []metav1.Condition {
+		return append(slices.Clone(progressing), extra...)
+	}
+	tests := []struct {
+		name    string
+		prevGen int64
+		next    []metav1.Condition
+		want    bool
+	}{
+		{"new object, pods being made", 0, progressing, true},
+		{"new object, no conditions yet", 0, nil, true},
+		{"an earlier generation was observed", 2, progressing, false},
+		{"plan failed", 0, []metav1.Condition{cond(v1alpha1.ConditionPlanned, metav1.ConditionFalse)}, false},
+		{"not progressing", 0, []metav1.Condition{cond(v1alpha1.ConditionProgressing, metav1.ConditionFalse)}, false},
+		{"replica failure", 0, with(cond(v1alpha1.ConditionReplicaFailure, metav1.ConditionTrue)), false},
+		{"member unavailable", 0, with(cond(v1alpha1.ConditionClusterUnavailable, metav1.ConditionTrue)), false},
+		{"unschedulable", 0, with(cond(v1alpha1.ConditionUnschedulable, metav1.ConditionTrue)), false},
+		{"spread unsatisfied", 0, with(cond(v1alpha1.ConditionSpreadUnsatisfied, metav1.ConditionTrue)), false},
+		{"any other condition", 0, with(cond("Invalid", metav1.ConditionTrue)), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			prev := v1alpha1.FederatedReplicaSetStatus{ObservedGeneration: tc.prevGen}
+			next := v1alpha1.FederatedReplicaSetStatus{ObservedGeneration: 3, Conditions: tc.next}
+			if got := FirstProgress(prev, next); got != tc.want {
+				t.Errorf("FirstProgress = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

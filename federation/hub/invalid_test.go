@@ -210,6 +210,7 @@ func TestNoCandidateHoldsTargets(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			afterFirstHold(t, e.r, req())
 			if tg, _, _ := e.targets.Targets(ref); !cmp.Equal(tg, tc.want) {
 				t.Fatalf("targets = %v, want %v", tg, tc.want)
 			}

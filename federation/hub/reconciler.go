@@ -153,7 +153,9 @@ func (r *Reconciler) fetch(ctx context.Context, req ctrl.Request) (*v1alpha1.Fed
 }
 
 // ensureFinalizer adds the cascade finalizer before anything is planned, so
-// no member gets a target the deletion protocol would not clean up.
+// no member gets a target the deletion protocol would not clean up. On hubs
+// where the chart's admission policy (api/policy.Finalizer) added it
+// already, this costs no write.
 func (r *Reconciler) ensureFinalizer(ctx context.Context, frs *v1alpha1.FederatedReplicaSet) error {
 	if controllerutil.ContainsFinalizer(frs, v1alpha1.FinalizerCascade) {
 		return nil

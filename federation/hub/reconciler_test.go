@@ -216,12 +216,30 @@ func TestFollowerWritesNothing(t *testing.T) {
 	}
 }
 
+// afterFirstHold moves r's fake clock past the hold of a new object's first
+// status (aggregate.FirstProgress) and reconciles rq again, which writes it.
+func afterFirstHold(t *testing.T, r *Reconciler, rq ctrl.Request) ctrl.Result {
+	t.Helper()
+	clk := r.Clock.(*clocktesting.FakePassiveClock)
+	clk.SetTime(clk.Now().Add(countHold))
+	res, err := r.Reconcile(context.Background(), rq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 func TestLeaderPlansCommitsAndReports(t *testing.T) {
 	e := newEnv(t, true, frs(4), healthy("a", "b"), nil, nil)
 	rec := events.NewFakeRecorder(20)
 	e.r.Recorder = rec
-	if _, err := e.r.Reconcile(context.Background(), req()); err != nil {
+	res, err := e.r.Reconcile(context.Background(), req())
+	if err != nil {
 		t.Fatal(err)
+	}
+	// The new object's first status waits for its pods, up to the hold.
+	if st := get(t, e.hub).Status; st.ObservedGeneration != 0 || res.RequeueAfter != countHold {
+		t.Fatalf("first status of a new object: observed generation %d, requeue %s; want it held for %s", st.ObservedGeneration, res.RequeueAfter, countHold)
 	}
 	// One event for the plan, not one per member.
 	if evs := drain(rec.Events); len(evs) != 1 || !strings.Contains(evs[0], "ScaleUp") ||
@@ -235,6 +253,13 @@ func TestLeaderPlansCommitsAndReports(t *testing.T) {
 	if len(e.pokes.keys) != 2 {
 		t.Fatalf("poked %v, want both members", e.pokes.keys)
 	}
+	// The members report their first pods, not Ready yet; past the hold
+	// the first status is written.
+	for _, m := range []string{"a", "b"} {
+		e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: m, Namespace: "default", Name: "web"},
+			engine.MemberStatus{Target: 2, Replicas: 1, FullyLabeledReplicas: 1, ReportedAt: now})
+	}
+	afterFirstHold(t, e.r, req())
 	got := get(t, e.hub)
 	if len(got.Finalizers) != 1 || got.Finalizers[0] != v1alpha1.FinalizerCascade {
 		t.Fatalf("finalizers = %v", got.Finalizers)
@@ -671,24 +696,31 @@ func TestCountOnlyStatusIsHeld(t *testing.T) {
 		}
 		return res
 	}
+	// The first status of the new object waits the hold, then is written.
 	reconcile(0)
+	const first = countHold
+	report(0, 0)
+	reconcile(first)
+	if st := get(t, e.hub).Status; st.ObservedGeneration == 0 {
+		t.Fatal("the first status is not written after its hold")
+	}
 	report(1, 0)
-	if res := reconcile(2 * time.Second); res.RequeueAfter != countHold {
+	if res := reconcile(first + 2*time.Second); res.RequeueAfter != countHold {
 		t.Fatalf("a count-only change past the interval: requeue %s, want the hold %s", res.RequeueAfter, countHold)
 	}
 	if st := get(t, e.hub).Status; st.Replicas != 0 {
 		t.Fatalf("count-only change written at once: replicas %d", st.Replicas)
 	}
 	report(2, 1)
-	if res := reconcile(4 * time.Second); res.RequeueAfter != countHold-2*time.Second {
+	if res := reconcile(first + 4*time.Second); res.RequeueAfter != countHold-2*time.Second {
 		t.Fatalf("a later count change: requeue %s, want the rest of the hold", res.RequeueAfter)
 	}
-	reconcile(2*time.Second + countHold)
+	reconcile(first + 2*time.Second + countHold)
 	if st := get(t, e.hub).Status; st.Replicas != 4 || st.ReadyReplicas != 2 {
 		t.Fatalf("after the hold: replicas %d ready %d, want 4 and 2 in one write", st.Replicas, st.ReadyReplicas)
 	}
 	report(2, 2)
-	reconcile(2*time.Second + countHold + 2*time.Second)
+	reconcile(first + 2*time.Second + countHold + 2*time.Second)
 	if c := meta.FindStatusCondition(get(t, e.hub).Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("converged status held: Ready %+v", c)
 	}
@@ -700,7 +732,7 @@ func TestCountOnlyStatusIsHeld(t *testing.T) {
 				TerminatingReplicas: n, ReportedAt: now})
 		return reconcile(at)
 	}
-	base := 4*time.Second + countHold
+	base := first + 4*time.Second + countHold
 	terminating(1, base)
 	terminating(1, base+countHold)
 	if st := get(t, e.hub).Status; st.TerminatingReplicas == nil || *st.TerminatingReplicas != 1 {

@@ -127,7 +127,11 @@ func TestSilentMemberDoesNotHoldOthers(t *testing.T) {
 	if tg, gen, _ := e.targets.Targets(apiRef); !cmp.Equal(tg, map[string]int32{"a": 4, "c": 2}) || gen != api.Generation {
 		t.Fatalf("targets of api = %v (generation %d), want a=4 c=2 held, for generation %d (result %+v)", tg, gen, api.Generation, res)
 	}
-	st := get(t, e.hub) // web's status was written although c never answered
+	// web's first status is written once its hold has passed, although c
+	// never answered.
+	e.r.Reports.Report(context.Background(), fedref.MemberObject{Cluster: "a", Namespace: "default", Name: "web"}, memberStatus(2))
+	afterFirstHold(t, e.r, req())
+	st := get(t, e.hub)
 	if st.Status.ObservedGeneration != webOnA.Generation {
 		t.Fatalf("web's status observed generation %d, want %d", st.Status.ObservedGeneration, webOnA.Generation)
 	}

@@ -64,6 +64,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *scope) (time.Duration, 
 		hold = 0
 	}
 	significant := aggregate.Significant(s.frs.Status, st) || rolloutChanged(&s.frs.Status, &st)
+	if significant && aggregate.FirstProgress(s.frs.Status, st) {
+		// A new object's first status is held like counts (unless it is
+		// already Converged or Settled): a small one often settles within
+		// the hold and then costs the hub one status write, not two.
+		significant = false
+	}
 	if wait := r.status.wait(s.key, s.now, significant, interval, hold, r.StatusBudget); wait > 0 {
 		return wait, nil
 	}

@@ -27,7 +27,9 @@
 // with the requests it cost; without it the cleanup deletes the members'
 // objects directly, which is faster), BENCH_STRATEGY (the FederatedReplicaSets'
 // spec.placement.strategy, for example Packed; unset leaves the API default,
-// Weighted). With sharding on in
+// Weighted), BENCH_FINALIZER_POLICY (off: leave out the hub's admission
+// policy that adds the cascade finalizer, so replicafed PATCHes it in, as on
+// hubs older than Kubernetes 1.36). With sharding on in
 // BENCH_CONFIG, each replicafed run starts once the members' owners are
 // balanced over the replicas, so that no start-up handover falls inside it.
 package main
@@ -72,6 +74,9 @@ type settings struct {
 	// Strategy is the FederatedReplicaSets' placement strategy; empty
 	// leaves the API default (BENCH_STRATEGY).
 	Strategy v1alpha1.PlacementStrategy
+	// NoFinalizerPolicy leaves the finalizer admission policy out of the
+	// hub (BENCH_FINALIZER_POLICY=off).
+	NoFinalizerPolicy bool
 }
 
 func loadSettings() (settings, error) {
@@ -131,20 +136,33 @@ func loadSettings() (settings, error) {
 		}
 		s.Idle = d
 	}
+	return s, loadRunSettings(&s)
+}
+
+// loadRunSettings reads the settings of what each run does: its cleanup,
+// its objects' strategy and the hub's policies.
+func loadRunSettings(s *settings) error {
 	if v := os.Getenv("BENCH_DELETE"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
-			return s, fmt.Errorf("BENCH_DELETE=%q: want how long to wait for the deletion, such as 20m", v)
+			return fmt.Errorf("BENCH_DELETE=%q: want how long to wait for the deletion, such as 20m", v)
 		}
 		s.DeleteTimeout = d
 	}
 	if v := os.Getenv("BENCH_STRATEGY"); v != "" {
 		if !slices.Contains(v1alpha1.PlacementStrategies, v1alpha1.PlacementStrategy(v)) {
-			return s, fmt.Errorf("BENCH_STRATEGY: %q is not one of %v", v, v1alpha1.PlacementStrategies)
+			return fmt.Errorf("BENCH_STRATEGY: %q is not one of %v", v, v1alpha1.PlacementStrategies)
 		}
 		s.Strategy = v1alpha1.PlacementStrategy(v)
 	}
-	return s, nil
+	switch v := os.Getenv("BENCH_FINALIZER_POLICY"); v {
+	case "", "on":
+	case "off":
+		s.NoFinalizerPolicy = true
+	default:
+		return fmt.Errorf("BENCH_FINALIZER_POLICY=%q: want on or off", v)
+	}
+	return nil
 }
 
 func contains(xs []string, x string) bool {

@@ -95,12 +95,12 @@ func run(ctx context.Context, s settings) error {
 	}
 	fleet.MergeConfig(cfg, s.Config)
 	say("machine: %d CPUs, load %s", runtime.NumCPU(), loadavg.Read())
-	say("settings: %d replicafed replicas, %d members, memberQPS %g burst %d, single 0->%d, many %d x %d, %d runs, scenarios %v, systems %v",
-		s.Servers, s.Members, s.MemberQPS, s.MemberBurst, s.Replicas, s.FRS, s.FRSReplicas, s.Runs, s.Scenarios, s.Systems)
+	say("settings: %d replicafed replicas, %d members, memberQPS %g burst %d, single 0->%d, many %d x %d, %d runs, scenarios %v, systems %v, strategy %q, finalizer policy %v",
+		s.Servers, s.Members, s.MemberQPS, s.MemberBurst, s.Replicas, s.FRS, s.FRSReplicas, s.Runs, s.Scenarios, s.Systems, s.Strategy, !s.NoFinalizerPolicy)
 	start := time.Now()
 	f, err := fleet.New(ctx, fleet.Options{
 		Members: names, Replicas: s.Servers, Nodes: 2, NodeCPU: "4000", NodeMem: "64Ti", NodePods: most/2 + 110,
-		Config: cfg, Log: say, Binary: s.Binary,
+		Config: cfg, Log: say, Binary: s.Binary, NoFinalizerPolicy: s.NoFinalizerPolicy,
 	})
 	if err != nil {
 		return fmt.Errorf("starting fleet: %w", err)
