@@ -57,9 +57,14 @@ func testCreate(t *testing.T) {
 	e := newEnv(t, "e2e-create")
 	const name = "web"
 	start := time.Now()
-	e.create(frsSpec{name: name, replicas: 6, clusters: []v1alpha1.ClusterPreference{
+	created := e.create(frsSpec{name: name, replicas: 6, clusters: []v1alpha1.ClusterPreference{
 		pref(memberA, 3, -1), pref(memberB, 2, -1), pref(memberC, 1, -1),
 	}})
+	// The fleet's hub has the chart's finalizer policy: the create's answer
+	// carries the finalizer already, before replicafed saw the object.
+	if !contains(created.Finalizers, v1alpha1.FinalizerCascade) {
+		t.Errorf("created without the finalizer (%v): the admission policy did not add it", created.Finalizers)
+	}
 	want := split{memberA: 3, memberB: 2, memberC: 1}
 	frs := e.waitSplit(name, want)
 	logf(t, "figure: create of 6 replicas Ready in the planned split after %s", time.Since(start).Round(10*time.Millisecond))
