@@ -10,12 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/replicafed/replicafed/api/crds"
 	"github.com/replicafed/replicafed/api/policy"
 	"github.com/replicafed/replicafed/api/v1alpha1"
-	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/test/hubpolicy"
-	"github.com/replicafed/replicafed/internal/test/testcluster"
 )
 
 func TestFinalizerPolicyDecodes(t *testing.T) {
@@ -35,17 +32,7 @@ func TestFinalizerPolicyDecodes(t *testing.T) {
 // policy adds the cascade finalizer on create and keeps it through updates,
 // keeps other finalizers, and lets a deletion release it.
 func TestFinalizerPolicyOnRealHub(t *testing.T) {
-	hubCRDs, err := crds.Hub()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := testcluster.Start(t, testcluster.Options{Name: "hub", CRDs: hubCRDs})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cl, err := client.New(hub.Config, client.Options{Scheme: kubescheme.Must()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, cl := startHub(t)
 	// Written before the policy: it stays without the finalizer (the
 	// controller adds it) and stays writable.
 	before := frs("before-policy")

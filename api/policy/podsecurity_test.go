@@ -83,18 +83,26 @@ func hostPath(s *corev1.PodSpec) {
 	s.Volumes = append(s.Volumes, corev1.Volume{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
 }
 
-func TestPodSecurityOnRealHub(t *testing.T) {
+// startHub starts a real hub with replicafed's CRDs and returns a client
+// and a context that ends with the test (3 minutes at most).
+func startHub(t *testing.T) (context.Context, client.Client) {
+	t.Helper()
 	hubCRDs, err := crds.Hub()
 	if err != nil {
 		t.Fatal(err)
 	}
 	hub := testcluster.Start(t, testcluster.Options{Name: "hub", CRDs: hubCRDs})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	cl, err := client.New(hub.Config, client.Options{Scheme: kubescheme.Must()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ctx, cl
+}
+
+func TestPodSecurityOnRealHub(t *testing.T) {
+	ctx, cl := startHub(t)
 	install := func(level policy.Level) {
 		t.Helper()
 		pols, binds, err := policy.PodSecurity(level)
