@@ -350,15 +350,21 @@ func TestPropagation(t *testing.T) {
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonDependencyConflict &&
 			strings.Contains(c.Message, "ConfigMap/foreign in "+member), fmt.Sprintf("%+v", c)
 	})
+	// The event follows the condition's write (the propagator emits it once
+	// the write returned), so it may come a moment after the condition is
+	// seen: collect events until it has.
 	var conflictEvents int
-	for _, ev := range e.events() {
-		if strings.Contains(ev, "DependencyConflict") {
-			conflictEvents++
+	e.eventually("DependencyConflict event", func() (bool, string) {
+		for _, ev := range e.events() {
+			if strings.Contains(ev, "DependencyConflict") {
+				conflictEvents++
+			}
+			if strings.Contains(ev, secretValue) {
+				t.Errorf("event carries Secret data: %s", ev)
+			}
 		}
-		if strings.Contains(ev, secretValue) {
-			t.Errorf("event carries Secret data: %s", ev)
-		}
-	}
+		return conflictEvents > 0, "no DependencyConflict event yet"
+	})
 	if conflictEvents != 1 {
 		t.Errorf("%d DependencyConflict events, want 1", conflictEvents)
 	}
@@ -495,13 +501,16 @@ func TestCrossNamespaceReferenceRefused(t *testing.T) {
 	if err := e.mem.Get(context.Background(), types.NamespacedName{Name: other}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
 		t.Errorf("member namespace %s: %v, want not found", other, err)
 	}
-	var warned bool
-	for _, ev := range e.events() {
-		warned = warned || strings.Contains(ev, "Dependency"+propagation.ReasonDependencyInvalidReference)
-	}
-	if !warned {
-		t.Error("no DependencyInvalidReference event")
-	}
+	// The event follows the condition's write: wait for it as for the
+	// condition.
+	e.eventually("DependencyInvalidReference event", func() (bool, string) {
+		for _, ev := range e.events() {
+			if strings.Contains(ev, "Dependency"+propagation.ReasonDependencyInvalidReference) {
+				return true, ""
+			}
+		}
+		return false, "no DependencyInvalidReference event"
+	})
 }
 
 // A rolling FederatedReplicaSet's members run pods of every live revision:
