@@ -10,11 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 )
 
-// FinalizerFile is the mutating policy that adds the cascade finalizer at
-// admission; `make generate` copies it into the chart
-// (charts/replicafed/files/policy), whose template binds it.
-const FinalizerFile = "federatedreplicaset-finalizer.yaml"
-
 // FinalizerPolicyName names the finalizer policy and its binding.
 const FinalizerPolicyName = "federatedreplicasets-finalizer.replicafed.io"
 
@@ -26,6 +21,8 @@ var finalizerRaw []byte
 // written, and its binding. It needs a hub that serves
 // admissionregistration.k8s.io/v1 MutatingAdmissionPolicy (Kubernetes 1.36
 // and later); replicafed adds the finalizer itself where it is absent.
+// `make generate` copies the file into the chart (files/policy), whose
+// template binds it.
 func Finalizer() (*admissionregistrationv1.MutatingAdmissionPolicy, *admissionregistrationv1.MutatingAdmissionPolicyBinding, error) {
 	pol := &admissionregistrationv1.MutatingAdmissionPolicy{}
 	if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(finalizerRaw), 4096).Decode(pol); err != nil {
