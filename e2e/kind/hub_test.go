@@ -3,16 +3,21 @@ package kind
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/replicafed/replicafed/api/policy"
+	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/podstate"
 	"github.com/replicafed/replicafed/e2e/fleet"
+	"github.com/replicafed/replicafed/internal/test/builder"
 )
 
 // TestHubPodNetwork shows the hub's pod network crosses nodes: a pod on
@@ -114,5 +119,28 @@ func TestChartOnHub(t *testing.T) {
 	}
 	if len(nodes) != 3 {
 		t.Errorf("chart pods on nodes %v; want three nodes", nodes)
+	}
+	checkFinalizerPolicy(ctx, t, k.HubClient)
+}
+
+// checkFinalizerPolicy shows the chart installed the finalizer policy on
+// the kind hub (Kubernetes 1.36 serves MutatingAdmissionPolicy, so the
+// chart's capability check must have rendered it) and that it applies: a
+// FederatedReplicaSet's create comes back with the cascade finalizer.
+func checkFinalizerPolicy(ctx context.Context, t *testing.T, c client.Client) {
+	t.Helper()
+	key := client.ObjectKey{Name: policy.FinalizerPolicyName}
+	if err := c.Get(ctx, key, &admissionregistrationv1.MutatingAdmissionPolicy{}); err != nil {
+		t.Fatalf("reading the chart's finalizer policy %s: %v", key.Name, err)
+	}
+	if err := c.Get(ctx, key, &admissionregistrationv1.MutatingAdmissionPolicyBinding{}); err != nil {
+		t.Fatalf("reading the chart's finalizer policy binding %s: %v", key.Name, err)
+	}
+	probe := builder.FRS("default", "kind-finalizer-probe").Obj()
+	if err := c.Create(ctx, probe, client.DryRunAll); err != nil {
+		t.Fatalf("dry-run create of a FederatedReplicaSet: %v", err)
+	}
+	if !slices.Contains(probe.Finalizers, v1alpha1.FinalizerCascade) {
+		t.Errorf("a FederatedReplicaSet created on the kind hub has finalizers %v; want %s from the chart's policy", probe.Finalizers, v1alpha1.FinalizerCascade)
 	}
 }
