@@ -92,12 +92,6 @@ type Options struct {
 	// the key is synced again after IncompleteRequeue (the worker also
 	// requeues every key when the view is complete again).
 	ViewIncomplete func() error
-	// GenerationHoldMax bounds how long a new generation's status waits
-	// in all while its pods keep moving (GenerationHold after they last
-	// moved); 0 means GenerationHoldMax. Where the hub reads this status
-	// (sharding: the leader learns a member it does not own from it) set
-	// GenerationHold, so the hub's status is not held back.
-	GenerationHoldMax time.Duration
 }
 
 // ReasonPodCacheIncomplete is the ReplicaFailure reason a member reports
@@ -143,9 +137,6 @@ func New(o Options) *Engine {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
-	}
-	if o.GenerationHoldMax <= 0 {
-		o.GenerationHoldMax = GenerationHoldMax
 	}
 	if o.APIReader == nil {
 		o.APIReader = o.Client

@@ -44,9 +44,9 @@ func (e *Engine) updateReplicaSetStatus(ctx context.Context, s *syncScope, st *v
 		due = e.paced.wait(s.key, now)
 	case generationOnly(mrs, *st) && (s.acted || e.paced.holding(s.key, mrs.Generation)):
 		// A new generation whose pods this sync just created or deleted:
-		// its status changes again as the informer shows them, so wait
-		// for them to settle (while they keep moving) and write once.
-		due = e.paced.holdGeneration(s.key, mrs.Generation, countsOf(*st), s.acted, e.o.GenerationHoldMax, now)
+		// its status changes again as the informer shows them, so wait a
+		// little for them to settle and write once.
+		due = e.paced.holdGeneration(s.key, mrs.Generation, now)
 		if due > 0 {
 			// The report reflects this generation already.
 			st.ObservedGeneration = mrs.Generation

@@ -4,9 +4,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/utils/ptr"
-
-	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/internal/fedref"
 )
 
@@ -18,21 +15,13 @@ import (
 // writes its status for each pod created, bound and made ready.
 const StatusInterval = time.Second
 
-// GenerationHold is how long a new generation's status waits for its pods
-// to settle after they last moved (a condition change or settled pods are
-// written at once). Written at once, a MemberReplicaSet of a few new pods
-// writes its status twice: the new generation with no pods, then the
-// settled pods a moment later. The hub reads the engine's reports, which
-// carry the generation at once; the member's own status shows it later.
+// GenerationHold is the longest a new generation's status waits for its
+// pods to settle (a condition change or settled pods are written at once).
+// Written at once, a MemberReplicaSet of a few new pods writes its status
+// twice: the new generation with no pods, then the settled pods a moment
+// later. The hub reads the engine's reports, which carry the generation at
+// once; the member's own status shows it up to this much later.
 const GenerationHold = 5 * time.Second
-
-// GenerationHoldMax is the default Options.GenerationHoldMax: how long in
-// all a held generation waits while its pods keep moving. On a member
-// whose QPS many new MemberReplicaSets share, a few pods' creates,
-// bindings and readiness spread over more than GenerationHold, and a hold
-// that ended while they still moved cost a second status write for most
-// of them (a write that took a slot of the member's QPS the pods needed).
-const GenerationHoldMax = 30 * time.Second
 
 // statusPace remembers when each key's status was last written, and since
 // when a generation's status has been held.
@@ -42,27 +31,10 @@ type statusPace struct {
 	held map[fedref.MemberObject]heldGeneration
 }
 
-// heldGeneration is a generation whose status is held, since when, and
-// when its pods last moved (counts changed, or the sync created or
-// deleted some).
+// heldGeneration is a generation whose status is held, and since when.
 type heldGeneration struct {
 	generation int64
 	since      time.Time
-	moved      time.Time
-	counts     holdCounts
-}
-
-// holdCounts are the status counts whose change shows pods moving.
-type holdCounts struct {
-	replicas, labeled, ready, available, terminating int32
-}
-
-// countsOf returns st's counts that mark progress.
-func countsOf(st v1alpha1.MemberReplicaSetStatus) holdCounts {
-	return holdCounts{
-		replicas: st.Replicas, labeled: st.FullyLabeledReplicas, ready: st.ReadyReplicas,
-		available: st.AvailableReplicas, terminating: ptr.Deref(st.TerminatingReplicas, 0),
-	}
 }
 
 // holding reports whether key's status of generation is being held.
@@ -74,10 +46,9 @@ func (p *statusPace) holding(k fedref.MemberObject, generation int64) bool {
 }
 
 // holdGeneration returns how much longer key's status of generation may
-// wait for its pods to settle: until GenerationHold after they last moved
-// (acted, or counts other than the last seen), and no longer than
-// holdMax since the hold began; 0 once either has passed.
-func (p *statusPace) holdGeneration(k fedref.MemberObject, generation int64, counts holdCounts, acted bool, holdMax time.Duration, now time.Time) time.Duration {
+// wait for its pods to settle: GenerationHold from the first time it was
+// asked for that generation, 0 once that has passed.
+func (p *statusPace) holdGeneration(k fedref.MemberObject, generation int64, now time.Time) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h, ok := p.held[k]
@@ -85,14 +56,10 @@ func (p *statusPace) holdGeneration(k fedref.MemberObject, generation int64, cou
 		if p.held == nil {
 			p.held = map[fedref.MemberObject]heldGeneration{}
 		}
-		p.held[k] = heldGeneration{generation: generation, since: now, moved: now, counts: counts}
-		return min(GenerationHold, holdMax)
+		p.held[k] = heldGeneration{generation: generation, since: now}
+		return GenerationHold
 	}
-	if acted || counts != h.counts {
-		h.moved, h.counts = now, counts
-		p.held[k] = h
-	}
-	return max(0, min(GenerationHold-now.Sub(h.moved), holdMax-now.Sub(h.since)))
+	return max(0, GenerationHold-now.Sub(h.since))
 }
 
 // wait returns how long key's next count-only status write must wait.

@@ -57,9 +57,6 @@ type Options struct {
 	Sink engine.StatusSink
 	// Gate permits writes; nil means always open.
 	Gate engine.Gate
-	// GenerationHoldMax is engine.Options.GenerationHoldMax; 0: the
-	// engine's default.
-	GenerationHoldMax time.Duration
 	// GateFor returns the named member's gate (sharding: each member has
 	// its own, an engine.FencedGate from its owner lease); nil gives every
 	// member Gate. It is called once per worker built.
@@ -149,9 +146,8 @@ func New(name string, cl cluster.Cluster, o Options) (*Worker, error) {
 		// (shared with the hub's capacity estimate), never live.
 		Nodes: cl.GetCache(),
 		// Pods wait for their dependencies (spec.propagateDependencies).
-		Dependencies:      deps,
-		ViewIncomplete:    w.PodCacheIncomplete,
-		GenerationHoldMax: o.GenerationHoldMax,
+		Dependencies:   deps,
+		ViewIncomplete: w.PodCacheIncomplete,
 	})
 	return w, nil
 }

@@ -33,7 +33,7 @@ type outcome struct {
 // countHold is how long a count-only status change waits for more
 // (statusPacer): about the time a small FederatedReplicaSet's pods take to
 // be created and turn Ready in one member, like the member engine's
-// engine.GenerationHold (which, unlike this, restarts while the pods move).
+// engine.GenerationHold.
 const countHold = 5 * time.Second
 
 // writeStatus writes the status s built, the one status write of a pass:

@@ -326,10 +326,6 @@ func newWorkers(cfg *config.Config, store *raftexp.Store, n *node.Node, link hub
 		},
 	}
 	if shard != nil {
-		// The leader reads the members it does not own from their
-		// MemberReplicaSet status (below): a new generation's status is
-		// held no longer than GenerationHold, so the hub is not held back.
-		o.GenerationHoldMax = engine.GenerationHold
 		// The owners' reports stay in their own process: the leader's hub
 		// reads a member it does not own from the MemberReplicaSet status
 		// in its member cache, and re-plans when that status changes.
