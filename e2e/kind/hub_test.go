@@ -17,7 +17,7 @@ import (
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/podstate"
 	"github.com/replicafed/replicafed/e2e/fleet"
-	"github.com/replicafed/replicafed/internal/test/builder"
+	"github.com/replicafed/replicafed/internal/test/hubpolicy"
 )
 
 // TestHubPodNetwork shows the hub's pod network crosses nodes: a pod on
@@ -136,11 +136,11 @@ func checkFinalizerPolicy(ctx context.Context, t *testing.T, c client.Client) {
 	if err := c.Get(ctx, key, &admissionregistrationv1.MutatingAdmissionPolicyBinding{}); err != nil {
 		t.Fatalf("reading the chart's finalizer policy binding %s: %v", key.Name, err)
 	}
-	probe := builder.FRS("default", "kind-finalizer-probe").Obj()
-	if err := c.Create(ctx, probe, client.DryRunAll); err != nil {
-		t.Fatalf("dry-run create of a FederatedReplicaSet: %v", err)
+	finalizers, err := hubpolicy.Probe(ctx, c)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !slices.Contains(probe.Finalizers, v1alpha1.FinalizerCascade) {
-		t.Errorf("a FederatedReplicaSet created on the kind hub has finalizers %v; want %s from the chart's policy", probe.Finalizers, v1alpha1.FinalizerCascade)
+	if !slices.Contains(finalizers, v1alpha1.FinalizerCascade) {
+		t.Errorf("a FederatedReplicaSet created on the kind hub has finalizers %v; want %s from the chart's policy", finalizers, v1alpha1.FinalizerCascade)
 	}
 }

@@ -37,16 +37,27 @@ func WaitFinalizer(ctx context.Context, c client.Client, timeout time.Duration) 
 	}
 	last := "no answer yet"
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		probe := builder.FRS("default", "finalizer-policy-probe").Obj()
-		if err := c.Create(ctx, probe, client.DryRunAll); err != nil {
+		finalizers, err := Probe(ctx, c)
+		if err != nil {
 			last = err.Error()
 			return false, nil
 		}
-		last = fmt.Sprintf("created without the finalizer: %v", probe.Finalizers)
-		return slices.Contains(probe.Finalizers, v1alpha1.FinalizerCascade), nil
+		last = fmt.Sprintf("created without the finalizer: %v", finalizers)
+		return slices.Contains(finalizers, v1alpha1.FinalizerCascade), nil
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for the finalizer policy to apply: %w (last: %s)", err, last)
 	}
 	return nil
+}
+
+// Probe dry-run creates a FederatedReplicaSet in namespace "default" once
+// and returns the finalizers the hub's admission gave it. Nothing is
+// stored, so callers may probe as often as they like.
+func Probe(ctx context.Context, c client.Client) ([]string, error) {
+	probe := builder.FRS("default", "finalizer-policy-probe").Obj()
+	if err := c.Create(ctx, probe, client.DryRunAll); err != nil {
+		return nil, fmt.Errorf("dry-run create of a FederatedReplicaSet: %w", err)
+	}
+	return probe.Finalizers, nil
 }
