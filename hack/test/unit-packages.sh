@@ -3,7 +3,8 @@
 # (everything but e2e), the slowest first. `go test -p N` starts test
 # binaries roughly in the order given, so the few packages that run for
 # minutes on real control planes start at once instead of running on alone
-# at the end (measured: hack/kind/README.md, "The unit phase").
+# at the end (measured in hack/kind/README.md: "The unit phase, four test
+# binaries at a time").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
