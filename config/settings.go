@@ -34,7 +34,7 @@ var settings = []setting{
 
 	{key: "hub.kubeconfig", def: "", usage: "kubeconfig of the hub cluster; empty means in-cluster"},
 	{key: "hub.namespace", def: "replicafed-system", usage: "hub namespace replicafed runs in"},
-	{key: "hub.qps", def: float32(50), usage: "client QPS limit for the hub"},
+	{key: "hub.qps", def: float32(50), usage: "client QPS limit for the hub, one bucket for all of a replica's hub requests"},
 	{key: "hub.burst", def: 100, usage: "client burst for the hub"},
 	{key: "hub.leaderLease.name", def: "replicafed-leader", usage: "Lease in hub.namespace the raft leader writes its ID into (informational; empty disables)"},
 	{key: "hub.leaderLease.renewInterval", def: 5 * time.Second, usage: "how often the raft leader renews the leader Lease (>= 1s)"},
@@ -79,7 +79,7 @@ var settings = []setting{
 	{key: "controller.hubWorkers", def: 8, usage: "FederatedReplicaSets the raft leader plans at once (1-1024; each pass waits for its targets' raft round)"},
 	{key: "controller.burstReplicas", def: 500, usage: "most pod creates or deletes per reconcile"},
 	{key: "controller.memberRateLimit", def: true, usage: "apply memberQPS/memberBurst to member clients"},
-	{key: "controller.memberQPS", def: float32(20), usage: "client QPS limit per member cluster"},
+	{key: "controller.memberQPS", def: float32(20), usage: "client QPS limit per member cluster, one bucket for all of a replica's requests to it"},
 	{key: "controller.memberBurst", def: 30, usage: "client burst per member cluster"},
 	{key: "controller.memberWriteTimeout", def: 650 * time.Millisecond, usage: "deadline of each write to a member (< raft.heartbeatTimeout - raft.leaderLeaseTimeout/2 - max(raft.heartbeatTimeout/20, 10ms))"},
 	{key: "controller.createNamespaces", def: true, usage: "create a FederatedReplicaSet's namespace in members that lack it"},

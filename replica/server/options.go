@@ -18,6 +18,7 @@ import (
 	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/federation/registry/credentials"
 	"github.com/replicafed/replicafed/raftstore/node"
+	"github.com/replicafed/replicafed/replica/clientlimit"
 	"github.com/replicafed/replicafed/replica/writefence"
 )
 
@@ -34,7 +35,7 @@ func hubConfig(cfg *config.Config) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub.kubeconfig: loading hub client configuration: %w", err)
 	}
-	rc.QPS, rc.Burst = cfg.Hub.QPS, cfg.Hub.Burst
+	clientlimit.Shared(rc, cfg.Hub.QPS, cfg.Hub.Burst)
 	rc.UserAgent = "replicafed"
 	return rc, nil
 }
@@ -123,13 +124,15 @@ func healthOptions(p config.HealthProbe) health.Options {
 	}
 }
 
-// memberLimits applies the member client rate limit, or removes it.
+// memberLimits applies the member client rate limit, one bucket for all of
+// the member's clients, or removes it. The registry applies it each time it
+// builds a member's configuration, so each member has a bucket of its own.
 func memberLimits(c config.Controller) func(*rest.Config) error {
 	return func(rc *rest.Config) error {
 		if c.MemberRateLimit {
-			rc.QPS, rc.Burst = c.MemberQPS, c.MemberBurst
+			clientlimit.Shared(rc, c.MemberQPS, c.MemberBurst)
 		} else {
-			rc.QPS, rc.Burst = -1, 0
+			clientlimit.Off(rc)
 		}
 		rc.UserAgent = "replicafed"
 		return nil

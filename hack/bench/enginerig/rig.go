@@ -33,6 +33,7 @@ import (
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	raftexp "github.com/replicafed/replicafed/raftstore/expectations"
 	"github.com/replicafed/replicafed/raftstore/node"
+	"github.com/replicafed/replicafed/replica/clientlimit"
 	"github.com/replicafed/replicafed/replica/writefence"
 )
 
@@ -369,9 +370,9 @@ func waitGate(ctx context.Context, n *node.Node, timeout time.Duration) error {
 // write lease, at most maxInFlight at once (<= 0: no bound).
 func memberClient(rc *rest.Config, c config.Controller, n *node.Node, maxInFlight int) error {
 	if c.MemberRateLimit {
-		rc.QPS, rc.Burst = c.MemberQPS, c.MemberBurst
+		clientlimit.Shared(rc, c.MemberQPS, c.MemberBurst)
 	} else {
-		rc.QPS, rc.Burst = -1, 0
+		clientlimit.Off(rc)
 	}
 	rc.UserAgent = "replicafed"
 	d := c.MemberWriteTimeout
