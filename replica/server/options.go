@@ -17,8 +17,8 @@ import (
 	"github.com/replicafed/replicafed/federation/health"
 	"github.com/replicafed/replicafed/federation/registry"
 	"github.com/replicafed/replicafed/federation/registry/credentials"
+	"github.com/replicafed/replicafed/internal/clientlimit"
 	"github.com/replicafed/replicafed/raftstore/node"
-	"github.com/replicafed/replicafed/replica/clientlimit"
 	"github.com/replicafed/replicafed/replica/writefence"
 )
 

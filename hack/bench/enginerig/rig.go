@@ -29,11 +29,11 @@ import (
 	"github.com/replicafed/replicafed/config"
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/controller/worker"
+	"github.com/replicafed/replicafed/internal/clientlimit"
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	raftexp "github.com/replicafed/replicafed/raftstore/expectations"
 	"github.com/replicafed/replicafed/raftstore/node"
-	"github.com/replicafed/replicafed/replica/clientlimit"
 	"github.com/replicafed/replicafed/replica/writefence"
 )
 

@@ -130,7 +130,7 @@ func (rep report) markdown() string {
 		"One kube-apiserver + etcd + kube-scheduler, %d kwok nodes. kcm: `--controllers=replicaset`, BurstReplicas 500 (constant), slow start from 1. "+
 		"replicafed: worker.Manager + single-node raft expectations store (product defaults), controller.burstReplicas %d, slow start from 1, member write deadline %s, at most %s member writes in flight. "+
 		"Each controller is a fresh child process per run; API writes counted by a proxy only it talks through; CPU (from the scale-up until quiet) and RSS from /proc. "+
-		"Client limits: both share one token bucket between pods, events and status (kcm per clientset; replicafed per member, replica/clientlimit).\n\n",
+		"Client limits: both share one token bucket between pods, events and status (kcm per clientset; replicafed per member, internal/clientlimit).\n\n",
 		rep.Pods, rep.Pairs, rep.Nodes, rep.BurstReplicas, rep.WriteTimeout, rep.MaxInFlight)
 	fmt.Fprintf(&b, "Machine: %s. Load average before: %s, after: %s. Started %s, took %v.\n\n",
 		rep.Machine, rep.LoadBefore, rep.LoadAfter, rep.Started.UTC().Format(time.RFC3339), rep.Took.Round(time.Second))

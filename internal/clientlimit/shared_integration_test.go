@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/replicafed/replicafed/internal/clientlimit"
 	"github.com/replicafed/replicafed/internal/test/testcluster"
-	"github.com/replicafed/replicafed/replica/clientlimit"
 )
 
 // counting counts the waits on the bucket it wraps.
