@@ -20,7 +20,6 @@ import (
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/ranking"
 	"github.com/replicafed/replicafed/controller/slowstart"
-	"github.com/replicafed/replicafed/internal/clientlimit"
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/metrics"
 )
@@ -64,12 +63,10 @@ func (e *Engine) createPods(ctx context.Context, key fedref.MemberObject, mrs *v
 	createErrs := make([]error, len(names))
 	sent := make([]bool, len(names))
 	created := make([]string, len(names))
-	// Pod writes take the member's rate limit before status and events.
-	first := clientlimit.First(ctx)
 	successes, err := slowstart.Run(len(names), 1, func(i int) error {
 		pod := NewPod(mrs, &w.Template, names[i])
 		sent[i] = true
-		cerr := e.o.Client.Create(first, pod)
+		cerr := e.o.Client.Create(ctx, pod)
 		switch {
 		case cerr == nil:
 			done[i] = true
@@ -250,7 +247,6 @@ func (e *Engine) deletePods(ctx context.Context, key fedref.MemberObject, mrs *v
 // deletions must already be expected in the store; a delete that fails
 // settles its expectation at once.
 func (e *Engine) deleteExact(ctx context.Context, key fedref.MemberObject, mrs *v1alpha1.MemberReplicaSet, pods []expectations.PodRef) (int, error) {
-	first := clientlimit.First(ctx)
 	errs := make(chan error, len(pods))
 	deleted := make([]string, len(pods))
 	var wg sync.WaitGroup
@@ -258,7 +254,7 @@ func (e *Engine) deleteExact(ctx context.Context, key fedref.MemberObject, mrs *
 		wg.Go(func() {
 			target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: mrs.Namespace, Name: p.Name}}
 			uid := p.UID
-			err := e.o.Client.Delete(first, target, client.Preconditions{UID: &uid})
+			err := e.o.Client.Delete(ctx, target, client.Preconditions{UID: &uid})
 			switch {
 			case err == nil:
 				deleted[i] = p.Name

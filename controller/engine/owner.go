@@ -13,7 +13,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
-	"github.com/replicafed/replicafed/internal/clientlimit"
 	"github.com/replicafed/replicafed/internal/fedref"
 )
 
@@ -108,8 +107,6 @@ func NewOwner(nn types.NamespacedName, w *Workload) *v1alpha1.MemberReplicaSet {
 // first when allowed (namespaceMissing).
 func (e *Engine) createOwner(ctx context.Context, nn types.NamespacedName, w *Workload) error {
 	mrs := NewOwner(nn, w)
-	// Its pods wait for it: it takes the member's rate limit as they do.
-	ctx = clientlimit.First(ctx)
 	err := e.o.Client.Create(ctx, mrs)
 	if apierrors.IsNotFound(err) {
 		err = e.namespaceMissing(ctx, nn, w, mrs)
