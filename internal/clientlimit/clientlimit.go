@@ -26,7 +26,13 @@ func Shared(rc *rest.Config, qps float32, burst int) {
 	}
 }
 
-// Off removes rc's client-side rate limit.
-func Off(rc *rest.Config) {
-	rc.QPS, rc.Burst, rc.RateLimiter = -1, 0, nil
+// Apply is Shared when on, and otherwise removes rc's client-side rate
+// limit: the replica's member clients and the side-by-side bench's engine
+// (controller.memberRateLimit) both set their limit through it.
+func Apply(rc *rest.Config, on bool, qps float32, burst int) {
+	if !on {
+		rc.QPS, rc.Burst, rc.RateLimiter = -1, 0, nil
+		return
+	}
+	Shared(rc, qps, burst)
 }

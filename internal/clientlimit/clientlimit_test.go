@@ -50,11 +50,14 @@ func TestSharedNewBucketEachCall(t *testing.T) {
 	}
 }
 
-func TestOff(t *testing.T) {
+func TestApply(t *testing.T) {
 	rc := &rest.Config{}
-	Shared(rc, 20, 30)
-	Off(rc)
+	Apply(rc, true, 20, 30)
+	if rc.RateLimiter == nil || rc.RateLimiter.QPS() != 20 || rc.Burst != 30 {
+		t.Fatalf("Apply on: RateLimiter %v, Burst %v; want a bucket of 20 qps, burst 30", rc.RateLimiter, rc.Burst)
+	}
+	Apply(rc, false, 20, 30)
 	if rc.RateLimiter != nil || rc.QPS >= 0 {
-		t.Errorf("after Off: RateLimiter %v, QPS %v; want none and a negative QPS", rc.RateLimiter, rc.QPS)
+		t.Errorf("Apply off: RateLimiter %v, QPS %v; want none and a negative QPS", rc.RateLimiter, rc.QPS)
 	}
 }

@@ -129,11 +129,7 @@ func healthOptions(p config.HealthProbe) health.Options {
 // builds a member's configuration, so each member has a bucket of its own.
 func memberLimits(c config.Controller) func(*rest.Config) error {
 	return func(rc *rest.Config) error {
-		if c.MemberRateLimit {
-			clientlimit.Shared(rc, c.MemberQPS, c.MemberBurst)
-		} else {
-			clientlimit.Off(rc)
-		}
+		clientlimit.Apply(rc, c.MemberRateLimit, c.MemberQPS, c.MemberBurst)
 		rc.UserAgent = "replicafed"
 		return nil
 	}

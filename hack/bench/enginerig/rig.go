@@ -369,11 +369,7 @@ func waitGate(ctx context.Context, n *node.Node, timeout time.Duration) error {
 // controller.memberWriteTimeout with pod writes sent only under the raft
 // write lease, at most maxInFlight at once (<= 0: no bound).
 func memberClient(rc *rest.Config, c config.Controller, n *node.Node, maxInFlight int) error {
-	if c.MemberRateLimit {
-		clientlimit.Shared(rc, c.MemberQPS, c.MemberBurst)
-	} else {
-		clientlimit.Off(rc)
-	}
+	clientlimit.Apply(rc, c.MemberRateLimit, c.MemberQPS, c.MemberBurst)
 	rc.UserAgent = "replicafed"
 	d := c.MemberWriteTimeout
 	return writefence.Bounded(d, func() bool { return n.WriteLease(d) }, maxInFlight)(rc)
