@@ -92,6 +92,10 @@ type Options struct {
 	// the key is synced again after IncompleteRequeue (the worker also
 	// requeues every key when the view is complete again).
 	ViewIncomplete func() error
+	// Busy reports whether the member's rate limit is the bottleneck:
+	// requests of syncs (which are marked clientlimit.First) wait for its
+	// tokens. While it does, status writes wait (deferWhileBusy); optional.
+	Busy func() bool
 }
 
 // ReasonPodCacheIncomplete is the ReplicaFailure reason a member reports

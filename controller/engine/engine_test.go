@@ -27,6 +27,7 @@ import (
 	"github.com/replicafed/replicafed/controller/claim"
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/replicastatus"
+	"github.com/replicafed/replicafed/internal/clientlimit"
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/metrics"
@@ -105,6 +106,8 @@ type hopts struct {
 	incomplete func() error
 	// podsByController is Options.PodsByController.
 	podsByController func(namespace, controller string) ([]*corev1.Pod, bool)
+	// busy is Options.Busy.
+	busy func() bool
 }
 
 func newHarness(t *testing.T, w *Workload, o hopts) *harness {
@@ -176,6 +179,7 @@ func newHarness(t *testing.T, w *Workload, o hopts) *harness {
 		}),
 		Gate: o.gate, Recorder: h.rec, BurstReplicas: o.burst, Clock: h.clock,
 		Dependencies: o.deps, ViewIncomplete: o.incomplete, PodsByController: o.podsByController,
+		Busy: o.busy,
 	})
 	return h
 }
@@ -1021,6 +1025,81 @@ func TestSyncPacesCountOnlyStatus(t *testing.T) {
 	step("all ready within the interval (settled)", 3, 3)
 	if st := h.owner().Status; st.ReadyReplicas != 3 || st.AvailableReplicas != 3 {
 		t.Fatalf("settled status = %+v, want 3 ready and available", st)
+	}
+}
+
+// TestSyncDefersStatusWhileBusy: while the member's rate limit is busy
+// with the syncs' own requests, a status write that is due waits,
+// StatusInterval at a time and MaxStatusDeferral in all; the report
+// carries the counts at once.
+func TestSyncDefersStatusWhileBusy(t *testing.T) {
+	tests := []struct {
+		name string
+		// busyLater is Busy's answer at the second sync, later after the
+		// first (which is always busy).
+		busyLater  bool
+		later      time.Duration
+		wantWrites int32
+	}{
+		{name: "idle again: written", busyLater: false, later: StatusInterval, wantWrites: 1},
+		{name: "still busy within the bound: waits", busyLater: true, later: MaxStatusDeferral - time.Second, wantWrites: 0},
+		{name: "still busy at the bound: written", busyLater: true, later: MaxStatusDeferral, wantWrites: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := workload(3)
+			m := mrsFor(w)
+			var busy atomic.Bool
+			busy.Store(true)
+			h := newHarness(t, w, hopts{busy: busy.Load, objs: []client.Object{ownedPod(m, "a"), ownedPod(m, "b"), ownedPod(m, "c")}})
+			res, err := h.sync()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := h.n.statusUpdates.Load(); got != 0 {
+				t.Fatalf("status writes while busy = %d, want 0", got)
+			}
+			if res.RequeueAfter <= 0 || res.RequeueAfter > StatusInterval {
+				t.Fatalf("deferred write: RequeueAfter = %v, want (0, %v]", res.RequeueAfter, StatusInterval)
+			}
+			if r := h.report[len(h.report)-1]; r.Replicas != 3 || r.ObservedGeneration != m.Generation {
+				t.Fatalf("report while deferred = %+v, want 3 replicas of generation %d", r, m.Generation)
+			}
+			busy.Store(tt.busyLater)
+			h.clock.SetTime(now.Add(tt.later))
+			if _, err := h.sync(); err != nil {
+				t.Fatal(err)
+			}
+			if got := h.n.statusUpdates.Load(); got != tt.wantWrites {
+				t.Fatalf("status writes = %d, want %d", got, tt.wantWrites)
+			}
+			if st := h.owner().Status; tt.wantWrites == 1 && (st.Replicas != 3 || st.ObservedGeneration != m.Generation) {
+				t.Fatalf("status = %+v, want 3 replicas of generation %d", st, m.Generation)
+			}
+		})
+	}
+}
+
+// TestSyncRequestsGoFirst: a sync's requests are marked to take the
+// member's rate limit before background requests (clientlimit.First).
+func TestSyncRequestsGoFirst(t *testing.T) {
+	var unmarked atomic.Int32
+	h := newHarness(t, workload(2), hopts{funcs: interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if !clientlimit.IsFirst(ctx) {
+				unmarked.Add(1)
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	}})
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if h.n.creates.Load() != 2 {
+		t.Fatalf("creates = %d, want 2", h.n.creates.Load())
+	}
+	if n := unmarked.Load(); n != 0 {
+		t.Errorf("%d creates not marked to go first", n)
 	}
 }
 

@@ -52,6 +52,12 @@ func (e *Engine) updateReplicaSetStatus(ctx context.Context, s *syncScope, st *v
 			st.ObservedGeneration = mrs.Generation
 		}
 	}
+	if due == 0 {
+		if due = e.deferWhileBusy(s.key, now); due > 0 {
+			// The report reflects this generation already.
+			st.ObservedGeneration = mrs.Generation
+		}
+	}
 	if due > 0 {
 		ctrl.LoggerFrom(ctx).V(4).Info("Pacing a status write", "in", due)
 		return due, nil
@@ -64,6 +70,19 @@ func (e *Engine) updateReplicaSetStatus(ctx context.Context, s *syncScope, st *v
 	s.mrs = updated
 	e.paced.wrote(s.key, now)
 	return 0, nil
+}
+
+// deferWhileBusy returns how long a status write that is due now waits
+// because the member's rate limit is busy with pod and MemberReplicaSet
+// writes (Options.Busy): StatusInterval at a time, MaxStatusDeferral in
+// all. Written in a burst, the status of each MemberReplicaSet of a few
+// pods takes a token a pod needs; the hub reads the engine's reports, so
+// only the member's own status waits.
+func (e *Engine) deferWhileBusy(k fedref.MemberObject, now time.Time) time.Duration {
+	if e.o.Busy == nil || !e.o.Busy() {
+		return 0
+	}
+	return min(StatusInterval, e.paced.deferBusy(k, now))
 }
 
 // generationOnly reports whether st is urgent for mrs only because mrs's

@@ -23,12 +23,20 @@ const StatusInterval = time.Second
 // once; the member's own status shows it up to this much later.
 const GenerationHold = 5 * time.Second
 
-// statusPace remembers when each key's status was last written, and since
-// when a generation's status has been held.
+// MaxStatusDeferral is the longest a status write waits while the member's
+// rate limit is busy with pod and MemberReplicaSet writes (Options.Busy):
+// the member's own status is at most this much older than the engine's
+// reports during a long burst, then written in its turn.
+const MaxStatusDeferral = time.Minute
+
+// statusPace remembers when each key's status was last written, since when
+// a generation's status has been held, and since when a write has waited
+// for a busy member.
 type statusPace struct {
-	mu   sync.Mutex
-	last map[fedref.MemberObject]time.Time
-	held map[fedref.MemberObject]heldGeneration
+	mu       sync.Mutex
+	last     map[fedref.MemberObject]time.Time
+	held     map[fedref.MemberObject]heldGeneration
+	deferred map[fedref.MemberObject]time.Time
 }
 
 // heldGeneration is a generation whose status is held, and since when.
@@ -62,6 +70,22 @@ func (p *statusPace) holdGeneration(k fedref.MemberObject, generation int64, now
 	return max(0, GenerationHold-now.Sub(h.since))
 }
 
+// deferBusy returns how much longer key's status write may wait for a busy
+// member: MaxStatusDeferral from the first time it was deferred, 0 once
+// that has passed.
+func (p *statusPace) deferBusy(k fedref.MemberObject, now time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	since, ok := p.deferred[k]
+	if !ok {
+		if p.deferred == nil {
+			p.deferred = map[fedref.MemberObject]time.Time{}
+		}
+		p.deferred[k], since = now, now
+	}
+	return max(0, MaxStatusDeferral-now.Sub(since))
+}
+
 // wait returns how long key's next count-only status write must wait.
 func (p *statusPace) wait(k fedref.MemberObject, now time.Time) time.Duration {
 	p.mu.Lock()
@@ -82,6 +106,7 @@ func (p *statusPace) wrote(k fedref.MemberObject, now time.Time) {
 	}
 	p.last[k] = now
 	delete(p.held, k)
+	delete(p.deferred, k)
 }
 
 // forget drops key.
@@ -90,4 +115,5 @@ func (p *statusPace) forget(k fedref.MemberObject) {
 	defer p.mu.Unlock()
 	delete(p.last, k)
 	delete(p.held, k)
+	delete(p.deferred, k)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/replicastatus"
+	"github.com/replicafed/replicafed/internal/clientlimit"
 	"github.com/replicafed/replicafed/internal/ctxjoin"
 	"github.com/replicafed/replicafed/internal/fedref"
 )
@@ -83,6 +84,9 @@ func (e *Engine) Sync(ctx context.Context, nn types.NamespacedName) (Result, err
 	}
 	ctx, cancel := ctxjoin.Join(ctx, gateCtx)
 	defer cancel()
+	// A sync's requests take the member's rate limit before events and
+	// other background requests.
+	ctx = clientlimit.First(ctx)
 	return e.syncReplicaSet(p.into(ctx), nn, p)
 }
 

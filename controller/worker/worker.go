@@ -31,6 +31,7 @@ import (
 	"github.com/replicafed/replicafed/controller/engine"
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/podstate"
+	"github.com/replicafed/replicafed/internal/clientlimit"
 	"github.com/replicafed/replicafed/internal/fedref"
 )
 
@@ -148,6 +149,9 @@ func New(name string, cl cluster.Cluster, o Options) (*Worker, error) {
 		// Pods wait for their dependencies (spec.propagateDependencies).
 		Dependencies:   deps,
 		ViewIncomplete: w.PodCacheIncomplete,
+		// Status writes wait while pod writes queue for the member's
+		// shared rate limit (internal/clientlimit).
+		Busy: clientlimit.Busy(cl.GetConfig()),
 	})
 	return w, nil
 }

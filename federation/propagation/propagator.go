@@ -63,6 +63,7 @@ import (
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/dependencies"
 	"github.com/replicafed/replicafed/federation/hub"
+	"github.com/replicafed/replicafed/internal/clientlimit"
 	"github.com/replicafed/replicafed/internal/ctxjoin"
 	"github.com/replicafed/replicafed/internal/fedref"
 )
@@ -520,6 +521,9 @@ func (p *Propagator) syncMember(ctx context.Context, ps *pass, member string) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.o.MemberTimeout)
 	defer cancel()
+	// Pods wait for these copies: they take the member's rate limit before
+	// events and other background requests, as the engine's syncs do.
+	ctx = clientlimit.First(ctx)
 	m := &memberPass{pass: ps, member: member, cl: mem.Cluster, existing: map[dependencies.Key]*dependencies.Existing{},
 		meta: map[dependencies.Key]metav1.Object{}, full: map[dependencies.Key]dependencies.Object{}}
 	if err := m.load(ctx); err != nil {

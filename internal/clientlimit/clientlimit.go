@@ -1,5 +1,6 @@
 // Package clientlimit sets a client configuration's rate limit as one token
-// bucket that every client built from it shares.
+// bucket that every client built from it shares, and lets requests marked
+// with First take its tokens before the others.
 //
 // client-go builds a bucket per REST client when the configuration carries
 // none, and controller-runtime builds a REST client per resource type (its
@@ -13,16 +14,18 @@ package clientlimit
 import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/clock"
 )
 
 // Shared limits every client built from rc, or from a copy of it, to qps
 // requests a second with bursts of burst, together. The bucket is made
-// here, so each call makes a new one: call it once per cluster. qps <= 0
+// here, so each call makes a new one: call it once per cluster. Requests
+// whose context is marked with First go ahead of the others. qps <= 0
 // leaves client-go's defaults (and one bucket per REST client).
 func Shared(rc *rest.Config, qps float32, burst int) {
 	rc.QPS, rc.Burst, rc.RateLimiter = qps, burst, nil
 	if qps > 0 {
-		rc.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, max(burst, 1))
+		rc.RateLimiter = newPrioritized(flowcontrol.NewTokenBucketRateLimiter(qps, max(burst, 1)), clock.RealClock{})
 	}
 }
 
