@@ -90,14 +90,19 @@ func (p *prioritized) Wait(ctx context.Context) error {
 
 // awaitLull returns when no marked request waits, or after Patience.
 func (p *prioritized) awaitLull(ctx context.Context) error {
-	patience := p.clock.NewTimer(Patience)
-	defer patience.Stop()
+	var patience clock.Timer
 	for {
 		p.mu.Lock()
 		lull, waiting := p.lull, p.first
 		p.mu.Unlock()
 		if waiting == 0 {
 			return nil
+		}
+		if patience == nil {
+			// Made only when there is something to wait for: most
+			// requests find no marked one waiting.
+			patience = p.clock.NewTimer(Patience)
+			defer patience.Stop()
 		}
 		select {
 		case <-lull:

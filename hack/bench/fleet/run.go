@@ -408,6 +408,38 @@ func statusComplete(ctx context.Context, hub client.Client, ns string, want int)
 	return true, nil
 }
 
+// awaitMemberStatus waits, up to memberStatusBound, until every member's
+// MemberReplicaSets show their pods Ready in their own status, so the
+// run's writes include the status writes the engine defers while a member
+// is busy (engine.MaxStatusDeferral) instead of leaving them after the
+// window.
+func (b *bench) awaitMemberStatus(ctx context.Context, ns string, t0 time.Time) {
+	err := waitFor(ctx, memberStatusBound, "every MemberReplicaSet's status to show its pods Ready", func() (bool, error) {
+		for name, c := range b.f.MemberClients {
+			l := &v1alpha1.MemberReplicaSetList{}
+			if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
+				return false, fmt.Errorf("listing MemberReplicaSets in %s: %w", name, err)
+			}
+			for _, m := range l.Items {
+				st := m.Status
+				if st.ObservedGeneration != m.Generation || st.Replicas != m.Spec.Replicas || st.ReadyReplicas != m.Spec.Replicas {
+					return false, fmt.Errorf("MemberReplicaSet %s in %s shows %d/%d Ready of generation %d (at %d)",
+						m.Name, name, st.ReadyReplicas, m.Spec.Replicas, st.ObservedGeneration, m.Generation)
+				}
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		say("  member status incomplete: %v", err)
+		return
+	}
+	say("  member status complete after %.1fs", time.Since(t0).Seconds())
+}
+
+// memberStatusBound is how long a run waits for the members' own status.
+const memberStatusBound = 3 * time.Minute
+
 // awaitRun waits for every pod of the run; a timeout is reported as a stall
 // (true) rather than an error, unless the context itself ended.
 func (b *bench) awaitRun(ctx context.Context, w *podWatch, pods int) (bool, error) {
@@ -505,6 +537,7 @@ func (b *bench) measureReplicafed(ctx context.Context, ns, scenario string) (rep
 		default:
 			say("  hub status incomplete: %v", err)
 		}
+		b.awaitMemberStatus(ctx, ns, t0)
 	}
 	time.Sleep(settle)
 	after, err := b.probe.snapshot(ctx, nil)
