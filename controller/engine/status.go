@@ -47,22 +47,18 @@ func (e *Engine) updateReplicaSetStatus(ctx context.Context, s *syncScope, st *v
 		// its status changes again as the informer shows them, so wait a
 		// little for them to settle and write once.
 		due = e.paced.holdGeneration(s.key, mrs.Generation, now)
-		if due > 0 {
-			// The report reflects this generation already.
-			st.ObservedGeneration = mrs.Generation
-		}
 	}
 	if due == 0 {
-		if due = e.deferWhileBusy(s.key, now); due > 0 {
-			// The report reflects this generation already.
-			st.ObservedGeneration = mrs.Generation
-		}
+		due = e.deferWhileBusy(s.key, now)
 	}
+	// This sync has seen the generation: a write records it, and a held,
+	// deferred or paced one is reported with it already (a paced,
+	// count-only change has it observed anyway).
+	st.ObservedGeneration = mrs.Generation
 	if due > 0 {
 		ctrl.LoggerFrom(ctx).V(4).Info("Pacing a status write", "in", due)
 		return due, nil
 	}
-	st.ObservedGeneration = mrs.Generation
 	updated, err := e.writeStatus(ctx, s.key, mrs, *st)
 	if err != nil {
 		return 0, err
