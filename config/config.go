@@ -275,6 +275,12 @@ type Controller struct {
 	// the lease lasts about raft.heartbeatTimeout from each contact round,
 	// so the deadline must leave room for the rounds (validateWriteDeadline).
 	MemberWriteTimeout time.Duration `mapstructure:"memberWriteTimeout"`
+	// MemberWriteMaxDuration bounds how long a write to a member may stay in
+	// flight when its deadline is renewed: a write unanswered at its
+	// deadline gets another MemberWriteTimeout while the lease that let it
+	// leave still covers one from then, instead of being cut and sent
+	// again. Equal to MemberWriteTimeout: no renewal.
+	MemberWriteMaxDuration time.Duration `mapstructure:"memberWriteMaxDuration"`
 	// CreateNamespaces creates a FederatedReplicaSet's namespace in a member
 	// that lacks it; when false the member reports NamespaceMissing.
 	CreateNamespaces bool `mapstructure:"createNamespaces"`

@@ -422,6 +422,9 @@ func (c *Config) validateController(p *problems) {
 		p.add("controller.burstReplicas", "must be <= %d, the most pods one replicated command may reserve or delete, got %d", MaxBurstReplicas, ctl.BurstReplicas)
 	}
 	validateWriteDeadline(p, ctl.MemberWriteTimeout, c.Raft)
+	if ctl.MemberWriteMaxDuration < ctl.MemberWriteTimeout {
+		p.add("controller.memberWriteMaxDuration", "must be >= controller.memberWriteTimeout (%s; equal turns renewal off), got %q", ctl.MemberWriteTimeout, ctl.MemberWriteMaxDuration.String())
+	}
 	rateLimit(p, "controller.memberQPS", "controller.memberBurst", ctl.MemberQPS, ctl.MemberBurst)
 	p.positive("controller.expectationsTTL", ctl.ExpectationsTTL)
 	p.positive("controller.resyncPeriod", ctl.ResyncPeriod)

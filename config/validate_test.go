@@ -161,6 +161,8 @@ func TestValidateRefuses(t *testing.T) {
 			c.Controller.MemberWriteTimeout = 70 * time.Millisecond
 		}, []string{"controller.memberWriteTimeout"}, "(100ms - 20ms - 10ms = 70ms)"},
 		{"member write timeout zero", func(c *Config) { c.Controller.MemberWriteTimeout = 0 }, []string{"controller.memberWriteTimeout"}, "must be > 0"},
+		{"member write max duration below the timeout", func(c *Config) { c.Controller.MemberWriteMaxDuration = 500 * time.Millisecond },
+			[]string{"controller.memberWriteMaxDuration"}, `must be >= controller.memberWriteTimeout (650ms; equal turns renewal off), got "500ms"`},
 		{"burst replicas above the raft command limit", func(c *Config) { c.Controller.BurstReplicas = 10001 }, []string{"controller.burstReplicas"}, "must be <= 10000"},
 		{"lease zero", func(c *Config) { c.Raft.LeaderLeaseTimeout = 0 }, []string{"raft.leaderLeaseTimeout"}, "must be > 0"},
 		{"commit zero", func(c *Config) { c.Raft.CommitTimeout = 0 }, []string{"raft.commitTimeout"}, "must be > 0"},

@@ -139,6 +139,17 @@ func (n *Node) WriteLease(d time.Duration) bool {
 	}
 }
 
+// LeaseCovers reports, without waiting for a renewal, whether Allowed
+// holds and the write lease lasts until now + d: WriteLease's check again
+// for a member write already in flight whose deadline is up, before it
+// gets another d (writefence.Renewal).
+func (n *Node) LeaseCovers(d time.Duration) bool {
+	l := &n.lead
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return n.allowedLocked() && time.Now().Add(d).Before(l.leaseUntil)
+}
+
 // markFirstWriteLocked records the first member pod write permitted in this
 // term and how long after raft's election it came: the part of a
 // handover's cost that is replicafed's own, not the election's.

@@ -27,7 +27,7 @@ func TestWriteLease(t *testing.T) {
 		return nil
 	})
 	for _, n := range c.Live() {
-		if n != old && n.WriteLease(0) {
+		if n != old && (n.WriteLease(0) || n.LeaseCovers(0)) {
 			t.Fatalf("follower %s holds the write lease", n.ServerID())
 		}
 	}
@@ -39,7 +39,7 @@ func TestWriteLease(t *testing.T) {
 		return nil
 	})
 	next := c.WaitLeader(20*time.Second, old)
-	if old.WriteLease(0) {
+	if old.WriteLease(0) || old.LeaseCovers(0) {
 		t.Fatal("old and new leader both hold the write lease")
 	}
 	tu.Eventually(t, 20*time.Second, func() error {
@@ -71,6 +71,16 @@ func TestWriteLeaseCoversTheWrite(t *testing.T) {
 	})
 	if leader.WriteLease(hb) {
 		t.Fatalf("a write that may take the whole heartbeat timeout (%v) was permitted", hb)
+	}
+	// A write in flight gets another deadline on the same terms.
+	tu.Eventually(t, 20*time.Second, func() error {
+		if !leader.LeaseCovers(hb / 3) {
+			return errors.New("lease does not cover another third of the heartbeat timeout")
+		}
+		return nil
+	})
+	if leader.LeaseCovers(hb) {
+		t.Fatalf("the lease covers a whole heartbeat timeout (%v) from now", hb)
 	}
 	if n := leader.LegacyContactPeers(); n != 0 {
 		t.Fatalf("%d voters counted as predating contact rounds, want 0", n)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/pprof"
@@ -92,17 +93,34 @@ func metricsWarnings(m config.Metrics) []string {
 	return w
 }
 
+// writeLease is the raft leader's member write lease (node.Node): whether
+// a write of a given deadline may leave now (waiting for a renewal), and
+// whether one already in flight may have its deadline renewed.
+type writeLease interface {
+	WriteLease(d time.Duration) bool
+	LeaseCovers(d time.Duration) bool
+}
+
+// memberWriteFence is the write fence of a member client outside sharding:
+// pod writes leave only under the leader's write lease, and a write still
+// in flight at its deadline is renewed while the lease covers it.
+func memberWriteFence(ctl config.Controller, lease writeLease) func(*rest.Config) error {
+	timeout := ctl.MemberWriteTimeout
+	permitted := func(context.Context) bool { return lease.WriteLease(timeout) }
+	covers := func(context.Context) bool { return lease.LeaseCovers(timeout) }
+	return writefence.Renewed(timeout, permitted, writefence.Renewal{Covers: covers, Max: ctl.MemberWriteMaxDuration}, writefence.DefaultMaxInFlight)
+}
+
 // registryOptions maps the configuration to the member registry's options.
-// Member writes are fenced by writeLease: a write leaves only while this
+// Member writes are fenced by lease: a write leaves only while this
 // replica holds its raft write lease.
-func registryOptions(cfg *config.Config, scheme *runtime.Scheme, monitor *health.Monitor, writeLease func(time.Duration) bool) registry.Options {
-	timeout := cfg.Controller.MemberWriteTimeout
+func registryOptions(cfg *config.Config, scheme *runtime.Scheme, monitor *health.Monitor, lease writeLease) registry.Options {
 	opts := registry.Options{
 		SecretNamespace: cfg.Clusters.SecretNamespace,
 		SecretSelector:  cfg.Clusters.SecretSelector,
 		SecretKey:       cfg.Clusters.SecretKey,
 		Scheme:          scheme,
-		RESTOptions:     []func(*rest.Config) error{memberLimits(cfg.Controller), writefence.Option(timeout, func() bool { return writeLease(timeout) })},
+		RESTOptions:     []func(*rest.Config) error{memberLimits(cfg.Controller), memberWriteFence(cfg.Controller, lease)},
 		Health:          monitor,
 		Credentials:     credentialPolicy(cfg.Clusters.Credentials),
 		ExpiryWarning:   cfg.Clusters.Credentials.ExpiryWarning,

@@ -66,6 +66,17 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
+// recordingLease refuses every write and records the deadlines it was
+// asked for.
+type recordingLease struct{ askedFor []time.Duration }
+
+func (l *recordingLease) WriteLease(d time.Duration) bool {
+	l.askedFor = append(l.askedFor, d)
+	return false
+}
+
+func (l *recordingLease) LeaseCovers(time.Duration) bool { return false }
+
 func TestRegistryOptions(t *testing.T) {
 	monitor := health.NewMonitor(health.Options{})
 	taint := config.StaticCluster{Name: "b", Kubeconfig: "/b", Taints: []config.StaticTaint{{Key: "k", Value: "v", Effect: v1alpha1.TaintNoSchedule}}}
@@ -98,8 +109,7 @@ func TestRegistryOptions(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var askedFor []time.Duration
-			lease := func(d time.Duration) bool { askedFor = append(askedFor, d); return false }
+			lease := &recordingLease{}
 			got := registryOptions(&tc.cfg, nil, monitor, lease)
 
 			c := tc.cfg.Clusters
@@ -139,7 +149,7 @@ func TestRegistryOptions(t *testing.T) {
 			if _, err := rt.RoundTrip(req); !errors.Is(err, engine.ErrNotSent) || sent {
 				t.Errorf("pod create without the write lease: err %v, sent %v; want engine.ErrNotSent, not sent", err, sent)
 			}
-			if diff := cmp.Diff([]time.Duration{tc.cfg.Controller.MemberWriteTimeout}, askedFor); diff != "" {
+			if diff := cmp.Diff([]time.Duration{tc.cfg.Controller.MemberWriteTimeout}, lease.askedFor); diff != "" {
 				t.Errorf("write lease asked for (-want +got):\n%s", diff)
 			}
 		})

@@ -229,11 +229,11 @@ func stopRaft(n *node.Node, log logr.Logger) {
 // monitor) and the provider of members from kubeconfig Secrets and the
 // static list.
 func newMemberAccess(cfg *config.Config, scheme *runtime.Scheme, n *node.Node, shard *sharding, log logr.Logger) (registry.Options, *registry.SecretProvider, error) {
-	opts := registryOptions(cfg, scheme, health.NewMonitor(healthOptions(cfg.Failover.HealthProbe)), n.WriteLease)
+	opts := registryOptions(cfg, scheme, health.NewMonitor(healthOptions(cfg.Failover.HealthProbe)), n)
 	if shard != nil {
 		// Each member's pod writes are fenced by its own owner lease.
 		opts.RESTOptions = []func(*rest.Config) error{memberLimits(cfg.Controller)}
-		opts.RESTOptionsFor = shard.writeFences(cfg.Controller.MemberWriteTimeout, n.WriteLease)
+		opts.RESTOptionsFor = shard.writeFences(cfg.Controller, n)
 	}
 	for _, w := range credentials.Warnings(opts.Credentials) {
 		log.Info("WARNING: " + w)

@@ -96,10 +96,15 @@ func (s *sharding) ownedHere(cfg *config.Config, n *node.Node) func(cluster stri
 // pod write (the hub deleting a deleted FederatedReplicaSet's leftover
 // pods) is the raft leader's and leaves under its write lease, as without
 // sharding.
-func (s *sharding) writeFences(timeout time.Duration, writeLease func(time.Duration) bool) func(cluster string) []func(*rest.Config) error {
+func (s *sharding) writeFences(ctl config.Controller, lease writeLease) func(cluster string) []func(*rest.Config) error {
+	timeout := ctl.MemberWriteTimeout
 	return func(cluster string) []func(*rest.Config) error {
-		permitted := s.gates.PermittedContext(cluster, func() bool { return writeLease(timeout) })
-		return []func(*rest.Config) error{writefence.BoundedContext(timeout, permitted, writefence.DefaultMaxInFlight)}
+		permitted := s.gates.PermittedContext(cluster, func() bool { return lease.WriteLease(timeout) })
+		// The same check without the wait, for a write in flight whose
+		// deadline is up (the owner lease's check never waits).
+		covers := s.gates.PermittedContext(cluster, func() bool { return lease.LeaseCovers(timeout) })
+		r := writefence.Renewal{Covers: covers, Max: ctl.MemberWriteMaxDuration}
+		return []func(*rest.Config) error{writefence.Renewed(timeout, permitted, r, writefence.DefaultMaxInFlight)}
 	}
 }
 

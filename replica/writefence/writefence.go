@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -69,12 +68,43 @@ func Bounded(d time.Duration, permitted func() bool, maxInFlight int) func(*rest
 // there (controller/expectations.FenceFrom), and the check compares it
 // with the lease the replica holds now.
 func BoundedContext(d time.Duration, permitted func(ctx context.Context) bool, maxInFlight int) func(*rest.Config) error {
+	return Renewed(d, permitted, Renewal{}, maxInFlight)
+}
+
+// Renewal lets a mutating request still unanswered at its deadline run on
+// while the lease that let it leave still covers it, instead of being cut
+// and sent again: under load a member API server answers some creates
+// later than the deadline, and each cut one left an unknown outcome (a
+// held name, a retry, a 409, an event and a stopped slow-start batch).
+type Renewal struct {
+	// Covers reports, without waiting for a renewal, whether the request
+	// whose context it is given may stay in flight for another deadline
+	// from now: the same lease check as permitted, for a write already
+	// sent. nil: no request outlives its first deadline.
+	Covers func(ctx context.Context) bool
+	// Max bounds a request's whole time in flight, renewals included, so a
+	// member that never answers frees its write slots. A Max not above the
+	// deadline turns renewal off.
+	Max time.Duration
+}
+
+// Renewed is BoundedContext whose requests' deadlines are renewed by r: at
+// each deadline a request still unanswered gets another one if r.Covers
+// holds then and the request stays within r.Max; otherwise it is cut
+// there, as without renewal. At every instant the request is in flight
+// the lease was seen to cover it, which is what the first check promised
+// (a write the leader permitted ends before another leader can be
+// elected), only checked again instead of ended.
+func Renewed(d time.Duration, permitted func(ctx context.Context) bool, r Renewal, maxInFlight int) func(*rest.Config) error {
 	return func(rc *rest.Config) error {
 		if d <= 0 && permitted == nil && maxInFlight <= 0 {
 			return nil
 		}
+		if r.Max <= d {
+			r = Renewal{}
+		}
 		rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-			t := &deadlineRT{next: rt, d: d, permitted: permitted}
+			t := &deadlineRT{next: rt, d: d, permitted: permitted, renewal: r}
 			if maxInFlight > 0 {
 				t.slots = make(chan struct{}, maxInFlight)
 			}
@@ -94,6 +124,7 @@ type deadlineRT struct {
 	next      http.RoundTripper
 	d         time.Duration
 	permitted func(ctx context.Context) bool
+	renewal   Renewal
 	// slots holds one token per mutating request in flight; nil: no bound.
 	slots chan struct{}
 }
@@ -127,20 +158,76 @@ func (t *deadlineRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	// off at the deadline fenced nothing and turned a known outcome into an
 	// unknown one (under load, most of the deadline errors seen).
 	ctx, cancel := context.WithCancel(req.Context())
-	var expired atomic.Bool
-	timer := time.AfterFunc(t.d, func() { expired.Store(true); cancel() })
-	done := func() { timer.Stop(); cancel(); release() }
+	dl := t.watch(req.Context(), cancel)
+	done := func() { dl.stop(); cancel(); release() }
 	resp, err := t.next.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		done()
-		if expired.Load() {
-			err = fmt.Errorf("%s %s: no answer within the member write deadline of %v: %w (%w)", req.Method, req.URL.Path, t.d, context.DeadlineExceeded, err)
+		if renewals, ok := dl.expired(); ok {
+			err = fmt.Errorf("%s %s: no answer within the member write deadline of %v (renewed %d times): %w (%w)", req.Method, req.URL.Path, t.d, renewals, context.DeadlineExceeded, err)
 		}
 		return nil, err
 	}
-	timer.Stop()
+	dl.stop()
 	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: done}
 	return resp, nil
+}
+
+// deadline cuts one request at its deadline unless the renewal covers
+// another one.
+type deadline struct {
+	t      *deadlineRT
+	ctx    context.Context // the request's, for the renewal check
+	cancel context.CancelFunc
+	end    time.Time // sent plus the renewal's Max
+
+	mu       sync.Mutex
+	timer    *time.Timer
+	stopped  bool
+	cut      bool
+	renewals int
+}
+
+// watch starts the deadline of a request sent now.
+func (t *deadlineRT) watch(ctx context.Context, cancel context.CancelFunc) *deadline {
+	dl := &deadline{t: t, ctx: ctx, cancel: cancel, end: time.Now().Add(t.renewal.Max)}
+	dl.mu.Lock()
+	defer dl.mu.Unlock()
+	dl.timer = time.AfterFunc(t.d, dl.fire)
+	return dl
+}
+
+// fire runs at each deadline of a request still in flight.
+func (dl *deadline) fire() {
+	dl.mu.Lock()
+	defer dl.mu.Unlock()
+	if dl.stopped {
+		return
+	}
+	r := dl.t.renewal
+	if r.Covers != nil && !time.Now().Add(dl.t.d).After(dl.end) && r.Covers(dl.ctx) {
+		dl.renewals++
+		dl.timer.Reset(dl.t.d)
+		return
+	}
+	dl.cut = true
+	dl.cancel()
+}
+
+// stop ends the watch once the answer is in (or the request failed).
+func (dl *deadline) stop() {
+	dl.mu.Lock()
+	defer dl.mu.Unlock()
+	dl.stopped = true
+	dl.timer.Stop()
+}
+
+// expired reports whether the request was cut at a deadline, and after how
+// many renewals.
+func (dl *deadline) expired() (renewals int, cut bool) {
+	dl.mu.Lock()
+	defer dl.mu.Unlock()
+	return dl.renewals, dl.cut
 }
 
 // acquire waits for a slot for req and returns its release (idempotent).

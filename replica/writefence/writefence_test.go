@@ -356,3 +356,78 @@ func TestErrNotPermitted(t *testing.T) {
 		t.Error("ErrNotPermitted is not engine.ErrNotSent")
 	}
 }
+
+// TestDeadlineRenewal: a write unanswered at its deadline runs on while
+// Renewal.Covers holds (asked with the request's context) and within Max,
+// and is cut as before otherwise. The server answers only once Covers has
+// been asked answerAfter times, so no case depends on the machine's speed.
+func TestDeadlineRenewal(t *testing.T) {
+	const d = 20 * time.Millisecond
+	type key struct{}
+	for _, tc := range []struct {
+		name        string
+		covers      func(call int) bool // call counts from 1
+		max         time.Duration
+		answerAfter int // 0: never answers
+		wantErr     bool
+		wantCalls   func(n int) bool
+	}{
+		{name: "covered: answered after two renewals", covers: func(int) bool { return true }, max: time.Minute,
+			answerAfter: 2, wantCalls: func(n int) bool { return n == 2 }},
+		{name: "lease lapses at the second deadline: cut", covers: func(call int) bool { return call == 1 }, max: time.Minute,
+			wantErr: true, wantCalls: func(n int) bool { return n == 2 }},
+		{name: "covered but past max: cut", covers: func(int) bool { return true }, max: 4 * d,
+			wantErr: true, wantCalls: func(n int) bool { return n <= 3 }},
+		{name: "max not above the deadline: never renewed", covers: func(int) bool { return true }, max: d,
+			wantErr: true, wantCalls: func(n int) bool { return n == 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			answer := make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				select {
+				case <-answer:
+					w.WriteHeader(http.StatusCreated)
+				case <-r.Context().Done():
+				}
+			}))
+			defer srv.Close()
+			calls := 0 // Covers runs under the request's deadline lock, one call at a time
+			covers := func(ctx context.Context) bool {
+				if ctx.Value(key{}) != "sync" {
+					t.Error("Covers not asked with the request's context")
+				}
+				calls++
+				if calls == tc.answerAfter {
+					close(answer)
+				}
+				return tc.covers(calls)
+			}
+			rc := &rest.Config{Host: srv.URL}
+			if err := Renewed(d, nil, Renewal{Covers: covers, Max: tc.max}, 0)(rc); err != nil {
+				t.Fatal(err)
+			}
+			hc, err := rest.HTTPClientFor(rc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), key{}, "sync"), 30*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/api/v1/namespaces/ns/pods", nil)
+			resp, err := hc.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			switch {
+			case tc.wantErr && !errors.Is(err, context.DeadlineExceeded):
+				t.Errorf("got %v, want a deadline error", err)
+			case tc.wantErr && !strings.Contains(err.Error(), "renewed"):
+				t.Errorf("error %q does not say how often the deadline was renewed", err)
+			case !tc.wantErr && (err != nil || resp.StatusCode != http.StatusCreated):
+				t.Errorf("got %v, want the server's answer", err)
+			}
+			if !tc.wantCalls(calls) {
+				t.Errorf("Covers asked %d times", calls)
+			}
+		})
+	}
+}

@@ -366,13 +366,16 @@ func waitGate(ctx context.Context, n *node.Node, timeout time.Duration) error {
 
 // memberClient sets up the member client as a replica does: the member
 // rate limit (or none), the user agent, and every write bounded by
-// controller.memberWriteTimeout with pod writes sent only under the raft
-// write lease, at most maxInFlight at once (<= 0: no bound).
+// controller.memberWriteTimeout (renewed while the lease covers it, up to
+// controller.memberWriteMaxDuration) with pod writes sent only under the
+// raft write lease, at most maxInFlight at once (<= 0: no bound).
 func memberClient(rc *rest.Config, c config.Controller, n *node.Node, maxInFlight int) error {
 	clientlimit.Apply(rc, c.MemberRateLimit, c.MemberQPS, c.MemberBurst)
 	rc.UserAgent = "replicafed"
 	d := c.MemberWriteTimeout
-	return writefence.Bounded(d, func() bool { return n.WriteLease(d) }, maxInFlight)(rc)
+	permitted := func(context.Context) bool { return n.WriteLease(d) }
+	r := writefence.Renewal{Covers: func(context.Context) bool { return n.LeaseCovers(d) }, Max: c.MemberWriteMaxDuration}
+	return writefence.Renewed(d, permitted, r, maxInFlight)(rc)
 }
 
 // resync re-enqueues every MemberReplicaSet every 10 s, as the leader does.
