@@ -51,7 +51,11 @@
 //     AppendEntries sent before it was asked. A leader resumed after
 //     SIGSTOP or a long GC finds by its monotonic clock that the lease
 //     lapsed, so the creates and deletes it prepared before the pause are
-//     not sent.
+//     not sent. A write still unanswered at its deadline is cut there
+//     unless the lease, asked again without waiting (Node.LeaseCovers),
+//     covers another deadline from then: it then runs on one deadline at a
+//     time, up to controller.memberWriteMaxDuration (writefence.Renewal),
+//     so at every instant it is in flight the lease was seen to cover it.
 //  3. Handover. A planned handover (Node.TransferLeadership, the admin
 //     endpoint) and a graceful stop (Node.StepDown, called by the server on
 //     SIGTERM before anything else stops) close the gate first, which

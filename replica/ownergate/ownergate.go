@@ -145,12 +145,19 @@ func (g *Gates) For(member string) *Gate {
 // leader deleting a deleted FederatedReplicaSet's leftover pods): unfenced
 // answers for it, and nil refuses it.
 func (g *Gates) PermittedContext(member string, unfenced func() bool) func(context.Context) bool {
+	return g.PermittedWithin(member, g.o.WriteDeadline, unfenced)
+}
+
+// PermittedWithin is PermittedContext for a write that may take up to d
+// from now: with d shorter than the write deadline, the check a write
+// already in flight passes to run on for d (writefence.Renewal.Covers).
+func (g *Gates) PermittedWithin(member string, d time.Duration, unfenced func() bool) func(context.Context) bool {
 	return func(ctx context.Context) bool {
 		want, fenced := expectations.FenceFrom(ctx)
 		if !fenced {
 			return unfenced != nil && unfenced()
 		}
-		f, ok := g.o.Lease.PermittedFor(member, g.o.WriteDeadline)
+		f, ok := g.o.Lease.PermittedFor(member, d)
 		return ok && f == want
 	}
 }

@@ -100,10 +100,12 @@ func (s *sharding) writeFences(ctl config.Controller, lease writeLease) func(clu
 	timeout := ctl.MemberWriteTimeout
 	return func(cluster string) []func(*rest.Config) error {
 		permitted := s.gates.PermittedContext(cluster, func() bool { return lease.WriteLease(timeout) })
-		// The same check without the wait, for a write in flight whose
-		// deadline is up (the owner lease's check never waits).
-		covers := s.gates.PermittedContext(cluster, func() bool { return lease.LeaseCovers(timeout) })
-		r := writefence.Renewal{Covers: covers, Max: ctl.MemberWriteMaxDuration}
+		// The same check for a renewal step and without the wait, for a
+		// write in flight whose deadline is up (the owner lease's check
+		// never waits).
+		step := renewalStep(timeout)
+		covers := s.gates.PermittedWithin(cluster, step, func() bool { return lease.LeaseCovers(step) })
+		r := writefence.Renewal{Covers: covers, Step: step, Max: ctl.MemberWriteMaxDuration}
 		return []func(*rest.Config) error{writefence.Renewed(timeout, permitted, r, writefence.DefaultMaxInFlight)}
 	}
 }

@@ -78,10 +78,16 @@ func BoundedContext(d time.Duration, permitted func(ctx context.Context) bool, m
 // held name, a retry, a 409, an event and a stopped slow-start batch).
 type Renewal struct {
 	// Covers reports, without waiting for a renewal, whether the request
-	// whose context it is given may stay in flight for another deadline
-	// from now: the same lease check as permitted, for a write already
-	// sent. nil: no request outlives its first deadline.
+	// whose context it is given may stay in flight for another Step from
+	// now: the same lease check as permitted, for a write already sent.
+	// nil: no request outlives its first deadline.
 	Covers func(ctx context.Context) bool
+	// Step is how much longer each renewal lets a request run (<= 0: the
+	// deadline). Shorter than the deadline, it asks less of the lease: a
+	// loaded leader whose contact rounds run late often holds a lease that
+	// covers a few hundred milliseconds but not a whole new deadline, and a
+	// renewal of a whole deadline then failed where a short one holds.
+	Step time.Duration
 	// Max bounds a request's whole time in flight, renewals included, so a
 	// member that never answers frees its write slots. A Max not above the
 	// deadline turns renewal off.
@@ -89,9 +95,9 @@ type Renewal struct {
 }
 
 // Renewed is BoundedContext whose requests' deadlines are renewed by r: at
-// each deadline a request still unanswered gets another one if r.Covers
-// holds then and the request stays within r.Max; otherwise it is cut
-// there, as without renewal. At every instant the request is in flight
+// its deadline a request still unanswered gets another r.Step if r.Covers
+// holds then and the request stays within r.Max, and so on at the end of
+// each step; otherwise it is cut there, as without renewal. At every instant the request is in flight
 // the lease was seen to cover it, which is what the first check promised
 // (a write the leader permitted ends before another leader can be
 // elected), only checked again instead of ended.
@@ -102,6 +108,9 @@ func Renewed(d time.Duration, permitted func(ctx context.Context) bool, r Renewa
 		}
 		if r.Max <= d {
 			r = Renewal{}
+		}
+		if r.Step <= 0 {
+			r.Step = d
 		}
 		rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 			t := &deadlineRT{next: rt, d: d, permitted: permitted, renewal: r}
@@ -174,7 +183,7 @@ func (t *deadlineRT) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // deadline cuts one request at its deadline unless the renewal covers
-// another one.
+// another step, and at the end of each step likewise.
 type deadline struct {
 	t      *deadlineRT
 	ctx    context.Context // the request's, for the renewal check
@@ -205,9 +214,9 @@ func (dl *deadline) fire() {
 		return
 	}
 	r := dl.t.renewal
-	if r.Covers != nil && !time.Now().Add(dl.t.d).After(dl.end) && r.Covers(dl.ctx) {
+	if r.Covers != nil && !time.Now().Add(r.Step).After(dl.end) && r.Covers(dl.ctx) {
 		dl.renewals++
-		dl.timer.Reset(dl.t.d)
+		dl.timer.Reset(r.Step)
 		return
 	}
 	dl.cut = true

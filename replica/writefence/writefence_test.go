@@ -367,13 +367,17 @@ func TestDeadlineRenewal(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		covers      func(call int) bool // call counts from 1
-		max         time.Duration
+		step, max   time.Duration
 		answerAfter int // 0: never answers
 		wantErr     bool
 		wantCalls   func(n int) bool
 	}{
 		{name: "covered: answered after two renewals", covers: func(int) bool { return true }, max: time.Minute,
 			answerAfter: 2, wantCalls: func(n int) bool { return n == 2 }},
+		{name: "short steps: answered after three renewals", covers: func(int) bool { return true }, step: d / 4, max: time.Minute,
+			answerAfter: 3, wantCalls: func(n int) bool { return n == 3 }},
+		{name: "short steps past max: cut", covers: func(int) bool { return true }, step: d / 4, max: d + d/2,
+			wantErr: true, wantCalls: func(n int) bool { return n <= 2 }},
 		{name: "lease lapses at the second deadline: cut", covers: func(call int) bool { return call == 1 }, max: time.Minute,
 			wantErr: true, wantCalls: func(n int) bool { return n == 2 }},
 		{name: "covered but past max: cut", covers: func(int) bool { return true }, max: 4 * d,
@@ -403,7 +407,7 @@ func TestDeadlineRenewal(t *testing.T) {
 				return tc.covers(calls)
 			}
 			rc := &rest.Config{Host: srv.URL}
-			if err := Renewed(d, nil, Renewal{Covers: covers, Max: tc.max}, 0)(rc); err != nil {
+			if err := Renewed(d, nil, Renewal{Covers: covers, Step: tc.step, Max: tc.max}, 0)(rc); err != nil {
 				t.Fatal(err)
 			}
 			hc, err := rest.HTTPClientFor(rc)

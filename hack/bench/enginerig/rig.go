@@ -374,7 +374,8 @@ func memberClient(rc *rest.Config, c config.Controller, n *node.Node, maxInFligh
 	rc.UserAgent = "replicafed"
 	d := c.MemberWriteTimeout
 	permitted := func(context.Context) bool { return n.WriteLease(d) }
-	r := writefence.Renewal{Covers: func(context.Context) bool { return n.LeaseCovers(d) }, Max: c.MemberWriteMaxDuration}
+	step := d / 4 // as replica/server's renewalStep
+	r := writefence.Renewal{Covers: func(context.Context) bool { return n.LeaseCovers(step) }, Step: step, Max: c.MemberWriteMaxDuration}
 	return writefence.Renewed(d, permitted, r, maxInFlight)(rc)
 }
 
