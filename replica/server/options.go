@@ -116,9 +116,8 @@ func memberWriteFence(ctl config.Controller, lease writeLease) func(*rest.Config
 // renewalStep is how much longer each renewal lets a member write in
 // flight run: a quarter of its deadline (162 ms at the default), which a
 // loaded leader's lease still covers between contact rounds (every quarter
-// raft.leaderLeaseTimeout) when a whole new deadline would not be. In the
-// first fleet runs with whole-deadline renewals, the writes cut at their
-// deadline were all refused their first renewal.
+// raft.leaderLeaseTimeout) when a whole new deadline may not be; a renewal
+// need ask the lease only for the time it grants.
 func renewalStep(deadline time.Duration) time.Duration { return deadline / 4 }
 
 // registryOptions maps the configuration to the member registry's options.
