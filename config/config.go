@@ -277,9 +277,9 @@ type Controller struct {
 	MemberWriteTimeout time.Duration `mapstructure:"memberWriteTimeout"`
 	// MemberWriteMaxDuration bounds how long a write to a member may stay in
 	// flight when its deadline is renewed: a write unanswered at its
-	// deadline gets another MemberWriteTimeout while the lease that let it
-	// leave still covers one from then, instead of being cut and sent
-	// again. Equal to MemberWriteTimeout: no renewal.
+	// deadline runs on a quarter of MemberWriteTimeout at a time while the
+	// lease that let it leave still covers that quarter, instead of being
+	// cut and sent again. Equal to MemberWriteTimeout: no renewal.
 	MemberWriteMaxDuration time.Duration `mapstructure:"memberWriteMaxDuration"`
 	// CreateNamespaces creates a FederatedReplicaSet's namespace in a member
 	// that lacks it; when false the member reports NamespaceMissing.

@@ -82,7 +82,7 @@ var settings = []setting{
 	{key: "controller.memberQPS", def: float32(20), usage: "client QPS limit per member cluster, one bucket for all of a replica's requests to it"},
 	{key: "controller.memberBurst", def: 30, usage: "client burst per member cluster"},
 	{key: "controller.memberWriteTimeout", def: 650 * time.Millisecond, usage: "deadline of each write to a member (< raft.heartbeatTimeout - raft.leaderLeaseTimeout/2 - max(raft.heartbeatTimeout/20, 10ms))"},
-	{key: "controller.memberWriteMaxDuration", def: 10 * time.Second, usage: "longest a write to a member may stay in flight: one unanswered at its deadline gets another memberWriteTimeout while the write lease still covers it (= memberWriteTimeout: never renewed)"},
+	{key: "controller.memberWriteMaxDuration", def: 10 * time.Second, usage: "longest a write to a member may stay in flight: one unanswered at its deadline runs on a quarter of memberWriteTimeout at a time while the write lease still covers it (= memberWriteTimeout: never renewed)"},
 	{key: "controller.createNamespaces", def: true, usage: "create a FederatedReplicaSet's namespace in members that lack it"},
 	{key: "controller.expectationsTTL", def: 5 * time.Minute, usage: "how long an unobserved expectation holds a reconcile"},
 	{key: "controller.resyncPeriod", def: 10 * time.Hour, usage: "informer resync period"},

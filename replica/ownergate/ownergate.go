@@ -137,8 +137,8 @@ func (g *Gates) For(member string) *Gate {
 }
 
 // PermittedContext returns the check the member client's write fence asks
-// right before each pod write to member (writefence.Renewed's permitted,
-// and without a wait its Renewal.Covers at each renewal). A write whose context carries a sync's fence
+// right before each pod write to member (writefence.Renewed's permitted).
+// A write whose context carries a sync's fence
 // (expectations.FenceFrom) leaves only while the lease covers a write sent
 // now at exactly that owner and epoch, so a write of an earlier epoch never
 // leaves under a later one. A write without a fence is not a sync's (the

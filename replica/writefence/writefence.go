@@ -85,8 +85,7 @@ type Renewal struct {
 	// Step is how much longer each renewal lets a request run (<= 0: the
 	// deadline). Shorter than the deadline, it asks less of the lease: a
 	// loaded leader whose contact rounds run late often holds a lease that
-	// covers a few hundred milliseconds but not a whole new deadline, and a
-	// renewal of a whole deadline then failed where a short one holds.
+	// covers a few hundred milliseconds but not a whole new deadline.
 	Step time.Duration
 	// Max bounds a request's whole time in flight, renewals included, so a
 	// member that never answers frees its write slots. A Max not above the
@@ -97,10 +96,11 @@ type Renewal struct {
 // Renewed is BoundedContext whose requests' deadlines are renewed by r: at
 // its deadline a request still unanswered gets another r.Step if r.Covers
 // holds then and the request stays within r.Max, and so on at the end of
-// each step; otherwise it is cut there, as without renewal. At every instant the request is in flight
-// the lease was seen to cover it, which is what the first check promised
-// (a write the leader permitted ends before another leader can be
-// elected), only checked again instead of ended.
+// each step; otherwise it is cut there, as without renewal. At every
+// instant the request is in flight the lease was seen to cover it, which
+// is what the first check promised (a write the leader permitted ends
+// before another leader can be elected), only checked again instead of
+// ended.
 func Renewed(d time.Duration, permitted func(ctx context.Context) bool, r Renewal, maxInFlight int) func(*rest.Config) error {
 	return func(rc *rest.Config) error {
 		if d <= 0 && permitted == nil && maxInFlight <= 0 {
