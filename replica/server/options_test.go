@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -153,5 +155,60 @@ func TestRegistryOptions(t *testing.T) {
 				t.Errorf("write lease asked for (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// coveringLease permits every write and covers renewals, recording the
+// steps it was asked to cover; after answerAfter renewals it lets the
+// member answer.
+type coveringLease struct {
+	mu          sync.Mutex
+	asked       []time.Duration
+	answerAfter int
+	answer      chan struct{}
+}
+
+func (l *coveringLease) WriteLease(time.Duration) bool { return true }
+
+func (l *coveringLease) LeaseCovers(d time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.asked = append(l.asked, d)
+	if len(l.asked) == l.answerAfter {
+		close(l.answer)
+	}
+	return true
+}
+
+// TestMemberWriteFenceRenews: a member write unanswered at
+// controller.memberWriteTimeout asks the raft lease to cover a quarter of
+// it at a time, and is answered, not cut.
+func TestMemberWriteFenceRenews(t *testing.T) {
+	ctl := config.Controller{MemberWriteTimeout: 40 * time.Millisecond, MemberWriteMaxDuration: time.Minute}
+	lease := &coveringLease{answerAfter: 3, answer: make(chan struct{})}
+	rc := &rest.Config{}
+	if err := memberWriteFence(ctl, lease)(rc); err != nil {
+		t.Fatal(err)
+	}
+	rt := rc.WrapTransport(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		select {
+		case <-lease.answer:
+			return &http.Response{StatusCode: http.StatusCreated, Body: http.NoBody}, nil
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		}
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://member/api/v1/namespaces/x/pods", nil)
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("write renewed while the lease covers it: %v", err)
+	}
+	resp.Body.Close()
+	lease.mu.Lock()
+	defer lease.mu.Unlock()
+	if diff := cmp.Diff([]time.Duration{10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond}, lease.asked); diff != "" {
+		t.Errorf("lease asked to cover (-want +got):\n%s", diff)
 	}
 }
