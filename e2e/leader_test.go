@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
@@ -27,31 +29,51 @@ type podAdds struct {
 	uids  map[string]bool
 }
 
+// watch records the pods of name in member from now until ctx ends. The
+// watch resumes from the last resource version it saw when the API server
+// closes it (under load a slow watcher is dropped), so no creation is
+// missed.
 func (a *podAdds) watch(ctx context.Context, t *testing.T, e *env, member, name string) {
 	cs, err := kubernetes.NewForConfig(e.f.Member(member).Config())
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := cs.CoreV1().Pods(e.ns).Watch(ctx, metav1.ListOptions{LabelSelector: selector(name).String()})
+	sel := selector(name).String()
+	pods := cs.CoreV1().Pods(e.ns)
+	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		t.Fatalf("listing pods in %s: %v", member, err)
+	}
+	for i := range list.Items {
+		a.add(member, &list.Items[i])
+	}
+	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		o.LabelSelector = sel
+		return pods.Watch(ctx, o)
+	}}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, lw)
 	if err != nil {
 		t.Fatalf("watching pods in %s: %v", member, err)
 	}
 	go func() {
 		defer w.Stop()
 		for ev := range w.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok || ev.Type != watch.Added {
-				continue
+			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Added {
+				a.add(member, p)
 			}
-			now := time.Now()
-			a.mu.Lock()
-			if _, seen := a.first[member+"/"+p.Name]; !seen {
-				a.first[member+"/"+p.Name] = now
-			}
-			a.uids[string(p.UID)] = true
-			a.mu.Unlock()
 		}
 	}()
+}
+
+// add records p of member as seen now.
+func (a *podAdds) add(member string, p *corev1.Pod) {
+	now := time.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, seen := a.first[member+"/"+p.Name]; !seen {
+		a.first[member+"/"+p.Name] = now
+	}
+	a.uids[string(p.UID)] = true
 }
 
 // evenAtZero creates FederatedReplicaSet name at zero replicas, spread
@@ -178,8 +200,11 @@ func TestLeaderKillMidScale(t *testing.T) {
 	}
 	logf(t, "figure: scale 0 -> %d with a leader kill converged %s after the scale, %s after the kill",
 		replicas, converged.Sub(scaled).Round(10*time.Millisecond), converged.Sub(killed).Round(10*time.Millisecond))
-	if len(adds.uids) != replicas {
+	switch {
+	case len(adds.uids) > replicas:
 		t.Errorf("%d distinct pods were created for %d replicas: the new leader duplicated creates", len(adds.uids), replicas)
+	case len(adds.uids) < replicas:
+		t.Errorf("the pod watches saw %d distinct pods created for %d replicas running: they missed creations", len(adds.uids), replicas)
 	}
 }
 

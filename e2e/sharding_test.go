@@ -58,8 +58,11 @@ func TestShardedOwnerDisruptionMidScale(t *testing.T) {
 	e.freeFromUsage()
 	adds.mu.Lock()
 	defer adds.mu.Unlock()
-	if len(adds.uids) != replicas {
+	switch {
+	case len(adds.uids) > replicas:
 		t.Errorf("%d distinct pods were created for %d replicas: a create was made twice across a handover", len(adds.uids), replicas)
+	case len(adds.uids) < replicas:
+		t.Errorf("the pod watches saw %d distinct pods created for %d replicas running: they missed creations", len(adds.uids), replicas)
 	}
 }
 
