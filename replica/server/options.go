@@ -106,19 +106,12 @@ type writeLease interface {
 // in flight at its deadline is renewed while the lease covers it.
 func memberWriteFence(ctl config.Controller, lease writeLease) func(*rest.Config) error {
 	timeout := ctl.MemberWriteTimeout
-	step := renewalStep(timeout)
+	step := writefence.RenewalStep(timeout)
 	permitted := func(context.Context) bool { return lease.WriteLease(timeout) }
 	covers := func(context.Context) bool { return lease.LeaseCovers(step) }
 	r := writefence.Renewal{Covers: covers, Step: step, Max: ctl.MemberWriteMaxDuration}
 	return writefence.Renewed(timeout, permitted, r, writefence.DefaultMaxInFlight)
 }
-
-// renewalStep is how much longer each renewal lets a member write in
-// flight run: a quarter of its deadline (162 ms at the default), which a
-// loaded leader's lease still covers between contact rounds (every quarter
-// raft.leaderLeaseTimeout) when a whole new deadline may not be; a renewal
-// need ask the lease only for the time it grants.
-func renewalStep(deadline time.Duration) time.Duration { return deadline / 4 }
 
 // registryOptions maps the configuration to the member registry's options.
 // Member writes are fenced by lease: a write leaves only while this

@@ -103,7 +103,7 @@ func (s *sharding) writeFences(ctl config.Controller, lease writeLease) func(clu
 		// The same check for a renewal step and without the wait, for a
 		// write in flight whose deadline is up (the owner lease's check
 		// never waits).
-		step := renewalStep(timeout)
+		step := writefence.RenewalStep(timeout)
 		covers := s.gates.PermittedWithin(cluster, step, func() bool { return lease.LeaseCovers(step) })
 		r := writefence.Renewal{Covers: covers, Step: step, Max: ctl.MemberWriteMaxDuration}
 		return []func(*rest.Config) error{writefence.Renewed(timeout, permitted, r, writefence.DefaultMaxInFlight)}

@@ -374,7 +374,7 @@ func memberClient(rc *rest.Config, c config.Controller, n *node.Node, maxInFligh
 	rc.UserAgent = "replicafed"
 	d := c.MemberWriteTimeout
 	permitted := func(context.Context) bool { return n.WriteLease(d) }
-	step := d / 4 // as replica/server's renewalStep
+	step := writefence.RenewalStep(d)
 	r := writefence.Renewal{Covers: func(context.Context) bool { return n.LeaseCovers(step) }, Step: step, Max: c.MemberWriteMaxDuration}
 	return writefence.Renewed(d, permitted, r, maxInFlight)(rc)
 }
