@@ -96,6 +96,9 @@ type Options struct {
 	// requests of syncs (which are marked clientlimit.First) wait for its
 	// tokens. While it does, status writes wait (deferWhileBusy); optional.
 	Busy func() bool
+	// MaxStatusDeferral is the longest a status write waits while Busy;
+	// 0 means DefaultMaxStatusDeferral.
+	MaxStatusDeferral time.Duration
 }
 
 // ReasonPodCacheIncomplete is the ReplicaFailure reason a member reports
@@ -129,6 +132,10 @@ type Engine struct {
 type Result struct {
 	// RequeueAfter > 0 asks for another sync after that delay.
 	RequeueAfter time.Duration
+	// AwaitLull asks for another sync as soon as the member's rate limit is
+	// no longer busy (Options.Busy): a status write waits for that. The
+	// key's RequeueAfter still comes, at the deferral's bound at the latest.
+	AwaitLull bool
 }
 
 // New returns an Engine with defaults filled in.
@@ -153,6 +160,9 @@ func New(o Options) *Engine {
 	}
 	if o.DependencyRecheck <= 0 {
 		o.DependencyRecheck = DefaultDependencyRecheck
+	}
+	if o.MaxStatusDeferral <= 0 {
+		o.MaxStatusDeferral = DefaultMaxStatusDeferral
 	}
 	e := &Engine{o: o}
 	e.fenced, _ = o.Gate.(FencedGate)

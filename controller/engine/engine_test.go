@@ -1029,9 +1029,9 @@ func TestSyncPacesCountOnlyStatus(t *testing.T) {
 }
 
 // TestSyncDefersStatusWhileBusy: while the member's rate limit is busy
-// with the syncs' own requests, a status write that is due waits,
-// StatusInterval at a time and MaxStatusDeferral in all; the report
-// carries the counts at once.
+// with the syncs' own requests, a status write that is due waits for a
+// lull (AwaitLull), MaxStatusDeferral at most; the report carries the
+// counts at once.
 func TestSyncDefersStatusWhileBusy(t *testing.T) {
 	tests := []struct {
 		name string
@@ -1042,8 +1042,8 @@ func TestSyncDefersStatusWhileBusy(t *testing.T) {
 		wantWrites int32
 	}{
 		{name: "idle again: written", busyLater: false, later: StatusInterval, wantWrites: 1},
-		{name: "still busy within the bound: waits", busyLater: true, later: MaxStatusDeferral - time.Second, wantWrites: 0},
-		{name: "still busy at the bound: written", busyLater: true, later: MaxStatusDeferral, wantWrites: 1},
+		{name: "still busy within the bound: waits", busyLater: true, later: DefaultMaxStatusDeferral - time.Second, wantWrites: 0},
+		{name: "still busy at the bound: written", busyLater: true, later: DefaultMaxStatusDeferral, wantWrites: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1059,19 +1059,23 @@ func TestSyncDefersStatusWhileBusy(t *testing.T) {
 			if got := h.n.statusUpdates.Load(); got != 0 {
 				t.Fatalf("status writes while busy = %d, want 0", got)
 			}
-			if res.RequeueAfter <= 0 || res.RequeueAfter > StatusInterval {
-				t.Fatalf("deferred write: RequeueAfter = %v, want (0, %v]", res.RequeueAfter, StatusInterval)
+			if !res.AwaitLull || res.RequeueAfter != DefaultMaxStatusDeferral {
+				t.Fatalf("deferred write: %+v, want AwaitLull and RequeueAfter %v (the bound)", res, DefaultMaxStatusDeferral)
 			}
 			if r := h.report[len(h.report)-1]; r.Replicas != 3 || r.ObservedGeneration != m.Generation {
 				t.Fatalf("report while deferred = %+v, want 3 replicas of generation %d", r, m.Generation)
 			}
 			busy.Store(tt.busyLater)
 			h.clock.SetTime(now.Add(tt.later))
-			if _, err := h.sync(); err != nil {
+			res, err = h.sync()
+			if err != nil {
 				t.Fatal(err)
 			}
 			if got := h.n.statusUpdates.Load(); got != tt.wantWrites {
 				t.Fatalf("status writes = %d, want %d", got, tt.wantWrites)
+			}
+			if res.AwaitLull != (tt.wantWrites == 0) {
+				t.Fatalf("AwaitLull = %v after %d status writes", res.AwaitLull, tt.wantWrites)
 			}
 			if st := h.owner().Status; tt.wantWrites == 1 && (st.Replicas != 3 || st.ObservedGeneration != m.Generation) {
 				t.Fatalf("status = %+v, want 3 replicas of generation %d", st, m.Generation)
@@ -1100,6 +1104,32 @@ func TestSyncRequestsGoFirst(t *testing.T) {
 	}
 	if n := unmarked.Load(); n != 0 {
 		t.Errorf("%d creates not marked to go first", n)
+	}
+}
+
+// TestSyncStatusWriteGoesLater: a sync's status write is not marked to go
+// first: it waits behind pod creates and does not make the member look busy
+// to the status writes beside it (clientlimit.Later).
+func TestSyncStatusWriteGoesLater(t *testing.T) {
+	var marked atomic.Int32
+	w := workload(2)
+	m := mrsFor(w)
+	h := newHarness(t, w, hopts{objs: []client.Object{ownedPod(m, "a"), ownedPod(m, "b")}, funcs: interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if clientlimit.IsFirst(ctx) {
+				marked.Add(1)
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	}})
+	if _, err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if h.n.statusUpdates.Load() == 0 {
+		t.Fatal("no status write to look at")
+	}
+	if n := marked.Load(); n != 0 {
+		t.Errorf("%d status writes marked to go first", n)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/replicastatus"
+	"github.com/replicafed/replicafed/internal/clientlimit"
 	"github.com/replicafed/replicafed/internal/fedref"
 )
 
@@ -36,6 +37,7 @@ func calculateStatus(s *syncScope, now time.Time) v1alpha1.MemberReplicaSetStatu
 func (e *Engine) updateReplicaSetStatus(ctx context.Context, s *syncScope, st *v1alpha1.MemberReplicaSetStatus, now time.Time) (time.Duration, error) {
 	mrs := s.mrs
 	if !replicastatus.Changed(mrs.Status, *st, mrs.Generation) {
+		e.paced.settled(s.key)
 		return 0, nil
 	}
 	var due time.Duration
@@ -50,6 +52,7 @@ func (e *Engine) updateReplicaSetStatus(ctx context.Context, s *syncScope, st *v
 	}
 	if due == 0 {
 		due = e.deferWhileBusy(s.key, now)
+		s.awaitLull = due > 0
 	}
 	// This sync has seen the generation: a write records it, and a held,
 	// deferred or paced one is reported with it already (a paced,
@@ -59,7 +62,9 @@ func (e *Engine) updateReplicaSetStatus(ctx context.Context, s *syncScope, st *v
 		ctrl.LoggerFrom(ctx).V(4).Info("Pacing a status write", "in", due)
 		return due, nil
 	}
-	updated, err := e.writeStatus(ctx, s.key, mrs, *st)
+	// Unmarked: the write waits behind pod creates, and does not make the
+	// member look busy to the status writes of the syncs beside it.
+	updated, err := e.writeStatus(clientlimit.Later(ctx), s.key, mrs, *st)
 	if err != nil {
 		return 0, err
 	}
@@ -70,15 +75,16 @@ func (e *Engine) updateReplicaSetStatus(ctx context.Context, s *syncScope, st *v
 
 // deferWhileBusy returns how long a status write that is due now waits
 // because the member's rate limit is busy with pod and MemberReplicaSet
-// writes (Options.Busy): StatusInterval at a time, MaxStatusDeferral in
-// all. Written in a burst, the status of each MemberReplicaSet of a few
-// pods takes a token a pod needs; the hub reads the engine's reports, so
-// only the member's own status waits.
+// writes (Options.Busy): until the rate limit falls idle (the sync asks
+// for that with Result.AwaitLull), MaxStatusDeferral at most. Written in a
+// burst, the status of each MemberReplicaSet of a few pods takes a token a
+// pod needs; the hub reads the engine's reports, so only the member's own
+// status waits.
 func (e *Engine) deferWhileBusy(k fedref.MemberObject, now time.Time) time.Duration {
 	if e.o.Busy == nil || !e.o.Busy() {
 		return 0
 	}
-	return min(StatusInterval, e.paced.deferBusy(k, now))
+	return e.paced.deferBusy(k, now, e.o.MaxStatusDeferral)
 }
 
 // generationOnly reports whether st is urgent for mrs only because mrs's

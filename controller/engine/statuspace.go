@@ -23,11 +23,21 @@ const StatusInterval = time.Second
 // once; the member's own status shows it up to this much later.
 const GenerationHold = 5 * time.Second
 
-// MaxStatusDeferral is the longest a status write waits while the member's
-// rate limit is busy with pod and MemberReplicaSet writes (Options.Busy):
-// the member's own status is at most this much older than the engine's
-// reports during a long burst, then written in its turn.
-const MaxStatusDeferral = time.Minute
+// DefaultMaxStatusDeferral is the default Options.MaxStatusDeferral: the
+// longest a status write waits while the member's rate limit is busy with
+// pod and MemberReplicaSet writes (Options.Busy). The hub reads the
+// engine's reports, so only the member's own status trails, and the
+// deferred writes are woken as soon as the member's rate limit falls idle
+// (Result.AwaitLull): the bound matters only for a burst longer than it.
+// A minute was too short for a large burst (1,000 small workloads take
+// about three minutes of a member's QPS): from its second minute the
+// deferred writes took tokens the pods needed.
+const DefaultMaxStatusDeferral = 5 * time.Minute
+
+// ShardedMaxStatusDeferral is Options.MaxStatusDeferral with sharding on:
+// the leader reads a member it does not own from the MemberReplicaSet
+// status, so that status must not trail the pods for long.
+const ShardedMaxStatusDeferral = time.Minute
 
 // statusPace remembers when each key's status was last written, since when
 // a generation's status has been held, and since when a write has waited
@@ -71,9 +81,9 @@ func (p *statusPace) holdGeneration(k fedref.MemberObject, generation int64, now
 }
 
 // deferBusy returns how much longer key's status write may wait for a busy
-// member: MaxStatusDeferral from the first time it was deferred, 0 once
-// that has passed.
-func (p *statusPace) deferBusy(k fedref.MemberObject, now time.Time) time.Duration {
+// member: bound from the first time it was deferred, 0 once that has
+// passed.
+func (p *statusPace) deferBusy(k fedref.MemberObject, now time.Time, bound time.Duration) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	since, ok := p.deferred[k]
@@ -83,7 +93,15 @@ func (p *statusPace) deferBusy(k fedref.MemberObject, now time.Time) time.Durati
 		}
 		p.deferred[k], since = now, now
 	}
-	return max(0, MaxStatusDeferral-now.Sub(since))
+	return max(0, bound-now.Sub(since))
+}
+
+// settled forgets that key's status write was deferred: the status written
+// is current again, so a later deferral starts its bound afresh.
+func (p *statusPace) settled(k fedref.MemberObject) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.deferred, k)
 }
 
 // wait returns how long key's next count-only status write must wait.

@@ -46,6 +46,9 @@ type syncScope struct {
 	// acted is true when manageReplicas created or deleted a pod: the
 	// status computed before is about to change.
 	acted bool
+	// awaitLull is true when the status write waits for the member's rate
+	// limit to fall idle (deferWhileBusy).
+	awaitLull bool
 }
 
 // errCacheLags stops a sync whose pod cache has not caught up with a quorum
@@ -268,7 +271,7 @@ func (e *Engine) nextSync(s *syncScope, st v1alpha1.MemberReplicaSetStatus, stat
 		// event.
 		unsatisfied = e.o.UnsatisfiedRequeue
 	}
-	return Result{RequeueAfter: soonest(available, statusDue, dependencies, unsatisfied)}
+	return Result{RequeueAfter: soonest(available, statusDue, dependencies, unsatisfied), AwaitLull: s.awaitLull}
 }
 
 // soonest returns the smallest positive duration of ds, or 0 (no requeue)

@@ -28,6 +28,7 @@ import (
 	"github.com/replicafed/replicafed/controller/expectations"
 	"github.com/replicafed/replicafed/controller/replicastatus"
 	"github.com/replicafed/replicafed/controller/worker"
+	"github.com/replicafed/replicafed/internal/clientlimit"
 	"github.com/replicafed/replicafed/internal/fedref"
 	"github.com/replicafed/replicafed/internal/kubescheme"
 	"github.com/replicafed/replicafed/internal/test/testcluster"
@@ -177,6 +178,9 @@ type envOpts struct {
 	qps        float32
 	burstQPS   int
 	unlimited  bool
+	// shared puts the member's limit in one bucket that every client
+	// shares, marked requests first (clientlimit.Shared), as the product.
+	shared     bool
 	workers    int
 	reuseClust *testcluster.Cluster
 	// kwokNodes starts kwok fake nodes without a scheduler: the test binds
@@ -240,6 +244,9 @@ func startEnv(t testing.TB, o envOpts) *env {
 	}
 	if o.unlimited {
 		cfg.QPS, cfg.Burst = -1, 0
+	}
+	if o.shared {
+		clientlimit.Shared(cfg, cfg.QPS, cfg.Burst)
 	}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return writeCounter{rt: rt, writes: e.writes, podCreates: e.podCreates, nodeGets: e.nodeGets, kinds: e.kinds, podWatches: e.podWatches}

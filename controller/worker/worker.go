@@ -86,6 +86,9 @@ type Options struct {
 	// Dependencies builds the member's engine.Options.Dependencies from
 	// its cluster; nil leaves pod creation unchecked.
 	Dependencies func(cl cluster.Cluster) engine.DependencyChecker
+	// MaxStatusDeferral is engine.Options.MaxStatusDeferral: the longest a
+	// MemberReplicaSet's status write waits for a busy member rate limit.
+	MaxStatusDeferral time.Duration
 	// MaxCachedPods is the most pods one member's cache keeps (config
 	// controller.maxCachedPodsPerMember); 0 means no bound. Over it the
 	// member's cache stops taking new pods, so one huge member cannot grow
@@ -114,6 +117,13 @@ type Worker struct {
 
 	// running is set once the caches synced and the sync goroutines run.
 	running atomic.Bool
+
+	// busy is the member rate limit's clientlimit.Busy; parked holds the
+	// keys whose status writes wait until it is false, woken batch at a
+	// time (wakeParked).
+	busy   func() bool
+	parked parked
+	batch  int
 }
 
 // New builds a worker for member name. Nothing runs until Start.
@@ -128,7 +138,7 @@ func New(name string, cl cluster.Cluster, o Options) (*Worker, error) {
 	if rl == nil {
 		rl = workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName]()
 	}
-	w := &Worker{name: name, cl: cl, o: o, reader: cl.GetCache()}
+	w := &Worker{name: name, cl: cl, o: o, reader: cl.GetCache(), busy: clientlimit.Busy(cl.GetConfig()), batch: wakeBatch(cl.GetConfig())}
 	w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "replicafed-" + name})
 	var deps engine.DependencyChecker
 	if o.Dependencies != nil {
@@ -151,7 +161,7 @@ func New(name string, cl cluster.Cluster, o Options) (*Worker, error) {
 		ViewIncomplete: w.PodCacheIncomplete,
 		// Status writes wait while pod writes queue for the member's
 		// shared rate limit (internal/clientlimit).
-		Busy: clientlimit.Busy(cl.GetConfig()),
+		Busy: w.busy, MaxStatusDeferral: o.MaxStatusDeferral,
 	})
 	return w, nil
 }
@@ -320,6 +330,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	for range w.o.Workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, w.run, time.Second) })
 	}
+	wg.Go(func() { wait.UntilWithContext(ctx, w.wakeParked, LullCheck) })
 	<-ctx.Done()
 	w.queue.ShutDown()
 	wg.Wait()
@@ -356,6 +367,11 @@ func (w *Worker) next(ctx context.Context) bool {
 		return true
 	}
 	w.queue.Forget(key)
+	if res.AwaitLull {
+		w.parked.add(key)
+	} else {
+		w.parked.remove(key)
+	}
 	if res.RequeueAfter > 0 {
 		w.queue.AddAfter(key, res.RequeueAfter)
 	}

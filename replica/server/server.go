@@ -326,6 +326,9 @@ func newWorkers(cfg *config.Config, store *raftexp.Store, n *node.Node, link hub
 		},
 	}
 	if shard != nil {
+		// The leader reads the members it does not own from their
+		// MemberReplicaSet status: a burst may not hold it back long.
+		o.MaxStatusDeferral = engine.ShardedMaxStatusDeferral
 		// The owners' reports stay in their own process: the leader's hub
 		// reads a member it does not own from the MemberReplicaSet status
 		// in its member cache, and re-plans when that status changes.

@@ -411,7 +411,7 @@ func statusComplete(ctx context.Context, hub client.Client, ns string, want int)
 // awaitMemberStatus waits, up to memberStatusBound, until every member's
 // MemberReplicaSets show their pods Ready in their own status, so the
 // run's writes include the status writes the engine defers while a member
-// is busy (engine.MaxStatusDeferral) instead of leaving them after the
+// is busy (until a lull, engine.DefaultMaxStatusDeferral at most) instead of leaving them after the
 // window.
 func (b *bench) awaitMemberStatus(ctx context.Context, ns string, t0 time.Time) {
 	err := waitFor(ctx, memberStatusBound, "every MemberReplicaSet's status to show its pods Ready", func() (bool, error) {
