@@ -1107,17 +1107,17 @@ func TestSyncRequestsGoFirst(t *testing.T) {
 	}
 }
 
-// TestSyncStatusWriteGoesLater: a sync's status write is not marked to go
-// first: it waits behind pod creates and does not make the member look busy
-// to the status writes beside it (clientlimit.Later).
-func TestSyncStatusWriteGoesLater(t *testing.T) {
-	var marked atomic.Int32
+// TestSyncStatusWriteGoesFirst: a sync's status write is marked like its
+// other requests: unmarked, it would queue in the lane events use and hold
+// up the worker, a Patience at a time, while it has pods to create.
+func TestSyncStatusWriteGoesFirst(t *testing.T) {
+	var unmarked atomic.Int32
 	w := workload(2)
 	m := mrsFor(w)
 	h := newHarness(t, w, hopts{objs: []client.Object{ownedPod(m, "a"), ownedPod(m, "b")}, funcs: interceptor.Funcs{
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-			if clientlimit.IsFirst(ctx) {
-				marked.Add(1)
+			if !clientlimit.IsFirst(ctx) {
+				unmarked.Add(1)
 			}
 			return c.SubResource(sub).Update(ctx, obj, opts...)
 		},
@@ -1128,8 +1128,8 @@ func TestSyncStatusWriteGoesLater(t *testing.T) {
 	if h.n.statusUpdates.Load() == 0 {
 		t.Fatal("no status write to look at")
 	}
-	if n := marked.Load(); n != 0 {
-		t.Errorf("%d status writes marked to go first", n)
+	if n := unmarked.Load(); n != 0 {
+		t.Errorf("%d status writes not marked to go first", n)
 	}
 }
 

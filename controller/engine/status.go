@@ -13,7 +13,6 @@ import (
 
 	"github.com/replicafed/replicafed/api/v1alpha1"
 	"github.com/replicafed/replicafed/controller/replicastatus"
-	"github.com/replicafed/replicafed/internal/clientlimit"
 	"github.com/replicafed/replicafed/internal/fedref"
 )
 
@@ -62,9 +61,10 @@ func (e *Engine) updateReplicaSetStatus(ctx context.Context, s *syncScope, st *v
 		ctrl.LoggerFrom(ctx).V(4).Info("Pacing a status write", "in", due)
 		return due, nil
 	}
-	// Unmarked: the write waits behind pod creates, and does not make the
-	// member look busy to the status writes of the syncs beside it.
-	updated, err := e.writeStatus(clientlimit.Later(ctx), s.key, mrs, *st)
+	// Marked like the rest of the sync: unmarked, it would wait in the one
+	// lane that events use, a Patience at a time, and hold up a worker
+	// that has pods to create.
+	updated, err := e.writeStatus(ctx, s.key, mrs, *st)
 	if err != nil {
 		return 0, err
 	}

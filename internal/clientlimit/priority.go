@@ -28,16 +28,7 @@ func First(ctx context.Context) context.Context {
 	return context.WithValue(ctx, firstKey{}, true)
 }
 
-// Later clears First's mark on ctx: its requests wait behind marked ones,
-// as unmarked requests do. The engine writes a MemberReplicaSet's status
-// this way from within a marked sync, so that the write neither goes ahead
-// of pod creates nor makes the member look busy (Busy) to the status
-// writes of the syncs beside it.
-func Later(ctx context.Context) context.Context {
-	return context.WithValue(ctx, firstKey{}, false)
-}
-
-// IsFirst reports whether ctx was marked by First (and not since by Later).
+// IsFirst reports whether ctx was marked by First.
 func IsFirst(ctx context.Context) bool {
 	v, _ := ctx.Value(firstKey{}).(bool)
 	return v
