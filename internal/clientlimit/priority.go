@@ -17,14 +17,6 @@ import (
 // the burst (one unmarked request per Patience at most).
 const Patience = time.Second
 
-// BusyLinger is how long Busy still reports a busy bucket after the last
-// marked request stopped waiting. Marked requests at about the bucket's
-// rate wait only now and then, so a bare "is one waiting now" reads false
-// in most moments of a burst, and status writes deferred on it went out
-// in the burst anyway: a fleet run showed them taking about a fifth of
-// each member's tokens while its pods were being created.
-const BusyLinger = 2 * time.Second
-
 // firstKey marks a context whose requests go first.
 type firstKey struct{}
 
@@ -43,16 +35,16 @@ func IsFirst(ctx context.Context) bool {
 }
 
 // Busy returns a function that reports whether requests marked by First
-// wait for rc's bucket, or did within BusyLinger: the member's rate limit
-// is the bottleneck, and a write that can wait should. It always reports
-// false for a configuration without a shared bucket (no limit, or one per
-// REST client).
+// are waiting for rc's bucket: the member's rate limit is the bottleneck
+// right now, and a write that can wait should. It always reports false
+// for a configuration without a shared bucket (no limit, or one per REST
+// client).
 func Busy(rc *rest.Config) func() bool {
 	p, ok := rc.RateLimiter.(*prioritized)
 	if !ok {
 		return func() bool { return false }
 	}
-	return p.busy
+	return func() bool { return p.waitingFirst() > 0 }
 }
 
 // prioritized is a bucket whose marked requests go ahead of the others:
@@ -68,8 +60,6 @@ type prioritized struct {
 	mu    sync.Mutex
 	first int           // marked requests waiting
 	lull  chan struct{} // closed while first == 0
-	// idleSince is when first last fell to 0.
-	idleSince time.Time
 }
 
 // newPrioritized puts bucket behind marked-first ordering.
@@ -82,11 +72,6 @@ func newPrioritized(bucket flowcontrol.RateLimiter, c clock.Clock) *prioritized 
 // Wait blocks until the request may be sent, or ctx ends.
 func (p *prioritized) Wait(ctx context.Context) error {
 	if IsFirst(ctx) {
-		// A free token is taken at once: only a marked request that has
-		// to wait counts as waiting (and makes the bucket Busy).
-		if p.bucket.TryAccept() {
-			return nil
-		}
 		p.arrive()
 		defer p.leave()
 		return p.bucket.Wait(ctx)
@@ -129,14 +114,6 @@ func (p *prioritized) awaitLull(ctx context.Context) error {
 	}
 }
 
-// busy reports whether a marked request waits for a token, or did within
-// BusyLinger.
-func (p *prioritized) busy() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.first > 0 || (!p.idleSince.IsZero() && p.clock.Since(p.idleSince) < BusyLinger)
-}
-
 // waitingFirst is how many marked requests wait.
 func (p *prioritized) waitingFirst() int {
 	p.mu.Lock()
@@ -161,7 +138,6 @@ func (p *prioritized) leave() {
 	p.first--
 	if p.first == 0 {
 		close(p.lull)
-		p.idleSince = p.clock.Now()
 	}
 }
 
