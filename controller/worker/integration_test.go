@@ -338,6 +338,20 @@ func (e *env) eventually(what string, timeout time.Duration, cond func() (bool, 
 	}
 }
 
+// readyInStatus waits until name has size active owned pods and its own
+// status shows them all Ready for its current generation.
+func (e *env) readyInStatus(name string, size int32, timeout time.Duration) {
+	e.t.Helper()
+	e.eventually(name+" Ready in its status", timeout, func() (bool, string) {
+		active, mrs := e.owned(name)
+		if mrs == nil {
+			return false, "no MemberReplicaSet"
+		}
+		return len(active) == int(size) && mrs.Status.ReadyReplicas == size && mrs.Status.ObservedGeneration == mrs.Generation,
+			fmt.Sprintf("pods=%d status=%+v gen=%d", len(active), mrs.Status, mrs.Generation)
+	})
+}
+
 // converged waits until name has want active owned pods and its status says so
 // for the current generation.
 func (e *env) converged(name string, want int) *v1alpha1.MemberReplicaSet {

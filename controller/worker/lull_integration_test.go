@@ -25,17 +25,9 @@ func TestIntegrationStatusWaitsForLull(t *testing.T) {
 	})
 	burst := time.Since(start)
 	for i := range n {
-		name := fmt.Sprintf("lull%d", i)
 		// Well inside the 5-minute bound: only a wake at the lull (or a
 		// later event of its own) writes a status deferred in the burst.
-		e.eventually(name+" Ready in its status", 90*time.Second, func() (bool, string) {
-			active, mrs := e.owned(name)
-			if mrs == nil {
-				return false, "no MemberReplicaSet"
-			}
-			return len(active) == size && mrs.Status.ReadyReplicas == size && mrs.Status.ObservedGeneration == mrs.Generation,
-				fmt.Sprintf("pods=%d status=%+v gen=%d", len(active), mrs.Status, mrs.Generation)
-		})
+		e.readyInStatus(fmt.Sprintf("lull%d", i), size, 90*time.Second)
 	}
 	status := e.kinds.get(http.MethodPut, "memberreplicasets/status")
 	t.Logf("%d MemberReplicaSets of %d pods at 5 QPS: pods created in %v, every status Ready after %v, %d status writes",

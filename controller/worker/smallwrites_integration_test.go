@@ -19,15 +19,7 @@ func TestIntegrationSmallWorkloadWrites(t *testing.T) {
 		e.set(fmt.Sprintf("small%d", i), size)
 	}
 	for i := range n {
-		name := fmt.Sprintf("small%d", i)
-		e.eventually(name+" Ready in its status", 120*time.Second, func() (bool, string) {
-			active, mrs := e.owned(name)
-			if mrs == nil {
-				return false, "no MemberReplicaSet"
-			}
-			return len(active) == size && mrs.Status.ReadyReplicas == size && mrs.Status.ObservedGeneration == mrs.Generation,
-				fmt.Sprintf("pods=%d status=%+v gen=%d", len(active), mrs.Status, mrs.Generation)
-		})
+		e.readyInStatus(fmt.Sprintf("small%d", i), size, 120*time.Second)
 	}
 	// Events are sent by the recorder in the background.
 	e.eventually("one event per MemberReplicaSet sent", 60*time.Second, func() (bool, string) {
