@@ -167,6 +167,14 @@
 //     also re-enqueues every key holding earlier-term expectations each
 //     second until none is left, so members engaged after the election are
 //     covered. An unsatisfied key requeues itself well before the TTL.
+//     A key for which that reconcile would settle nothing (Store.Quiet:
+//     no expectations, or only names granted in this term and handed to
+//     no one) needs no list of its own: one quorum read of the whole
+//     member per term (a list of one pod's metadata) stands in for it once
+//     the pod store's resource version has reached that read's, since no
+//     earlier write for the key can still land and the cache then holds
+//     every pod written before the term. A burst of new workloads costs a
+//     member one read instead of one per MemberReplicaSet.
 //  11. Excess. A pod that no reservation accounts for (for example a name
 //     released by an older version and created late) is counted like any
 //     other and deleted by the normal reconcile, by UID, when the member

@@ -124,8 +124,10 @@ type Engine struct {
 	// fenced is o.Gate when it is a FencedGate.
 	fenced   FencedGate
 	verified verified
-	written  written
-	paced    statusPace
+	// quorum is the member-wide quorum read behind coveredByMember.
+	quorum  memberQuorum
+	written written
+	paced   statusPace
 }
 
 // Result tells the caller when to sync the key again without an event.

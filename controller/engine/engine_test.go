@@ -108,6 +108,8 @@ type hopts struct {
 	podsByController func(namespace, controller string) ([]*corev1.Pod, bool)
 	// busy is Options.Busy.
 	busy func() bool
+	// podStoreRV is Options.PodStoreRV.
+	podStoreRV func() string
 }
 
 func newHarness(t *testing.T, w *Workload, o hopts) *harness {
@@ -179,7 +181,7 @@ func newHarness(t *testing.T, w *Workload, o hopts) *harness {
 		}),
 		Gate: o.gate, Recorder: h.rec, BurstReplicas: o.burst, Clock: h.clock,
 		Dependencies: o.deps, ViewIncomplete: o.incomplete, PodsByController: o.podsByController,
-		Busy: o.busy,
+		Busy: o.busy, PodStoreRV: o.podStoreRV,
 	})
 	return h
 }

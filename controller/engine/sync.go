@@ -65,7 +65,8 @@ var errCacheLags = errors.New("pod cache behind a quorum list")
 //  3. syncOwner: create, update or forget the MemberReplicaSet;
 //  4. verifyTerm: before the first write of a term (of an ownership
 //     epoch, behind a FencedGate), the cache must have caught up with a
-//     quorum list;
+//     quorum list: the key's own, or the member's one read of the term
+//     when the store holds nothing for the key;
 //  5. satisfiedExpectations, before the pods are listed;
 //  6. listPods, filterPods, then claimPods (adopt and release);
 //  7. manageReplicas, when the expectations are satisfied and nothing is
@@ -207,10 +208,20 @@ func stopped(err error) (Result, error) {
 // observations), that the cache has caught up with a quorum list, and
 // settles earlier terms' (epochs') reservations from that list: a new
 // leader or owner must not act on a cache that lags what the previous
-// one saw. It returns errCacheLags while the cache lags.
+// one saw. A key the store would settle nothing for needs no list of its
+// own when the cache has caught up with the member's quorum read of the
+// term (coveredByMember). It returns errCacheLags while the cache lags.
 func (e *Engine) verifyTerm(ctx context.Context, s *syncScope, p permit) error {
 	fresh := e.freshness(p)
 	if e.verified.is(s.key, fresh) {
+		return nil
+	}
+	covered, err := e.coveredByMember(ctx, s.key, fresh)
+	if err != nil {
+		return err
+	}
+	if covered {
+		e.verified.set(s.key, fresh)
 		return nil
 	}
 	if err := e.verifyCache(ctx, s); err != nil {

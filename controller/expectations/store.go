@@ -134,6 +134,17 @@ type TermReconciler interface {
 	ReconcileReservations(ctx context.Context, key fedref.MemberObject, listed map[string]ListedPod) (Settlement, error)
 }
 
+// QuietReconciler is a TermReconciler that can tell, without a list, when
+// a reconcile of key under ctx's term or fence would settle nothing: it
+// holds no expectations for key, or (under a term) only names granted in
+// that term and handed to no one, so no earlier write for key can still be
+// in flight. The engine then checks its cache for key against one quorum
+// read of the whole member per term instead of a list of the key's pods.
+type QuietReconciler interface {
+	TermReconciler
+	Quiet(ctx context.Context, key fedref.MemberObject) bool
+}
+
 // ListedPod is one pod of a quorum list, as a TermReconciler reads it.
 type ListedPod struct {
 	UID types.UID

@@ -88,6 +88,33 @@ func (k *writeKinds) add(r *http.Request) {
 	k.n[r.Method+" "+kindOf(r.URL.Path)]++
 }
 
+// n1 counts one request under name.
+func (k *writeKinds) n1(name string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.n == nil {
+		k.n = map[string]int{}
+	}
+	k.n[name]++
+}
+
+// podListKind names a pod list that is not a watch: "LIST pods key" for a
+// list by label selector (a key's quorum list), "LIST pods limit 1" for
+// the member-wide quorum read, "" for anything else.
+func podListKind(r *http.Request) string {
+	q := r.URL.Query()
+	if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/pods") || q.Get("watch") == "true" {
+		return ""
+	}
+	switch {
+	case q.Get("labelSelector") != "":
+		return "LIST pods key"
+	case q.Get("limit") == "1":
+		return "LIST pods limit 1"
+	}
+	return ""
+}
+
 // get returns the writes of method and kind.
 func (k *writeKinds) get(method, kind string) int {
 	k.mu.Lock()
@@ -114,6 +141,9 @@ func kindOf(path string) string {
 func (w writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/api/v1/nodes/") {
 		w.nodeGets.Add(1)
+	}
+	if kind := podListKind(r); kind != "" {
+		w.kinds.n1(kind)
 	}
 	if r.Method != http.MethodGet {
 		w.writes.Add(1)
@@ -201,6 +231,11 @@ type envOpts struct {
 	statusChanged func(fedref.MemberObject, v1alpha1.HubReference)
 	// owned is the worker option Owned.
 	owned func(cluster string) bool
+	// quiet makes the store a QuietReconciler that holds nothing for any
+	// key, as a replicated store does for a key new in the term.
+	quiet bool
+	// unsatisfiedRequeue is the worker option UnsatisfiedRequeue.
+	unsatisfiedRequeue time.Duration
 }
 
 func scheme() *runtime.Scheme { return kubescheme.Must() }
@@ -273,9 +308,14 @@ func startEnv(t testing.TB, o envOpts) *env {
 	if o.source != nil {
 		src = o.source
 	}
-	e.mgr = worker.NewManager(worker.Options{Workers: o.workers, BurstReplicas: o.burst, Store: e.store, Source: src,
+	var st expectations.Store = e.store
+	if o.quiet {
+		st = quietStore{e.store}
+	}
+	e.mgr = worker.NewManager(worker.Options{Workers: o.workers, BurstReplicas: o.burst, Store: st, Source: src,
 		CreateNamespaces: o.createNamespaces, MaxCachedPods: o.maxCachedPods, Sink: o.sink,
-		Gate: o.gate, GateFor: o.gateFor, MemberStatusChanged: o.statusChanged, Owned: o.owned})
+		Gate: o.gate, GateFor: o.gateFor, MemberStatusChanged: o.statusChanged, Owned: o.owned,
+		UnsatisfiedRequeue: o.unsatisfiedRequeue})
 	if err := e.mgr.Engage(ctx, member, mc); err != nil {
 		t.Fatal(err)
 	}

@@ -81,6 +81,14 @@ func TestFirstCreatesTakeGrantedNames(t *testing.T) {
 	if !s.Satisfied(web) {
 		t.Fatal("granted names hold up the key before anyone claimed them")
 	}
+	other := web
+	other.Name = "other"
+	if !s.Quiet(ctx, web) || !s.Quiet(ctx, other) {
+		t.Fatal("unclaimed grants of this term, or no expectations at all, are not quiet")
+	}
+	if s.Quiet(ctrlexp.WithFence(ctx, ctrlexp.Fence{Owner: "r1", Epoch: 1}), web) {
+		t.Fatal("grants are quiet under an owner fence, which holds them instead")
+	}
 	before, reserves := l.Raft().LastIndex(), reservesProposed()
 	if st, err := s.ReconcileReservations(ctx, web, nil); err != nil || len(st.Completed)+len(st.Held) != 0 {
 		skipIfLeadershipMoved(t, l, term)
@@ -104,6 +112,9 @@ func TestFirstCreatesTakeGrantedNames(t *testing.T) {
 	}
 	if s.Satisfied(web) {
 		t.Fatal("claimed names do not count as outstanding")
+	}
+	if s.Quiet(ctx, web) {
+		t.Fatal("claimed names are quiet: a takeover would skip settling them")
 	}
 	// An overlapping sync finds the claim unsettled and reserves: the
 	// FSM hands out the granted names again, no fresh one.
@@ -148,6 +159,9 @@ func TestGrantedNamesAfterFailover(t *testing.T) {
 		}
 		return nil
 	})
+	if s2.Quiet(ctx, web) {
+		t.Fatal("an earlier term's claimed grants are quiet for the new leader")
+	}
 	st, err := s2.ReconcileReservations(ctx, web, map[string]ctrlexp.ListedPod{names[0]: {UID: "a"}})
 	if err != nil {
 		skipIfLeadershipMoved(t, next, term)

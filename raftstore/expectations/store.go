@@ -144,9 +144,10 @@ type reserveCall struct {
 }
 
 var (
-	_ ctrlexp.Store          = (*Store)(nil)
-	_ ctrlexp.Relister       = (*Store)(nil)
-	_ ctrlexp.TermReconciler = (*Store)(nil)
+	_ ctrlexp.Store           = (*Store)(nil)
+	_ ctrlexp.Relister        = (*Store)(nil)
+	_ ctrlexp.TermReconciler  = (*Store)(nil)
+	_ ctrlexp.QuietReconciler = (*Store)(nil)
 )
 
 // New returns a Store on n, configured from n's NodeConfig (ExpectationsTTL,
@@ -745,6 +746,22 @@ func (s *Store) ReconcileReservations(ctx context.Context, key fedref.MemberObje
 		out.HeldDeletes = append(out.HeldDeletes, ctrlexp.PodRef{Name: d.Name, UID: types.UID(d.UID)})
 	}
 	return out, nil
+}
+
+// Quiet implements ctrlexp.QuietReconciler: true when
+// ReconcileReservations under ctx would apply nothing, because the
+// committed view holds no reservation or delete for key, or (without an
+// owner fence) only names granted in ctx's term that no sync was handed.
+func (s *Store) Quiet(ctx context.Context, key fedref.MemberObject) bool {
+	k := fsm.KeyOf(key)
+	if v := s.fsm.View(k); len(v.Reservations) == 0 && len(v.Deletes) == 0 {
+		return true
+	}
+	if _, fenced := ctrlexp.FenceFrom(ctx); fenced {
+		return false
+	}
+	term := s.term(ctx)
+	return term != 0 && s.onlyUnclaimedGrants(k, term)
 }
 
 // KeysToReconcile lists the keys of cluster ("" for all) holding unexpired
