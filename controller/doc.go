@@ -51,7 +51,12 @@
 //     until the informer cache has caught up with it (store resource
 //     version, else a pod-by-pod comparison). This plays the role of
 //     upstream 1.36's consistency store for the case that matters here: a
-//     new leader whose cache lags what the old leader saw.
+//     new leader whose cache lags what the old leader saw. A key the store
+//     would settle nothing for (expectations.QuietReconciler) is not
+//     listed: a cache that has reached one quorum read of the member made
+//     in the term stands in for its list (one read per member and term
+//     instead of one per MemberReplicaSet, which a member's rate limit
+//     charges like a write).
 //   - A create refused by the API server releases its name
 //     (Store.CreationFailed); one whose outcome is unknown (timeout, 5xx,
 //     cancelled, transport error) keeps it (Store.CreationUnknown), so the
@@ -153,7 +158,8 @@
 //   - terminatingReplicas is always set (upstream 1.35+ default).
 //   - No deletion-age metric yet. Instead of upstream's consistency store
 //     (which tracks the resource versions of a controller's own writes), the
-//     engine compares its cache with a quorum list once per key and term,
+//     engine compares its cache with a quorum list once per key and term
+//     (or with one read of the member, for keys with nothing to settle),
 //     see above.
 //   - Events use the events.k8s.io API with reporting controller "replicafed".
 //   - SuccessfulCreate and SuccessfulDelete are one event per sync, not per
