@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -25,23 +26,40 @@ type memberQuorum struct {
 	mu    sync.Mutex
 	fresh freshness
 	rv    string
+	// reads shares one read among the syncs that need it at once; each
+	// waits only as long as its own context allows (a member that does
+	// not answer must not queue every sync behind one read's timeout).
+	reads singleflight.Group
 }
 
 // resourceVersion returns the quorum resource version read in f, reading
-// it with list when none was read in f yet. Concurrent callers in f wait
-// for one read.
+// it with list when none was read in f yet. A failed read is not kept:
+// the next caller reads again.
 func (q *memberQuorum) resourceVersion(ctx context.Context, f freshness, list func(context.Context) (string, error)) (string, error) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.rv != "" && q.fresh == f {
-		return q.rv, nil
+		rv := q.rv
+		q.mu.Unlock()
+		return rv, nil
 	}
-	rv, err := list(ctx)
-	if err != nil {
-		return "", err
+	q.mu.Unlock()
+	ch := q.reads.DoChan(fmt.Sprintf("%d/%d/%d", f.term, f.epoch, f.owner), func() (any, error) {
+		rv, err := list(ctx)
+		if err != nil {
+			return "", err
+		}
+		q.mu.Lock()
+		q.fresh, q.rv = f, rv
+		q.mu.Unlock()
+		return rv, nil
+	})
+	select {
+	case r := <-ch:
+		rv, _ := r.Val.(string)
+		return rv, r.Err
+	case <-ctx.Done():
+		return "", fmt.Errorf("waiting for the member's quorum read: %w", ctx.Err())
 	}
-	q.fresh, q.rv = f, rv
-	return rv, nil
 }
 
 // listMemberRV reads the member's current resource version with a quorum

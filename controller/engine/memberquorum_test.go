@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -127,5 +128,42 @@ func TestMemberQuorumOnePerFreshness(t *testing.T) {
 	}
 	if reads != 4 {
 		t.Fatalf("%d reads, want 4 (one per freshness and one per failure)", reads)
+	}
+}
+
+// TestMemberQuorumSharedRead: syncs that need the read at once share one;
+// a sync whose context ends stops waiting for it while the read goes on
+// for the others.
+func TestMemberQuorumSharedRead(t *testing.T) {
+	var q memberQuorum
+	release, started := make(chan struct{}), make(chan struct{})
+	var reads atomic.Int32
+	list := func(context.Context) (string, error) {
+		if reads.Add(1) == 1 {
+			close(started)
+		}
+		<-release
+		return "7", nil
+	}
+	f := freshness{term: 3}
+	first := make(chan string)
+	go func() {
+		rv, _ := q.resourceVersion(context.Background(), f, list)
+		first <- rv
+	}()
+	<-started
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := q.resourceVersion(cancelled, f, list); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a sync whose context ended: %v, want context.Canceled", err)
+	}
+	second := make(chan string)
+	go func() {
+		rv, _ := q.resourceVersion(context.Background(), f, list)
+		second <- rv
+	}()
+	close(release)
+	if a, b := <-first, <-second; a != "7" || b != "7" || reads.Load() != 1 {
+		t.Fatalf("got %q and %q from %d reads, want \"7\" twice from one read", a, b, reads.Load())
 	}
 }
